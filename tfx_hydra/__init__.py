@@ -1,0 +1,7 @@
+"""tfx_hydra: declarative, Hydra-configured TensorFlow experiments tracked in MLflow.
+
+Importing the package is cheap on purpose: TensorFlow and MLflow are imported by the
+functions that need them, so `--help`, `--cfg job` and config validation stay fast.
+"""
+
+__version__ = "0.1.0"

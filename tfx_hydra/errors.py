@@ -1,0 +1,50 @@
+"""The user mistakes tfx_hydra reports without a traceback.
+
+Every error here derives from Hydra's `CompactHydraException`: Hydra's own error
+reporter prints such an exception's message alone (no stack trace) and exits with
+status 1, in single runs and in sweeps alike. Programming errors are plain Python
+exceptions and keep their tracebacks.
+
+Messages follow Keras' style: name the key, echo the value received, say what was
+expected and give the override that fixes it.
+"""
+
+from __future__ import annotations
+
+from hydra.errors import CompactHydraException
+
+
+class TfxHydraError(CompactHydraException):
+    """Base class: a mistake in the user's input or environment, not in our code."""
+
+    def __init__(self, message: str, fix: str | None = None) -> None:
+        self.message = message
+        self.fix = fix
+        text = f"{type(self).__name__}: {message}"
+        if fix:
+            text += f"\n  Fix: {fix}"
+        super().__init__(text)
+
+
+class ConfigError(TfxHydraError):
+    """A config value has the wrong type, is out of range, or contradicts another."""
+
+
+class HardwareMismatch(TfxHydraError):
+    """The machine cannot satisfy the selected hardware profile (with hardware.strict=true)."""
+
+
+class DataError(TfxHydraError):
+    """The data cannot be read or does not match its declared spec."""
+
+
+class TrackingError(TfxHydraError):
+    """The MLflow tracking store cannot be reached or written."""
+
+
+class TrainingError(TfxHydraError):
+    """Training ran but produced no usable model (e.g. the loss became NaN)."""
+
+
+class ExportError(TfxHydraError):
+    """An exporter could not write or verify its artifact."""

@@ -1,0 +1,254 @@
+"""Schemas for the settings that are not objects: trainer, hardware, precision, tracking, sweep.
+
+`validate(cfg)` runs first, before TensorFlow or MLflow is imported, so a typo or an
+out-of-range value fails in a fraction of a second. Types are checked by OmegaConf
+(merging the user's values into a structured config); ranges and choices by each
+dataclass's `__post_init__`, which `OmegaConf.to_object` calls. Object configs (data,
+model, optimizer, strategy, export) are checked by the factories they instantiate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, List, Optional
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
+
+from tfx_hydra.errors import ConfigError
+from tfx_hydra.precision import LOSS_SCALES_BY_POLICY, POLICIES
+
+JIT_CHOICES = ("auto", True, False)
+DIRECTIONS = ("maximize", "minimize")
+EARLY_STOPPING_MODES = ("auto", "min", "max")
+
+
+def _require_positive(key: str, value: int, example: int) -> None:
+    if value < 1:
+        raise ConfigError(
+            f"{key}={value} is out of range: expected a positive integer.", fix=f"{key}={example}"
+        )
+
+
+def _require_non_negative(key: str, value: int) -> None:
+    if value < 0:
+        raise ConfigError(
+            f"{key}={value} is out of range: expected 0 (TensorFlow's choice) or more.",
+            fix=f"{key}=0",
+        )
+
+
+def show(value: Any) -> str:
+    """Spell a value the way it is typed in an override (null, true, false)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def _require_choice(key: str, value: Any, choices: tuple) -> None:
+    if value not in choices:
+        allowed = ", ".join(show(c) for c in choices)
+        raise ConfigError(f"{key}={show(value)} is not one of: {allowed}.", fix=f"{key}={show(choices[0])}")
+
+
+@dataclass
+class EarlyStoppingConfig:
+    enabled: bool = False
+    monitor: str = "val_loss"
+    patience: int = 3
+    mode: str = "auto"
+    restore_best_weights: bool = True
+
+    def __post_init__(self) -> None:
+        _require_non_negative("trainer.early_stopping.patience", self.patience)
+        _require_choice("trainer.early_stopping.mode", self.mode, EARLY_STOPPING_MODES)
+
+
+@dataclass
+class TrainerConfig:
+    epochs: int = 5
+    batch_size: int = 32
+    loss: str = "sparse_categorical_crossentropy"
+    metrics: List[str] = field(default_factory=lambda: ["accuracy"])
+    jit_compile: Any = "auto"
+    steps_per_execution: int = 1
+    early_stopping: EarlyStoppingConfig = field(default_factory=EarlyStoppingConfig)
+    verbose: bool = True
+
+    def __post_init__(self) -> None:
+        _require_positive("trainer.epochs", self.epochs, 5)
+        _require_positive("trainer.batch_size", self.batch_size, 32)
+        _require_positive("trainer.steps_per_execution", self.steps_per_execution, 1)
+        _require_choice("trainer.jit_compile", self.jit_compile, JIT_CHOICES)
+
+
+@dataclass
+class ExpectConfig:
+    device_type: Optional[str] = None
+    name_pattern: Optional[str] = None
+    min_count: int = 0
+
+    def __post_init__(self) -> None:
+        _require_choice("hardware.expect.device_type", self.device_type, (None, "CPU", "GPU"))
+        _require_non_negative("hardware.expect.min_count", self.min_count)
+
+
+@dataclass
+class HardwareConfig:
+    name: str = "auto"
+    expect: ExpectConfig = field(default_factory=ExpectConfig)
+    visible_gpus: Optional[List[int]] = None
+    memory_growth: bool = True
+    xla: bool = False
+    intra_op_threads: int = 0
+    inter_op_threads: int = 0
+    log_device_placement: bool = False
+    strict: bool = False
+
+    def __post_init__(self) -> None:
+        _require_non_negative("hardware.intra_op_threads", self.intra_op_threads)
+        _require_non_negative("hardware.inter_op_threads", self.inter_op_threads)
+        for index in self.visible_gpus or []:
+            if index < 0:
+                raise ConfigError(
+                    f"hardware.visible_gpus={list(self.visible_gpus)} holds a negative index.",
+                    fix="hardware.visible_gpus=[0] (indices as nvidia-smi lists them)",
+                )
+
+
+@dataclass
+class PrecisionConfig:
+    policy: str = "float32"
+    loss_scale: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        _require_choice("precision.policy", self.policy, POLICIES)
+        allowed = LOSS_SCALES_BY_POLICY[self.policy]
+        if self.loss_scale not in allowed:
+            raise ConfigError(
+                f"precision.loss_scale={show(self.loss_scale)} does not go with "
+                f"precision.policy={self.policy}: expected {' or '.join(show(a) for a in allowed)}.",
+                fix=f"precision.loss_scale={show(allowed[0])}",
+            )
+
+
+@dataclass
+class TrackingConfig:
+    enabled: bool = True
+    uri: Optional[str] = None
+    artifact_location: Optional[str] = None
+    experiment: str = "tfx_hydra"
+    run_name: Optional[str] = None
+    connect_timeout: float = 5.0
+
+    def __post_init__(self) -> None:
+        if not self.experiment:
+            raise ConfigError("tracking.experiment is empty.", fix="tracking.experiment=tfx_hydra")
+        if self.connect_timeout <= 0:
+            raise ConfigError(
+                f"tracking.connect_timeout={self.connect_timeout} must be positive (seconds).",
+                fix="tracking.connect_timeout=5",
+            )
+
+
+@dataclass
+class SweepConfig:
+    metric: str = "val_accuracy"
+    direction: str = "maximize"
+
+    def __post_init__(self) -> None:
+        _require_choice("sweep.direction", self.direction, DIRECTIONS)
+
+
+@dataclass
+class Settings:
+    """The validated, typed settings a run reads (object configs stay as DictConfig)."""
+
+    seed: int
+    trainer: TrainerConfig
+    hardware: HardwareConfig
+    precision: PrecisionConfig
+    tracking: TrackingConfig
+    sweep: SweepConfig
+
+
+SECTIONS = {
+    "trainer": TrainerConfig,
+    "hardware": HardwareConfig,
+    "precision": PrecisionConfig,
+    "tracking": TrackingConfig,
+    "sweep": SweepConfig,
+}
+
+
+def validate(cfg: DictConfig) -> Settings:
+    """Check every settings section against its schema and return typed settings."""
+    seed = cfg.get("seed")
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ConfigError(f"seed={seed} is not a non-negative integer.", fix="seed=42")
+    sections = {name: _validate_section(cfg, name, schema) for name, schema in SECTIONS.items()}
+    return Settings(seed=seed, **sections)
+
+
+def _validate_section(cfg: DictConfig, name: str, schema: type) -> Any:
+    if name not in cfg:
+        raise ConfigError(f"the config has no '{name}' section.", fix=f"add '{name}' to the defaults list")
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(schema), cfg[name])
+        return OmegaConf.to_object(merged)
+    except ConfigError:
+        raise
+    except ConfigKeyError as err:
+        key = f"{name}.{err.full_key}" if err.full_key else name
+        raise ConfigError(
+            f"unknown key '{key}'. Valid keys in '{name}': {', '.join(schema.__dataclass_fields__)}.",
+            fix=f"check the spelling of '{key}'",
+        ) from None
+    except ValidationError as err:
+        field_key = str(err.full_key).split("[")[0]  # a bad list element: report the list
+        key = f"{name}.{field_key}"
+        expected = _expected_type(schema, str(err.full_key))
+        raise ConfigError(
+            f"{key} got {err.value!r}, which has the wrong type: expected {expected}.",
+            fix=f"{key}={_example(schema, str(err.full_key))}",
+        ) from None
+    except OmegaConfBaseException as err:
+        raise ConfigError(f"invalid '{name}' section: {err.msg}") from None
+
+
+def _expected_type(schema: type, full_key: str) -> str:
+    """Say in words what type the schema declares for `full_key`."""
+    from omegaconf import BooleanNode, FloatNode, IntegerNode, ListConfig, StringNode
+
+    if "[" in full_key:  # an element of a list: name the list's element type
+        element_type = getattr(_field_type(schema, full_key.split("[")[0]), "__args__", (None,))[0]
+        names = {int: "a list of integers", str: "a list of strings", float: "a list of numbers"}
+        return names.get(element_type, "a list")
+    node: Any = OmegaConf.structured(schema)
+    for part in full_key.split("."):
+        node = node._get_node(part)
+    meanings = ((BooleanNode, "true or false"), (IntegerNode, "an integer"), (FloatNode, "a number"),
+                (StringNode, "a string"), (ListConfig, "a list"))
+    return next((meaning for kind, meaning in meanings if isinstance(node, kind)), "a value of another type")
+
+
+def _field_type(schema: type, dotted: str) -> Any:
+    """The (unwrapped Optional) annotation of a possibly nested dataclass field."""
+    import typing
+
+    hint: Any = schema
+    for part in dotted.split("."):
+        hint = typing.get_type_hints(hint)[part]
+        args = [a for a in getattr(hint, "__args__", ()) if a is not type(None)]
+        if getattr(hint, "__origin__", None) is typing.Union and len(args) == 1:
+            hint = args[0]
+    return hint
+
+
+def _example(schema: type, full_key: str) -> str:
+    if "[" in full_key:
+        return "[0]"
+    node: Any = OmegaConf.structured(schema)
+    return show(OmegaConf.select(node, full_key) if full_key else None)

@@ -1,0 +1,269 @@
+"""tracking: every run recorded in MLflow, the way DESIGN.md's tracking contract says.
+
+One MLflow run per experiment run: it starts before the hardware step, records the
+config and environment first, gets one batched metric write per epoch (a single
+`log_metric` costs 4-8 ms on SQLite, per step that would slow training), and always
+ends FINISHED, FAILED or KILLED (`tracked_run`).
+
+The store is resolved to an absolute location at launch, so sweep jobs in other
+processes share it, and a sweep creates it once before any job starts
+(`PrepareStoreCallback`): two processes creating a fresh SQLite store at once fail in
+its schema migration.
+
+MLflow is imported inside the functions: importing it costs ~2 s, and `--help`,
+`--cfg job` and config validation must not pay for it. The Hydra callback below is
+instantiated on every launch, which is why this module keeps its top-level imports light.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from tfx_hydra.errors import TrackingError
+from tfx_hydra.schemas import TrackingConfig
+
+# Keys whose values never reach MLflow: DESIGN.md's "secrets never land in MLflow".
+SECRET_KEY = re.compile(r"pass(word|wd)?|token|secret|api[_-]?key|credential|private[_-]?key|access[_-]?key",
+                        re.IGNORECASE)
+URI_CREDENTIALS = re.compile(r"(?<=://)[^/@\s:]+:[^/@\s]+@")
+MASK = "***"
+MAX_PARAMS_PER_CALL = 100  # MLflow's log_batch limit
+MAX_TAGS_PER_CALL = 100
+MAX_PARAM_LENGTH = 6000
+MAX_TAG_LENGTH = 5000
+
+
+# --- where the store is -------------------------------------------------------------------
+
+def resolve_tracking_uri(config: TrackingConfig, launch_dir: str) -> str:
+    """An absolute store URI: the default SQLite file in the launch dir, or the user's URI."""
+    if not config.uri:
+        return f"sqlite:///{os.path.join(os.path.abspath(launch_dir), 'mlflow.db')}"
+    if config.uri.startswith("sqlite:///") and not config.uri.startswith("sqlite:////"):
+        relative = config.uri[len("sqlite:///"):]
+        return f"sqlite:///{os.path.join(os.path.abspath(launch_dir), relative)}"
+    return config.uri
+
+
+def resolve_artifact_location(config: TrackingConfig, launch_dir: str, uri: str) -> str | None:
+    """Where a new experiment keeps its artifacts: <launch dir>/mlruns/<experiment> for a local store."""
+    if config.artifact_location:
+        return os.path.abspath(os.path.join(launch_dir, config.artifact_location))
+    if uri.startswith("sqlite:"):
+        return os.path.join(os.path.abspath(launch_dir), "mlruns", re.sub(r"[^\w.-]", "_", config.experiment))
+    return None  # a tracking server decides
+
+
+def check_store_reachable(uri: str, timeout: float) -> None:
+    """Fail fast, before TensorFlow is imported, when the store cannot be used.
+
+    MLflow itself retries an unreachable server with exponential backoff for minutes;
+    one health request with a short timeout tells the user at once.
+    """
+    if uri.startswith(("http://", "https://")):
+        health = uri.rstrip("/") + "/health"
+        try:
+            with urllib.request.urlopen(health, timeout=timeout) as response:  # noqa: S310 (user's own URI)
+                response.read()
+        except (urllib.error.URLError, OSError, ValueError) as err:
+            reason = getattr(err, "reason", err)
+            raise TrackingError(
+                f"tracking.uri={mask_uri(uri)} is unreachable ({reason}).",
+                fix="start the server (mlflow server --host 127.0.0.1 --port 5000), drop tracking.uri to use "
+                "the local store (sqlite:///mlflow.db in the launch directory), or tracking=none",
+            ) from None
+    elif uri.startswith("sqlite:///"):
+        folder = os.path.dirname(uri[len("sqlite:///"):]) or "."
+        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            raise TrackingError(
+                f"tracking.uri={uri}: the folder {folder} does not exist or is not writable.",
+                fix="point tracking.uri at a writable folder, e.g. tracking.uri=sqlite:///mlflow.db",
+            )
+
+
+def open_store(uri: str, experiment: str, artifact_location: str | None):
+    """An MLflow client on the store and the id of `experiment`, created if new."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    try:
+        found = client.get_experiment_by_name(experiment)
+        if found is None:
+            try:
+                return client, client.create_experiment(experiment, artifact_location=artifact_location)
+            except MlflowException:  # another process created it between our two calls
+                found = client.get_experiment_by_name(experiment)
+                if found is None:
+                    raise
+    except MlflowException as err:
+        raise TrackingError(f"cannot open the MLflow store at {mask_uri(uri)}: {err.message}",
+                            fix="check tracking.uri, or use tracking=none") from None
+    if found.lifecycle_stage == "deleted":
+        raise TrackingError(
+            f"the MLflow experiment '{experiment}' was deleted.",
+            fix=f"restore it (mlflow experiments restore --experiment-id {found.experiment_id}) "
+            "or pick another: tracking.experiment=<new name>",
+        )
+    return client, found.experiment_id
+
+
+def ui_command(uri: str, launch_dir: str) -> str:
+    """The command that opens this store in the MLflow UI."""
+    if uri == resolve_tracking_uri(TrackingConfig(), launch_dir):
+        return f"cd {launch_dir} && mlflow ui"  # MLflow's own default store is ./mlflow.db
+    if uri.startswith(("http://", "https://")):
+        return f"open {mask_uri(uri)}"
+    return f"mlflow ui --backend-store-uri {uri}"
+
+
+class PrepareStoreCallback(Callback):
+    """Create the store and experiment once, in the launching process, before sweep jobs start."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        tracking = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrackingConfig), config.tracking))
+        if not tracking.enabled:
+            return
+        launch_dir = config.hydra.runtime.cwd
+        uri = resolve_tracking_uri(tracking, launch_dir)
+        check_store_reachable(uri, tracking.connect_timeout)
+        open_store(uri, tracking.experiment, resolve_artifact_location(tracking, launch_dir, uri))
+
+
+# --- secrets ------------------------------------------------------------------------------
+
+def mask_uri(value: str) -> str:
+    """http://user:pw@host -> http://***@host"""
+    return URI_CREDENTIALS.sub(MASK + "@", value)
+
+
+def mask_secrets(flat: dict[str, str]) -> dict[str, str]:
+    """Mask values whose key looks like a credential, and credentials inside URIs."""
+    return {key: MASK if SECRET_KEY.search(key.rsplit(".", 1)[-1]) and value not in ("None", "") else mask_uri(value)
+            for key, value in flat.items()}
+
+
+def flatten(node: Any, prefix: str = "") -> dict[str, str]:
+    """{'a': {'b': 1}} -> {'a.b': '1'}: MLflow params are flat strings."""
+    if isinstance(node, dict):
+        flat: dict[str, str] = {}
+        for key, value in node.items():
+            flat.update(flatten(value, f"{prefix}{key}."))
+        return flat
+    return {prefix.rstrip("."): str(node)[:MAX_PARAM_LENGTH]}
+
+
+# --- the run ------------------------------------------------------------------------------
+
+class MlflowTracker:
+    """Writes one run. Every method batches what it sends: one request per call."""
+
+    def __init__(self, client, run_id: str, uri: str, launch_dir: str) -> None:
+        self.client = client
+        self.run_id = run_id
+        self.uri = uri
+        self.launch_dir = launch_dir
+
+    @property
+    def ui_command(self) -> str:
+        return ui_command(self.uri, self.launch_dir)
+
+    def log_config(self, config: DictConfig) -> None:
+        """The resolved config (without Hydra's own node), flattened to dotted params."""
+        container = OmegaConf.to_container(config, resolve=True)
+        container.pop("hydra", None)
+        self.log_params(flatten(container))
+
+    def log_params(self, params: dict[str, str]) -> None:
+        from mlflow.entities import Param
+
+        items = [Param(k, v) for k, v in mask_secrets(params).items()]
+        for start in range(0, len(items), MAX_PARAMS_PER_CALL):
+            self.client.log_batch(self.run_id, params=items[start:start + MAX_PARAMS_PER_CALL])
+
+    def set_tags(self, tags: dict[str, Any]) -> None:
+        from mlflow.entities import RunTag
+
+        items = [RunTag(k, str(v)[:MAX_TAG_LENGTH]) for k, v in mask_secrets(
+            {k: str(v) for k, v in tags.items()}).items()]
+        for start in range(0, len(items), MAX_TAGS_PER_CALL):
+            self.client.log_batch(self.run_id, tags=items[start:start + MAX_TAGS_PER_CALL])
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        items = [Metric(k, float(v), now, step or 0) for k, v in metrics.items() if _is_number(v)]
+        if items:
+            self.client.log_batch(self.run_id, metrics=items)
+
+    def log_epoch(self, epoch: int, logs: dict[str, Any] | None) -> None:
+        """Keras' on_epoch_end signature: one batched write of every epoch metric, step = epoch."""
+        self.log_metrics(dict(logs or {}), step=epoch)
+
+    def log_artifacts(self, local_dir: str, artifact_path: str | None = None) -> None:
+        self.client.log_artifacts(self.run_id, local_dir, artifact_path)
+
+    def log_artifact(self, local_path: str, artifact_path: str | None = None) -> None:
+        self.client.log_artifact(self.run_id, local_path, artifact_path)
+
+    def end(self, status: str, error: str | None = None) -> None:
+        if error:
+            self.set_tags({"error": error})
+        self.client.set_terminated(self.run_id, status=status)
+
+
+class NullTracker:
+    """tracking=none: the same interface, recording nothing."""
+
+    run_id = None
+    ui_command = None
+
+    def __getattr__(self, name: str):
+        return lambda *args, **kwargs: None
+
+
+def _is_number(value: Any) -> bool:
+    try:
+        float(value)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+@contextmanager
+def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str]) -> Iterator[MlflowTracker | NullTracker]:
+    """Start an MLflow run and end it FINISHED, FAILED (with the error as a tag) or KILLED (Ctrl-C)."""
+    if not config.enabled:
+        yield NullTracker()
+        return
+    uri = resolve_tracking_uri(config, launch_dir)
+    client, experiment_id = open_store(uri, config.experiment, resolve_artifact_location(config, launch_dir, uri))
+    run = client.create_run(experiment_id, run_name=config.run_name, tags=mask_secrets(tags))
+    tracker = MlflowTracker(client, run.info.run_id, uri, launch_dir)
+    try:
+        yield tracker
+    except KeyboardInterrupt:
+        _end_quietly(tracker, "KILLED", "interrupted (KeyboardInterrupt)")
+        raise
+    except BaseException as err:
+        _end_quietly(tracker, "FAILED", f"{type(err).__name__}: {err}")
+        raise
+    tracker.end("FINISHED")
+
+
+def _end_quietly(tracker: MlflowTracker, status: str, error: str) -> None:
+    """Record the failure without hiding the error that caused it if the store fails too."""
+    try:
+        tracker.end(status, error)
+    except Exception as err:  # the original error matters more; say what was lost
+        print(f"tfx_hydra: could not mark MLflow run {tracker.run_id} {status}: {err}")
