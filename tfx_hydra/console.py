@@ -49,6 +49,7 @@ class EpochClock:
                               if k not in ("epoch_seconds", "examples_per_sec"))
             console.print(f"epoch {epoch + 1}/{self.epochs}  {shown}  "
                           f"[dim]{self.num_examples / max(seconds, 1e-9):,.0f} ex/s  {seconds:.1f}s[/]")
+            console.file.flush()  # shows up at once in piped logs (Slurm, nohup) too
 
 
 def _format(value: Any) -> str:

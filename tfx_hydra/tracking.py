@@ -256,9 +256,15 @@ def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str]) -
         _end_quietly(tracker, "KILLED", "interrupted (KeyboardInterrupt)")
         raise
     except BaseException as err:
-        _end_quietly(tracker, "FAILED", f"{type(err).__name__}: {err}")
+        _end_quietly(tracker, "FAILED", describe_error(err))
         raise
     tracker.end("FINISHED")
+
+
+def describe_error(err: BaseException) -> str:
+    """'Kind: message', once (our errors already start with their kind)."""
+    text = str(err)
+    return text if text.startswith(f"{type(err).__name__}:") else f"{type(err).__name__}: {text}"
 
 
 def _end_quietly(tracker: MlflowTracker, status: str, error: str) -> None:

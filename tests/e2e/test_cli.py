@@ -1,0 +1,143 @@
+"""The CLI end to end: `python -m tfx_hydra` in a subprocess, then the MLflow store read back."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+
+from tests.helpers import QUICK, cli_env, mlflow_client, mlflow_runs, run_cli
+
+pytestmark = pytest.mark.slow
+
+
+def artifact_paths(client, run_id: str, path: str | None = None) -> set[str]:
+    found = set()
+    for item in client.list_artifacts(run_id, path):
+        found.add(item.path)
+        if item.is_dir:
+            found |= artifact_paths(client, run_id, item.path)
+    return found
+
+
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory):
+    """One quick default run shared by the assertions below (a real run takes ~15 s here)."""
+    launch = tmp_path_factory.mktemp("default")
+    done = run_cli(QUICK, cwd=launch)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return launch, done
+
+
+def test_default_run_prints_a_summary(default_run):
+    launch, done = default_run
+    (run,) = mlflow_runs(launch)
+    assert "tfx_hydra: run complete" in done.stdout
+    assert run.info.run_id in done.stdout
+    assert f"cd {launch} && mlflow ui" in done.stdout
+    assert re.search(r"epoch 2/2 .* val_accuracy \d\.\d{4} .* [\d,]+ ex/s", done.stdout)
+
+
+def test_default_run_is_recorded_in_mlflow(default_run):
+    launch, _ = default_run
+    (run,) = mlflow_runs(launch)
+    client = mlflow_client(launch)
+    assert run.info.status == "FINISHED"
+    params = run.data.params
+    assert params["trainer.epochs"] == "2" and params["data.limit"] == "300"
+    assert params["model._target_"] == "tfx_hydra.models.mlp" and params["model.input_shape"] == "[8, 8]"
+    assert params["tracking.uri"] == "None" and "hydra.run.dir" not in params
+    tags = run.data.tags
+    assert tags["hydra.overrides"] == " ".join(QUICK)
+    assert tags["command"] == "python -m tfx_hydra " + " ".join(QUICK)
+    assert tags["env.tensorflow"] == tf.__version__ and tags["env.keras"].startswith("3.")
+    assert tags["hardware.profile"] == "auto" and tags["strategy.replicas"] == "1"
+    assert tags["precision.policy"] == "float32" and tags["git.commit"].startswith("none")
+    val_accuracy = client.get_metric_history(run.info.run_id, "val_accuracy")
+    assert [m.step for m in val_accuracy] == [0, 1]
+    assert 0.1 < run.data.metrics["test_accuracy"] <= 1.0
+    assert run.data.metrics["examples_per_sec"] > 0
+    artifacts = artifact_paths(client, run.info.run_id)
+    assert {".hydra/config.yaml", ".hydra/overrides.yaml", ".hydra/hydra.yaml", "config_resolved.yaml",
+            "environment/packages.txt", "export/savedmodel/saved_model.pb"} <= artifacts
+
+
+def test_default_run_exports_in_tf_serving_layout(default_run):
+    launch, _ = default_run
+    (run,) = mlflow_runs(launch)
+    export_path = Path(run.data.tags["export.savedmodel.path"])
+    assert export_path.parent.name == "mlp" and export_path.name == "1"
+    assert export_path.parent.parent.name == "export" and (export_path / "saved_model.pb").is_file()
+    assert export_path.is_relative_to(launch / "outputs")
+    loaded = tf.saved_model.load(str(export_path))
+    assert "serving_default" in loaded.signatures
+
+
+def test_headline_command_on_a_machine_without_an_a100(tmp_path):
+    done = run_cli(["hardware=a100", "precision=mixed", *QUICK], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "hardware=a100 expects 1 GPU matching 'A100'; found no GPU (CPU only)" in done.stdout
+    assert "Carrying on with the a100 profile's settings" in done.stdout
+    (run,) = mlflow_runs(tmp_path)
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["hardware.mismatch"].startswith("hardware=a100 expects 1 GPU")
+    assert run.data.tags["precision.policy"] == "mixed_float16"
+
+
+def test_a_sweep_lands_in_multirun_and_one_store(tmp_path):
+    done = run_cli(["trainer.epochs=1,2", "model.units=64,128", "data.limit=200"], cwd=tmp_path, multirun=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (sweep_dir,) = [p for p in (tmp_path / "multirun").glob("*/*") if p.is_dir()]
+    assert sorted(p.name for p in sweep_dir.iterdir() if p.is_dir()) == ["0", "1", "2", "3"]
+    runs = mlflow_runs(tmp_path)
+    assert sorted((r.data.params["trainer.epochs"], r.data.params["model.units"]) for r in runs) == [
+        ("1", "128"), ("1", "64"), ("2", "128"), ("2", "64")]
+    assert {r.info.status for r in runs} == {"FINISHED"}
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_seed_experiment_on_a_local_mnist_file(tmp_path, mnist_npz):
+    done = run_cli(["experiment=seed_mnist_mlp", f"data.path={mnist_npz}", "trainer.epochs=1"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run,) = mlflow_runs(tmp_path)
+    assert run.data.params["data._target_"] == "tfx_hydra.data.mnist"
+    assert run.data.params["model.input_shape"] == "[28, 28]"
+    assert run.data.metrics["test_accuracy"] > 0.5  # the bars are learnable in one epoch
+
+
+def test_cnn_and_tracking_none(tmp_path):
+    done = run_cli(["model=cnn", "tracking=none", "export=none", *QUICK], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "not tracked (tracking=none)" in done.stdout
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mlruns").exists()
+
+
+def test_console_script_runs_like_the_module(tmp_path):
+    script = Path(sys.executable).parent / "tfx-hydra"
+    done = subprocess.run([str(script), "trainer.epochs=7", "--cfg", "job"], cwd=tmp_path, env=cli_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "epochs: 7" in done.stdout
+
+
+def test_ctrl_c_during_training_ends_the_run_killed(tmp_path):
+    command = [sys.executable, "-m", "tfx_hydra", "data=synthetic", "data.num_examples=20000",
+               "trainer.epochs=500", "export=none"]
+    process = subprocess.Popen(command, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    for line in process.stdout:  # wait until epoch 1 is over and logged
+        if line.startswith("epoch 2/500"):
+            break
+    process.send_signal(signal.SIGINT)
+    process.wait(timeout=60)
+    assert process.returncode != 0
+    (run,) = mlflow_runs(tmp_path)
+    assert run.info.status == "KILLED"
+    assert len(mlflow_client(tmp_path).get_metric_history(run.info.run_id, "loss")) >= 1

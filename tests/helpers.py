@@ -1,0 +1,75 @@
+"""Helpers the tests share: tiny real data, the CLI in a subprocess, reading the MLflow store.
+
+Nothing here reaches the internet: MNIST-shaped data is written by the tests.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Small, fast settings for CLI runs: a few hundred digits, 2 epochs.
+QUICK = ["trainer.epochs=2", "data.limit=300", "trainer.batch_size=32"]
+
+
+def write_mnist_npz(path: Path, train: int = 400, test: int = 100, seed: int = 0) -> Path:
+    """An MNIST-shaped .npz (28x28 uint8 images, labels 0-9) that a simple model can learn."""
+    rng = np.random.default_rng(seed)
+    def make(n):
+        y = rng.integers(0, 10, size=n).astype("uint8")
+        x = rng.integers(0, 40, size=(n, 28, 28)).astype("uint8")
+        for i, label in enumerate(y):  # a bright bar whose row is the label: learnable
+            x[i, 2 + 2 * label: 4 + 2 * label, 4:24] = 255
+        return x, y
+    x_train, y_train = make(train)
+    x_test, y_test = make(test)
+    np.savez(path, x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test)
+    return path
+
+
+def cli_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("HYDRA_FULL_ERROR", None)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    env["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
+    return env
+
+
+def run_cli(args: list[str], cwd: Path, timeout: float = 300, multirun: bool = False) -> subprocess.CompletedProcess:
+    """`python -m tfx_hydra ARGS` in `cwd`; output captured as text."""
+    command = [sys.executable, "-m", "tfx_hydra", *(["-m"] if multirun else []), *args]
+    return subprocess.run(command, cwd=cwd, env=cli_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def mlflow_runs(launch_dir: Path, experiment: str = "tfx_hydra") -> list:
+    """Every run of `experiment` in the default store of `launch_dir` ([] when there is no store)."""
+    from mlflow.tracking import MlflowClient
+
+    if not (launch_dir / "mlflow.db").exists():
+        return []
+    client = MlflowClient(tracking_uri=f"sqlite:///{launch_dir / 'mlflow.db'}")
+    found = client.get_experiment_by_name(experiment)
+    return client.search_runs([found.experiment_id]) if found else []
+
+
+def mlflow_client(launch_dir: Path):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=f"sqlite:///{launch_dir / 'mlflow.db'}")
+
+
+def compose(overrides: list[str] = (), launch_dir: Path | str = "/tmp") -> "DictConfig":
+    """The real config tree composed as the CLI would, with paths pointed at `launch_dir`."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+
+    paths = [f"paths.launch_dir={launch_dir}", f"paths.output_dir={Path(launch_dir) / 'out'}"]
+    with initialize_config_module(config_module="tfx_hydra.conf", version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=[*paths, *overrides])

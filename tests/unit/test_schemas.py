@@ -1,0 +1,86 @@
+"""Preflight validation: every group option composes and validates; bad values get clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import REPO, compose
+from tfx_hydra.errors import ConfigError
+from tfx_hydra.schemas import validate
+
+GROUPS = ["hardware", "precision", "strategy", "data", "model", "optimizer", "tracking", "export"]
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (REPO / "conf" / group).glob("*.yaml"))
+
+
+@pytest.mark.parametrize("group,option", [(g, o) for g in GROUPS for o in options(g)])
+def test_every_group_option_composes_and_validates(group, option):
+    cfg = compose([f"{group}={option}"])
+    settings = validate(cfg)
+    assert settings.trainer.epochs == 5
+    if group == "precision":
+        assert settings.precision.policy == {"fp32": "float32", "mixed": "mixed_float16", "bf16": "mixed_bfloat16"}[option]
+    if group == "hardware":
+        assert settings.hardware.name == option
+
+
+def test_model_reads_the_data_spec_by_interpolation():
+    cfg = compose(["data=synthetic", "data.input_shape=[4,6]", "data.num_classes=3"])
+    assert list(cfg.model.input_shape) == [4, 6]
+    assert cfg.model.num_classes == 3
+    assert cfg.data.batch_size == cfg.trainer.batch_size
+
+
+def test_seed_experiment_is_the_seed_recipe():
+    cfg = compose(["experiment=seed_mnist_mlp"])
+    assert cfg.data._target_ == "tfx_hydra.data.mnist"
+    assert (cfg.model.units, cfg.model.dropout, cfg.model.layers) == (128, 0.2, 1)
+    assert cfg.optimizer._target_ == "keras.optimizers.Adam"
+    assert (cfg.trainer.epochs, cfg.trainer.batch_size) == (5, 32)
+
+
+def test_export_none_selects_no_exporter():
+    assert dict(compose(["export=none"]).export or {}) == {}
+    assert list(compose().export) == ["savedmodel"]
+
+
+@pytest.mark.parametrize("override,key,fix", [
+    ("trainer.epochs=abc", "trainer.epochs got 'abc'", "trainer.epochs=5"),
+    ("trainer.epochs=-1", "trainer.epochs=-1 is out of range", "trainer.epochs=5"),
+    ("trainer.batch_size=0", "trainer.batch_size=0 is out of range", "trainer.batch_size=32"),
+    ("trainer.jit_compile=maybe", "trainer.jit_compile=maybe is not one of: auto, true, false", "trainer.jit_compile=auto"),
+    ("trainer.steps_per_execution=1.5", "trainer.steps_per_execution got 1.5", "trainer.steps_per_execution=1"),
+    ("hardware.strict=perhaps", "hardware.strict got 'perhaps'", "hardware.strict=false"),
+    ("hardware.visible_gpus=[a]", "hardware.visible_gpus got 'a'", "hardware.visible_gpus=[0]"),
+    ("hardware.intra_op_threads=-2", "hardware.intra_op_threads=-2 is out of range", "hardware.intra_op_threads=0"),
+    ("precision.loss_scale=null", "precision.loss_scale=null does not go with precision.policy=mixed_float16",
+     "precision.loss_scale=dynamic"),
+    ("sweep.direction=up", "sweep.direction=up is not one of: maximize, minimize", "sweep.direction=maximize"),
+    ("seed=-3", "seed=-3 is not a non-negative integer", "seed=42"),
+    ("tracking.connect_timeout=0", "tracking.connect_timeout=0.0 must be positive", "tracking.connect_timeout=5"),
+])
+def test_bad_values_name_the_key_and_the_fix(override, key, fix):
+    extra = ["precision=mixed"] if override.startswith("precision.") else []
+    with pytest.raises(ConfigError) as caught:
+        validate(compose([*extra, override]))
+    message = str(caught.value)
+    assert key in message
+    assert f"Fix: {fix}" in message
+
+
+def test_an_unknown_key_added_with_plus_is_rejected_with_the_valid_keys():
+    with pytest.raises(ConfigError, match=r"unknown key 'trainer.epoch'. Valid keys in 'trainer': epochs, "):
+        validate(compose(["+trainer.epoch=3"]))
+
+
+def test_validation_does_not_import_tensorflow_or_mlflow():
+    import subprocess
+    import sys
+
+    code = ("import sys; from tests.helpers import compose; from tfx_hydra.schemas import validate; "
+            "validate(compose(['trainer.epochs=3'])); "
+            "print(sorted(m for m in ('tensorflow', 'keras', 'mlflow') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,63 @@
+"""Strategies: auto's choice from HardwareInfo, and real training under MirroredStrategy on 2 logical CPUs."""
+
+from __future__ import annotations
+
+import pytest
+import tensorflow as tf
+
+from tfx_hydra.data import digits
+from tfx_hydra.errors import ConfigError
+from tfx_hydra.hardware import GpuDetails, HardwareInfo
+from tfx_hydra.models import mlp
+from tfx_hydra.strategy import auto_strategy, mirrored_strategy, one_device_strategy
+
+CPU_ONLY = HardwareInfo(profile="cpu")
+
+
+def test_auto_on_cpu_is_the_default_strategy():
+    strategy = auto_strategy(CPU_ONLY)
+    assert strategy is tf.distribute.get_strategy()
+    assert strategy.num_replicas_in_sync == 1
+
+
+def test_auto_picks_mirrored_for_several_gpus(monkeypatch):
+    # No GPU here: record which factory auto chooses for a 2-GPU HardwareInfo instead of building it.
+    import tfx_hydra.strategy as strategy_module
+
+    chosen = []
+    monkeypatch.setattr(strategy_module, "mirrored_strategy", lambda hardware: chosen.append("mirrored"))
+    monkeypatch.setattr(strategy_module, "one_device_strategy", lambda hardware, device: chosen.append(device))
+    two = HardwareInfo(profile="auto", gpus=[GpuDetails(0, "NVIDIA A100"), GpuDetails(1, "NVIDIA A100")])
+    strategy_module.auto_strategy(two)
+    strategy_module.auto_strategy(HardwareInfo(profile="auto", gpus=[GpuDetails(0, "NVIDIA A100")]))
+    assert chosen == ["mirrored", "/gpu:0"]
+
+
+def test_one_device_defaults_to_the_cpu_here():
+    strategy = one_device_strategy(CPU_ONLY)
+    assert strategy.extended.worker_devices[0].endswith("CPU:0")
+
+
+def test_an_unknown_device_lists_the_real_ones():
+    with pytest.raises(ConfigError, match=r"strategy device '/gpu:0' does not exist on this machine.\n"
+                                          r"  Fix: use one of: /cpu:0, /cpu:1"):
+        one_device_strategy(CPU_ONLY, device="/gpu:0")
+
+
+def test_unknown_cross_device_ops():
+    with pytest.raises(ConfigError, match=r"strategy.cross_device_ops=ring is not one of: nccl"):
+        mirrored_strategy(CPU_ONLY, devices=["/cpu:0", "/cpu:1"], cross_device_ops="ring")
+
+
+def test_mirrored_on_two_logical_cpus_trains_with_two_replicas(two_logical_cpus):
+    assert len(two_logical_cpus) == 2
+    strategy = mirrored_strategy(CPU_ONLY, devices=["/cpu:0", "/cpu:1"], cross_device_ops="reduce_to_one")
+    assert strategy.num_replicas_in_sync == 2
+    data = digits([8, 8], 10, batch_size=64, seed=0)
+    with strategy.scope():
+        model = mlp(name="mlp", input_shape=[8, 8], num_classes=10)
+        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    kernel = model.get_layer("dense_0").kernel.value
+    assert len(kernel.values) == 2  # one mirrored copy per replica
+    model.fit(data.train, epochs=5, verbose=0)
+    assert model.evaluate(data.test, return_dict=True, verbose=0)["accuracy"] > 0.85

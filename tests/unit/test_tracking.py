@@ -1,0 +1,116 @@
+"""Tracking: store resolution, fail-fast reachability, secret masking and run end states, on a real store."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tfx_hydra.errors import TrackingError
+from tfx_hydra.schemas import TrackingConfig
+from tfx_hydra.tracking import (
+    PrepareStoreCallback,
+    check_store_reachable,
+    flatten,
+    mask_secrets,
+    resolve_artifact_location,
+    resolve_tracking_uri,
+    tracked_run,
+    ui_command,
+)
+
+
+def test_default_store_is_sqlite_in_the_launch_dir(tmp_path):
+    assert resolve_tracking_uri(TrackingConfig(), str(tmp_path)) == f"sqlite:///{tmp_path}/mlflow.db"
+    relative = TrackingConfig(uri="sqlite:///stores/team.db")
+    assert resolve_tracking_uri(relative, str(tmp_path)) == f"sqlite:///{tmp_path}/stores/team.db"
+    assert resolve_tracking_uri(TrackingConfig(uri="http://mlflow:5000"), str(tmp_path)) == "http://mlflow:5000"
+    uri = resolve_tracking_uri(TrackingConfig(), str(tmp_path))
+    assert resolve_artifact_location(TrackingConfig(), str(tmp_path), uri) == f"{tmp_path}/mlruns/tfx_hydra"
+    assert ui_command(uri, str(tmp_path)) == f"cd {tmp_path} && mlflow ui"
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_an_unreachable_server_fails_at_once_with_the_fix():
+    uri = f"http://127.0.0.1:{_closed_port()}"
+    started = time.perf_counter()
+    with pytest.raises(TrackingError) as caught:
+        check_store_reachable(uri, timeout=5)
+    assert time.perf_counter() - started < 5
+    message = str(caught.value)
+    assert f"tracking.uri={uri} is unreachable" in message and "Connection refused" in message
+    assert "tracking=none" in message
+
+
+def test_an_unwritable_sqlite_folder_is_reported(tmp_path):
+    with pytest.raises(TrackingError, match=r"the folder .*missing does not exist or is not writable"):
+        check_store_reachable(f"sqlite:///{tmp_path}/missing/mlflow.db", timeout=1)
+
+
+def test_flatten_and_mask_credentials():
+    flat = flatten({"db": {"password": "hunter2", "host": "x"}, "tracking": {"uri": "http://bob:s3cr3t@host:5000"},
+                    "api_key": "abc", "layers": [1, 2], "token": None})
+    masked = mask_secrets(flat)
+    assert masked == {"db.password": "***", "db.host": "x", "tracking.uri": "http://***@host:5000",
+                      "api_key": "***", "layers": "[1, 2]", "token": "None"}
+
+
+def _runs(tmp_path):
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    experiment = client.get_experiment_by_name("tfx_hydra")
+    return client, client.search_runs([experiment.experiment_id])
+
+
+def test_a_successful_run_ends_finished_with_batched_epoch_metrics(tmp_path):
+    with tracked_run(TrackingConfig(), str(tmp_path), tags={"command": "python -m tfx_hydra"}) as tracker:
+        tracker.log_params({"trainer.epochs": "2", "db.password": "hunter2"})
+        for epoch, accuracy in enumerate([0.5, 0.75]):
+            tracker.log_epoch(epoch, {"accuracy": accuracy, "loss": 1 - accuracy})
+    client, (run,) = _runs(tmp_path)
+    assert run.info.status == "FINISHED"
+    assert run.data.params == {"trainer.epochs": "2", "db.password": "***"}
+    assert run.data.tags["command"] == "python -m tfx_hydra"
+    history = client.get_metric_history(run.info.run_id, "accuracy")
+    assert [(m.step, m.value) for m in history] == [(0, 0.5), (1, 0.75)]
+    assert run.info.artifact_uri.startswith(f"{tmp_path}/mlruns/tfx_hydra/")
+
+
+def test_an_error_ends_the_run_failed_with_the_error_recorded(tmp_path):
+    with pytest.raises(ValueError):
+        with tracked_run(TrackingConfig(), str(tmp_path), tags={}):
+            raise ValueError("boom in epoch 2")
+    _, (run,) = _runs(tmp_path)
+    assert run.info.status == "FAILED"
+    assert run.data.tags["error"] == "ValueError: boom in epoch 2"
+
+
+def test_ctrl_c_ends_the_run_killed(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        with tracked_run(TrackingConfig(), str(tmp_path), tags={}):
+            raise KeyboardInterrupt
+    _, (run,) = _runs(tmp_path)
+    assert run.info.status == "KILLED"
+
+
+def test_tracking_none_writes_nothing(tmp_path):
+    with tracked_run(TrackingConfig(enabled=False), str(tmp_path), tags={}) as tracker:
+        tracker.log_epoch(0, {"loss": 1.0})
+        assert tracker.run_id is None
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_sweep_callback_creates_the_store_once_before_jobs(tmp_path):
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.create({"tracking": {"enabled": True, "experiment": "sweeps"},
+                               "hydra": {"runtime": {"cwd": str(tmp_path)}}})
+    PrepareStoreCallback().on_multirun_start(config)
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    assert client.get_experiment_by_name("sweeps").artifact_location == f"{tmp_path}/mlruns/sweeps"
