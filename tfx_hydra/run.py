@@ -165,16 +165,28 @@ def record_setup(tracker, hardware, policy: str, strategy) -> None:
 
 def compile_model(model, optimizer_cfg: DictConfig, trainer: TrainerConfig, hardware) -> None:
     """Compile with the configured optimizer, loss and metrics; XLA per trainer.jit_compile."""
+    import keras
+
     optimizer = build(optimizer_cfg, "optimizer")
+    _require_keras_name("trainer.loss", trainer.loss, keras.losses, "sparse_categorical_crossentropy")
+    for metric in trainer.metrics:  # Keras would only fail at the first batch of fit
+        if metric not in KERAS_COMPILE_METRIC_ALIASES:
+            _require_keras_name("trainer.metrics", metric, keras.metrics, "[accuracy]")
     jit_compile = hardware.xla if trainer.jit_compile == "auto" else trainer.jit_compile
+    model.compile(optimizer=optimizer, loss=trainer.loss, metrics=list(trainer.metrics),
+                  jit_compile=jit_compile, steps_per_execution=trainer.steps_per_execution)
+
+
+# Names model.compile resolves itself (from the loss) that keras.metrics.get does not know.
+KERAS_COMPILE_METRIC_ALIASES = ("acc", "crossentropy", "ce")
+
+
+def _require_keras_name(key: str, name: str, module, example: str) -> None:
     try:
-        model.compile(optimizer=optimizer, loss=trainer.loss, metrics=list(trainer.metrics),
-                      jit_compile=jit_compile, steps_per_execution=trainer.steps_per_execution)
-    except ValueError as err:
-        raise ConfigError(f"cannot compile the model with trainer.loss={trainer.loss} and "
-                          f"trainer.metrics={list(trainer.metrics)}: {err}",
-                          fix="use Keras names, e.g. trainer.loss=sparse_categorical_crossentropy "
-                          "trainer.metrics=[accuracy]") from None
+        module.get(name)
+    except ValueError:
+        raise ConfigError(f"{key}: Keras does not know '{name}'.",
+                          fix=f"{key}={example} (or another name from {module.__name__})") from None
 
 
 # --- 6. train ------------------------------------------------------------------------------
