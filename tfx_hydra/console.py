@@ -60,7 +60,7 @@ def _format(value: Any) -> str:
 
 
 def print_summary(metrics: dict[str, float], run_id: str | None, exports: list, ui_command: str | None,
-                  output_dir: str) -> None:
+                  output_dir: str, weights_sha256: str) -> None:
     table = Table(title="tfx_hydra: run complete", show_header=False, title_justify="left")
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
@@ -69,7 +69,8 @@ def print_summary(metrics: dict[str, float], run_id: str | None, exports: list, 
     table.add_row("outputs", output_dir)
     for result in exports:
         table.add_row(f"export ({result.kind})", result.path)
-    table.add_row("mlflow run", run_id or "not tracked (tracking=none)")
+    table.add_row("weights sha256", weights_sha256)
+    table.add_row("mlflow run", run_id or "not tracked (tracking=none, or not the chief worker)")
     if ui_command:
         table.add_row("browse", ui_command)
     console.print(table)

@@ -22,6 +22,7 @@ import numpy as np
 from tfx_hydra.errors import ConfigError, DataError
 
 MNIST_KEYS = ("x_train", "y_train", "x_test", "y_test")
+SHARD_POLICIES = ("data", "off")
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class _Split:
 
 def digits(
     input_shape, num_classes, batch_size, seed, test_split=0.2, validation_split=0.1,
-    shuffle_buffer=2048, cache=True, limit=None,
+    shuffle_buffer=2048, cache=True, limit=None, shard_policy="data",
 ) -> Datasets:
     """scikit-learn's bundled 8x8 digits (ships with the package: works offline), scaled to [0, 1]."""
     from sklearn.datasets import load_digits
@@ -58,12 +59,13 @@ def digits(
     x = (bunch.images / 16.0).astype("float32")
     y = bunch.target.astype("int64")
     splits = _split_three_ways(x, y, test_split, validation_split, seed)
-    return _make_datasets(splits, input_shape, num_classes, batch_size, seed, shuffle_buffer, cache, limit)
+    return _make_datasets(splits, input_shape, num_classes, batch_size, seed, shuffle_buffer, cache, limit,
+                          shard_policy)
 
 
 def synthetic(
     input_shape, num_classes, num_examples, batch_size, seed, test_split=0.2, validation_split=0.1,
-    shuffle_buffer=4096, cache=True, limit=None,
+    shuffle_buffer=4096, cache=True, limit=None, shard_policy="data",
 ) -> Datasets:
     """Gaussian inputs labelled by a fixed random linear teacher: learnable, any shape, no files."""
     if num_examples < 3:
@@ -77,12 +79,13 @@ def synthetic(
     teacher = rng.normal(size=(int(np.prod(shape)), num_classes)).astype("float32")
     y = np.argmax(x.reshape(num_examples, -1) @ teacher, axis=1).astype("int64")
     splits = _split_three_ways(x, y, test_split, validation_split, seed)
-    return _make_datasets(splits, input_shape, num_classes, batch_size, seed, shuffle_buffer, cache, limit)
+    return _make_datasets(splits, input_shape, num_classes, batch_size, seed, shuffle_buffer, cache, limit,
+                          shard_policy)
 
 
 def mnist(
     path, input_shape, num_classes, batch_size, seed, validation_split=0.1,
-    shuffle_buffer=60000, cache=True, limit=None,
+    shuffle_buffer=60000, cache=True, limit=None, shard_policy="data",
 ) -> Datasets:
     """MNIST through Keras' loader, or from a local .npz (`data.path`) where there is no network."""
     arrays = _load_mnist_file(path) if path else _download_mnist()
@@ -96,7 +99,8 @@ def mnist(
         "validation": _Split(x_train[-num_validation:], y_train[-num_validation:].astype("int64")),
         "test": _Split(x_test, y_test.astype("int64")),
     }
-    return _make_datasets(splits, input_shape, num_classes, batch_size, seed, shuffle_buffer, cache, limit)
+    return _make_datasets(splits, input_shape, num_classes, batch_size, seed, shuffle_buffer, cache, limit,
+                          shard_policy)
 
 
 def _download_mnist() -> dict[str, np.ndarray]:
@@ -149,7 +153,8 @@ def _split_three_ways(x, y, test_split, validation_split, seed) -> dict[str, _Sp
     return {"train": _Split(x_train, y_train), "validation": _Split(x_val, y_val), "test": _Split(x_test, y_test)}
 
 
-def _make_datasets(splits, input_shape, num_classes, batch_size, seed, shuffle_buffer, cache, limit) -> Datasets:
+def _make_datasets(splits, input_shape, num_classes, batch_size, seed, shuffle_buffer, cache, limit,
+                          shard_policy) -> Datasets:
     spec = DataSpec(tuple(int(d) for d in input_shape), int(num_classes))
     if limit is not None:
         if limit < 1:
@@ -164,9 +169,10 @@ def _make_datasets(splits, input_shape, num_classes, batch_size, seed, shuffle_b
             fix=f"trainer.batch_size={max(1, len(splits['train'].x))} or more data (data.limit=null)",
         )
     return Datasets(
-        train=_pipeline(splits["train"], batch_size, seed=seed, shuffle_buffer=shuffle_buffer, cache=cache),
-        validation=_pipeline(splits["validation"], batch_size, cache=cache),
-        test=_pipeline(splits["test"], batch_size, cache=cache),
+        train=_pipeline(splits["train"], batch_size, shard_policy, cache=cache, seed=seed,
+                        shuffle_buffer=shuffle_buffer),
+        validation=_pipeline(splits["validation"], batch_size, shard_policy, cache=cache),
+        test=_pipeline(splits["test"], batch_size, shard_policy, cache=cache),
         spec=spec,
         num_train=len(splits["train"].x),
         num_validation=len(splits["validation"].x),
@@ -191,8 +197,13 @@ def _check_against_spec(name: str, split: _Split, spec: DataSpec) -> None:
         )
 
 
-def _pipeline(split: _Split, batch_size: int, *, cache: bool, seed: int | None = None, shuffle_buffer: int = 0):
-    """cache -> shuffle (training only) -> batch -> prefetch: I/O overlaps compute."""
+def _pipeline(split: _Split, batch_size: int, shard_policy: str, *, cache: bool, seed: int | None = None,
+              shuffle_buffer: int = 0):
+    """cache -> shuffle (training only) -> batch -> prefetch: I/O overlaps compute.
+
+    The shard policy is explicit: in-memory data has no files for tf.distribute's default
+    (FILE, then DATA with a warning) to split, so multi-worker runs shard by example.
+    """
     import tensorflow as tf
 
     dataset = tf.data.Dataset.from_tensor_slices((split.x, split.y))
@@ -200,4 +211,8 @@ def _pipeline(split: _Split, batch_size: int, *, cache: bool, seed: int | None =
         dataset = dataset.cache()
     if seed is not None and shuffle_buffer:
         dataset = dataset.shuffle(min(shuffle_buffer, len(split.x)), seed=seed, reshuffle_each_iteration=True)
-    return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = {
+        "data": tf.data.experimental.AutoShardPolicy.DATA, "off": tf.data.experimental.AutoShardPolicy.OFF,
+    }[shard_policy]
+    return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE).with_options(options)

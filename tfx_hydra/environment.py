@@ -8,13 +8,12 @@ changes the machine. A missing tool (git, nvidia-smi) is recorded as such, never
 from __future__ import annotations
 
 import platform
-import shutil
 import subprocess
 
 from dataclasses import dataclass
 from importlib import metadata
 
-from tfx_hydra.hardware import HardwareInfo
+from tfx_hydra.hardware import HardwareInfo, nvidia_smi
 
 VERSIONED_PACKAGES = ("tensorflow", "keras", "hydra-core", "omegaconf", "mlflow", "numpy", "tensorflow-hub")
 
@@ -65,10 +64,8 @@ def cpu_model() -> str:
 
 def gpu_driver() -> str | None:
     """The NVIDIA driver version, from nvidia-smi (absent on CPU-only machines)."""
-    if not shutil.which("nvidia-smi"):
-        return None
-    result = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
-    return result.splitlines()[0].strip() if result else None
+    rows = nvidia_smi("driver_version")
+    return rows[0].strip() if rows else None
 
 
 def git_state(path: str) -> GitState:

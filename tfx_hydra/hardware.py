@@ -1,9 +1,11 @@
-"""hardware: what the run executes on, and the profile's settings applied to it.
+"""hardware: what the run executes on, and the hardware profile's settings applied to it.
 
-A profile (conf/hardware/*.yaml) says what it expects (GPU name, count) and how to
-set the machine up (visible GPUs, memory growth, threads, XLA). Matching a profile
-against the machine is a pure function of device details (`describe_mismatch`), so
-it is tested against details recorded from real cards on a machine without any.
+A profile (conf/hardware/*.yaml) says what it expects (GPU name, count, memory, compute
+capability) and carries tuned defaults (precision, XLA, per-replica batch size,
+steps_per_execution, allocator, threads). `hardware=auto` picks the profile that matches
+the visible GPUs (`pick_profile`), or generic settings from the compute capability.
+Matching is a pure function of device details, so it is tested against details
+recorded from real cards on a machine that has none.
 
 Everything that configures TensorFlow's devices must happen before TensorFlow
 initialises them (its first op), which is why this is the first step of a run.
@@ -12,47 +14,86 @@ TensorFlow is imported inside the functions: validation must not pay for it.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import re
+import shutil
+import subprocess
 from dataclasses import dataclass, field
 
+from omegaconf import OmegaConf
+
 from tfx_hydra.errors import HardwareMismatch
+from tfx_hydra.precision import FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16
 from tfx_hydra.schemas import ExpectConfig, HardwareConfig
+
+# Values a profile tunes; on hardware=auto, null ones come from the picked profile.
+TUNED = ("allocator", "xla", "precision", "per_replica_batch_size", "steps_per_execution",
+         "intra_op_threads", "inter_op_threads")
+# Settings the fallbacks below use when a profile leaves a tuned value null.
+FALLBACKS = {"xla": False, "precision": FLOAT32, "per_replica_batch_size": 32, "steps_per_execution": 1}
 
 
 @dataclass(frozen=True)
 class GpuDetails:
-    """What TensorFlow reports of one physical GPU."""
+    """What TensorFlow (and nvidia-smi, where present) report of one physical GPU."""
 
     index: int
     name: str  # e.g. "NVIDIA A100-SXM4-80GB"
     compute_capability: tuple[int, int] | None = None
+    memory_gb: float | None = None  # GiB, from nvidia-smi; None when unknown
 
 
 @dataclass
 class HardwareInfo:
-    """The hardware step's result: what later steps (strategy, tracking) read."""
+    """The hardware step's result: what later steps (precision, strategy, trainer, tracking) read."""
 
-    profile: str
+    profile: str  # the profile in effect, e.g. "a100" (also when hardware=auto picked it)
+    requested: str = ""  # what the config asked for, e.g. "auto"
+    reason: str = ""  # why this profile is in effect
     gpus: list[GpuDetails] = field(default_factory=list)  # visible GPUs, after selection
-    xla: bool = False  # the profile's XLA choice (used when trainer.jit_compile=auto)
+    xla: bool = False
+    precision: str = FLOAT32  # the policy precision=auto uses
+    per_replica_batch_size: int = 32  # used when trainer.batch_size=auto
+    steps_per_execution: int = 1  # used when trainer.steps_per_execution=auto
     mismatch: str | None = None  # why the machine does not match the profile, if it does not
 
     @property
     def device_type(self) -> str:
         return "GPU" if self.gpus else "CPU"
 
+    @property
+    def fast_float16(self) -> bool:
+        """Tensor cores (compute capability 7.0+) are what make float16 fast."""
+        return any(g.compute_capability and g.compute_capability >= (7, 0) for g in self.gpus)
+
+
+# --- matching (pure) ----------------------------------------------------------------------
 
 def describe_mismatch(profile: str, expect: ExpectConfig, gpus: list[GpuDetails]) -> str | None:
     """Say why `gpus` cannot satisfy the profile's expectations, or None when they can."""
     if expect.device_type != "GPU":
         return None  # CPU and "anything" profiles run everywhere
     wanted = max(expect.min_count, 1)
-    pattern = expect.name_pattern
-    matching = [g for g in gpus if not pattern or re.search(pattern, g.name, re.IGNORECASE)]
+    matching = [g for g in gpus if _gpu_matches(expect, g)]
     if len(matching) >= wanted:
         return None
-    what = f"{wanted} GPU{'s' if wanted > 1 else ''}" + (f" matching '{pattern}'" if pattern else "")
+    what = f"{wanted} GPU{'s' if wanted > 1 else ''}"
+    if expect.name_pattern:
+        what += f" matching '{expect.name_pattern}'"
+    if expect.min_memory_gb:
+        what += f" with at least {expect.min_memory_gb:g} GiB"
     return f"hardware={profile} expects {what}; found {describe_gpus(gpus)}."
+
+
+def _gpu_matches(expect: ExpectConfig, gpu: GpuDetails) -> bool:
+    if expect.name_pattern and not re.search(expect.name_pattern, gpu.name, re.IGNORECASE):
+        return False
+    if expect.min_memory_gb and gpu.memory_gb is not None and gpu.memory_gb < expect.min_memory_gb:
+        return False
+    if expect.min_compute_capability and gpu.compute_capability:
+        return float(".".join(map(str, gpu.compute_capability))) >= expect.min_compute_capability
+    return True
 
 
 def describe_gpus(gpus: list[GpuDetails]) -> str:
@@ -61,30 +102,97 @@ def describe_gpus(gpus: list[GpuDetails]) -> str:
     return f"{len(gpus)} GPU{'s' if len(gpus) > 1 else ''}: " + ", ".join(g.name for g in gpus)
 
 
-def setup_hardware(config: HardwareConfig, seed: int) -> HardwareInfo:
+def pick_profile(gpus: list[GpuDetails], profiles: dict[str, HardwareConfig]) -> tuple[HardwareConfig, str]:
+    """The profile hardware=auto uses for `gpus`, and why.
+
+    No GPU: the cpu profile. A GPU a named profile matches: that profile, the one with
+    the most memory when several match (an A100 80GB is a100_80gb, not a100). Any other
+    GPU: generic settings from its compute capability.
+    """
+    if not gpus:
+        return profiles["cpu"], "no GPU is visible"
+    matching = [p for p in profiles.values()
+                if p.expect.device_type == "GPU" and p.expect.name_pattern
+                and describe_mismatch(p.name, p.expect, gpus) is None]
+    if matching:
+        best = max(matching, key=lambda p: p.expect.min_memory_gb or 0)
+        return best, f"{describe_gpus(gpus)} matches the {best.name} profile"
+    generic = generic_gpu_profile(gpus)
+    return generic, (f"no profile names {gpus[0].name}; generic GPU settings for compute capability "
+                     f"{_capability(gpus)}: {generic.precision}, XLA on")
+
+
+def generic_gpu_profile(gpus: list[GpuDetails]) -> HardwareConfig:
+    """bfloat16 from compute capability 8.0 (Ampere), float16 on 7.x (tensor cores), else float32."""
+    capability = min((g.compute_capability for g in gpus if g.compute_capability), default=(0, 0))
+    precision = MIXED_BFLOAT16 if capability >= (8, 0) else MIXED_FLOAT16 if capability >= (7, 0) else FLOAT32
+    return HardwareConfig(name="gpu", expect=ExpectConfig(device_type="GPU"), allocator="cuda_malloc_async",
+                          xla=True, precision=precision, per_replica_batch_size=64, steps_per_execution=16,
+                          intra_op_threads=0, inter_op_threads=0)
+
+
+def _capability(gpus: list[GpuDetails]) -> str:
+    known = [g.compute_capability for g in gpus if g.compute_capability]
+    return ".".join(map(str, min(known))) if known else "unknown"
+
+
+def with_user_settings(picked: HardwareConfig, requested: HardwareConfig) -> HardwareConfig:
+    """The picked profile, with everything the user set on hardware=auto taking precedence."""
+    tuned = {k: getattr(requested, k) for k in TUNED if getattr(requested, k) is not None}
+    chosen = {k: getattr(requested, k) for k in ("gpus", "memory_growth", "log_device_placement", "strict")}
+    return dataclasses.replace(picked, **tuned, **chosen)
+
+
+def load_profiles() -> dict[str, HardwareConfig]:
+    """Every profile in conf/hardware/ (read from the installed package), by name."""
+    from importlib.resources import files
+
+    profiles = {}
+    for entry in (files("tfx_hydra.conf") / "hardware").iterdir():
+        if entry.name.endswith(".yaml"):
+            node = OmegaConf.merge(OmegaConf.structured(HardwareConfig), OmegaConf.create(entry.read_text()))
+            profile = OmegaConf.to_object(node)
+            profiles[profile.name] = profile
+    return profiles
+
+
+# --- setup (TensorFlow) -------------------------------------------------------------------
+
+def setup_hardware(config: HardwareConfig, seed: int, deterministic: bool = False) -> HardwareInfo:
     """Select and configure devices per the profile, seed every RNG, and report what is there."""
     import keras
     import tensorflow as tf
 
     physical = tf.config.list_physical_devices("GPU")
-    all_gpus = [_gpu_details(tf, index, device) for index, device in enumerate(physical)]
+    memory = gpu_memory_gb()
+    all_gpus = [_gpu_details(tf, index, device, memory.get(index)) for index, device in enumerate(physical)]
     selected = _select_gpus(config, physical)
+    visible = [all_gpus[physical.index(device)] for device in selected]
+    if config.name == "auto":
+        picked, reason = pick_profile(visible, load_profiles())
+        profile = with_user_settings(picked, config)
+    else:
+        profile, reason = config, f"hardware={config.name} was asked for"
+
+    if profile.allocator and visible:
+        os.environ.setdefault("TF_GPU_ALLOCATOR", profile.allocator)  # read when TensorFlow creates the GPU
     try:
         _apply_visible_devices(tf, selected, physical)
-        if config.memory_growth:
+        if profile.memory_growth:
             for device in selected:
                 tf.config.experimental.set_memory_growth(device, True)
-        _apply_threads(tf, config)
+        _apply_threads(tf, profile)
     except RuntimeError as err:
         raise HardwareMismatch(
             f"TensorFlow initialised its devices before the hardware step could configure them ({err}).",
             fix="start a fresh process; in your own code, run tfx_hydra before any TensorFlow op",
         ) from None
-    tf.debugging.set_log_device_placement(config.log_device_placement)
+    tf.debugging.set_log_device_placement(profile.log_device_placement)
     keras.backend.clear_session()  # a sweep runs jobs in one process: drop the previous job's graph
     keras.utils.set_random_seed(seed)  # Python, NumPy and TensorFlow in one call
+    if deterministic:
+        tf.config.experimental.enable_op_determinism()
 
-    visible = [all_gpus[physical.index(device)] for device in selected]
     mismatch = describe_mismatch(config.name, config.expect, visible)
     if mismatch and config.strict:
         raise HardwareMismatch(
@@ -92,31 +200,50 @@ def setup_hardware(config: HardwareConfig, seed: int) -> HardwareInfo:
             fix=f"use hardware=auto (or hardware=cpu) on this machine, or drop hardware.strict=true "
             f"to run with the {config.name} profile's settings anyway",
         )
-    return HardwareInfo(profile=config.name, gpus=visible, xla=config.xla, mismatch=mismatch)
+    tuned = {k: getattr(profile, k) if getattr(profile, k) is not None else v for k, v in FALLBACKS.items()}
+    return HardwareInfo(profile=profile.name, requested=config.name, reason=reason, gpus=visible,
+                        mismatch=mismatch, **tuned)
 
 
-def _gpu_details(tf, index: int, device) -> GpuDetails:
+def gpu_memory_gb() -> dict[int, float]:
+    """Total memory per GPU index in GiB, from nvidia-smi ({} where it is absent)."""
+    rows = nvidia_smi("index,memory.total")
+    memory = {}
+    for row in rows:
+        index, mebibytes = (part.strip() for part in row.split(","))
+        memory[int(index)] = float(mebibytes) / 1024
+    return memory
+
+
+def nvidia_smi(query: str) -> list[str]:
+    """One CSV row per GPU for `query` (nvidia-smi --query-gpu), [] without nvidia-smi."""
+    if not shutil.which("nvidia-smi"):
+        return []
+    try:
+        done = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
+                              capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line for line in done.stdout.splitlines() if line.strip()] if done.returncode == 0 else []
+
+
+def _gpu_details(tf, index: int, device, memory_gb: float | None) -> GpuDetails:
     details = tf.config.experimental.get_device_details(device)
-    return GpuDetails(
-        index=index,
-        name=details.get("device_name", device.name),
-        compute_capability=details.get("compute_capability"),
-    )
+    return GpuDetails(index=index, name=details.get("device_name", device.name),
+                      compute_capability=details.get("compute_capability"), memory_gb=memory_gb)
 
 
 def _select_gpus(config: HardwareConfig, physical: list) -> list:
-    if config.visible_gpus is None:
+    if config.gpus is None:
         return list(physical)
-    missing = [i for i in config.visible_gpus if i >= len(physical)]
+    missing = [i for i in config.gpus if i >= len(physical)]
     if missing:
         raise HardwareMismatch(
-            f"hardware.visible_gpus={list(config.visible_gpus)} asks for GPU index {missing[0]}, "
+            f"hardware.gpus={list(config.gpus)} asks for GPU index {missing[0]}, "
             f"but this machine has {describe_gpus([GpuDetails(i, d.name) for i, d in enumerate(physical)])}.",
-            fix=f"hardware.visible_gpus=null (all GPUs) or indices below {len(physical)}"
-            if physical
-            else "hardware=cpu",
+            fix=f"hardware.gpus=null (all GPUs) or indices below {len(physical)}" if physical else "hardware=cpu",
         )
-    return [physical[i] for i in config.visible_gpus]
+    return [physical[i] for i in config.gpus]
 
 
 def _apply_visible_devices(tf, selected: list, physical: list) -> None:
@@ -125,9 +252,9 @@ def _apply_visible_devices(tf, selected: list, physical: list) -> None:
     tf.config.set_visible_devices(selected, "GPU")
 
 
-def _apply_threads(tf, config: HardwareConfig) -> None:
+def _apply_threads(tf, profile: HardwareConfig) -> None:
     threading = tf.config.threading
-    if config.intra_op_threads and threading.get_intra_op_parallelism_threads() != config.intra_op_threads:
-        threading.set_intra_op_parallelism_threads(config.intra_op_threads)
-    if config.inter_op_threads and threading.get_inter_op_parallelism_threads() != config.inter_op_threads:
-        threading.set_inter_op_parallelism_threads(config.inter_op_threads)
+    if profile.intra_op_threads and threading.get_intra_op_parallelism_threads() != profile.intra_op_threads:
+        threading.set_intra_op_parallelism_threads(profile.intra_op_threads)
+    if profile.inter_op_threads and threading.get_inter_op_parallelism_threads() != profile.inter_op_threads:
+        threading.set_inter_op_parallelism_threads(profile.inter_op_threads)

@@ -21,6 +21,13 @@ from __future__ import annotations
 PATCHED_KERAS = ((3, 7), (3, 15))
 UPSTREAM_ISSUE = "https://github.com/keras-team/keras/issues/20585"
 
+# Keras' multi-step loop (steps_per_execution > 1) fails under any strategy with more than one
+# replica, MirroredStrategy and MultiWorkerMirroredStrategy alike, on TF 2.21 / Keras 3.15
+# ("You must feed a value for placeholder tensor 'while/cond/Placeholder'"; keras-team/keras#19246,
+# open). One step per call trains correctly; run.plan_batches caps it there.
+MULTI_REPLICA_MAX_STEPS_PER_EXECUTION = 1
+MULTI_REPLICA_ISSUE = "https://github.com/keras-team/keras/issues/19246"
+
 _applied = False
 
 

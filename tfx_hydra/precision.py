@@ -1,4 +1,4 @@
-"""precision: the Keras dtype policy a run computes in.
+"""precision: the Keras dtype policy a run computes in, and loss scaling for float16.
 
 This module owns the dtype-policy vocabulary: nothing else spells a policy string.
 Keras is imported inside the functions (importing it costs ~6 s; validation must not).
@@ -6,19 +6,32 @@ Keras is imported inside the functions (importing it costs ~6 s; validation must
 
 from __future__ import annotations
 
+from tfx_hydra.errors import ConfigError
+
 FLOAT32 = "float32"
 MIXED_FLOAT16 = "mixed_float16"
 MIXED_BFLOAT16 = "mixed_bfloat16"
 POLICIES = (FLOAT32, MIXED_FLOAT16, MIXED_BFLOAT16)
 
-# Only float16 needs loss scaling: its small range lets gradients underflow to zero.
-# Keras wraps the optimizer in a dynamic LossScaleOptimizer itself when the global
-# policy is mixed_float16, so "dynamic" is the one scaling we offer for it.
-LOSS_SCALES_BY_POLICY = {FLOAT32: (None,), MIXED_FLOAT16: ("dynamic",), MIXED_BFLOAT16: (None,)}
-
 # The dtype every model's last layer computes in, whatever the policy: a softmax in
 # float16 loses the small probabilities that the cross-entropy needs.
 OUTPUT_DTYPE = "float32"
+
+# A "fixed" loss scale never grows: Keras' LossScaleOptimizer only grows the scale after
+# this many finite steps. It still halves the scale (and skips the step) on an overflow,
+# which a truly fixed scale would turn into NaN weights.
+NEVER_GROW = 10**9
+
+
+def resolve_policy(requested: str, hardware) -> tuple[str, list[str]]:
+    """The policy to use (precision=auto takes the hardware profile's) and warnings about it."""
+    policy = hardware.precision if requested == "auto" else requested
+    warnings = []
+    if policy == MIXED_FLOAT16 and not hardware.fast_float16:
+        where = "a GPU without tensor cores" if hardware.gpus else "the CPU"
+        warnings.append(f"precision mixed_float16 on {where}: float16 is fast only on GPUs of compute capability "
+                        "7.0+ (tensor cores); expect no speedup. precision=fp32 (or bf16 on Ampere+) fits here.")
+    return policy, warnings
 
 
 def set_precision(policy: str) -> str:
@@ -31,3 +44,26 @@ def set_precision(policy: str) -> str:
 
     keras.mixed_precision.set_global_policy(policy)
     return keras.mixed_precision.global_policy().name
+
+
+def apply_loss_scaling(optimizer, policy: str, loss_scale) -> tuple[object, bool]:
+    """The optimizer to compile with and Keras' `auto_scale_loss` flag, per precision.loss_scale.
+
+    mixed_float16: "auto"/"dynamic" lets Keras wrap the optimizer in a dynamic
+    LossScaleOptimizer; a number wraps it with that fixed scale; null turns scaling off.
+    Other policies need no scaling (bfloat16 has float32's range).
+    """
+    import keras
+
+    if policy != MIXED_FLOAT16:
+        if loss_scale not in ("auto", None):
+            raise ConfigError(f"precision.loss_scale={loss_scale} only applies to mixed_float16, and the policy "
+                              f"in effect is {policy}.", fix="precision.loss_scale=auto")
+        return optimizer, False
+    if loss_scale in ("auto", "dynamic"):
+        return optimizer, True
+    if loss_scale is None:
+        return optimizer, False
+    fixed = keras.optimizers.LossScaleOptimizer(optimizer, initial_scale=float(loss_scale),
+                                                dynamic_growth_steps=NEVER_GROW)
+    return fixed, False

@@ -1,12 +1,12 @@
 """run: one experiment, as the steps DESIGN.md lists, each a small function.
 
     0. preflight   validate settings, check paths and the tracking store (no TensorFlow yet)
-    1. hardware    devices, memory growth, threads, seeds            -> HardwareInfo
-    2. precision   the Keras dtype policy
-    3. strategy    the tf.distribute strategy (auto chooses from HardwareInfo)
-    4. data        train / validation / test tf.data pipelines       -> Datasets
+    1. hardware    devices, profile, memory growth, threads, seeds    -> HardwareInfo
+    2. precision   the Keras dtype policy (auto: the profile's)
+    3. strategy    the tf.distribute strategy (auto chooses from HardwareInfo) -> BatchPlan
+    4. data        train / validation / test tf.data pipelines        -> Datasets
     5. model       built and compiled inside strategy.scope()
-    6. train       model.fit, one batched MLflow write per epoch
+    6. train       model.fit, one batched MLflow write and one backup per epoch
     7. evaluate    the held-out test split
     8. export      each selected exporter writes and verifies its artifact
 
@@ -18,10 +18,16 @@ errors come back in a fraction of a second.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import math
 import os
 import shlex
+import shutil
+import tempfile
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from hydra.errors import InstantiationException
@@ -31,34 +37,53 @@ from omegaconf import DictConfig, OmegaConf
 from tfx_hydra import console, tracking
 from tfx_hydra.errors import ConfigError, DataError, TfxHydraError, TrainingError
 from tfx_hydra.schemas import Settings, SweepConfig, TrainerConfig, validate
+from tfx_hydra.strategy import is_chief
+
+
+@dataclass
+class BatchPlan:
+    """How the global batch splits over replicas, and how many steps run per tf.function call."""
+
+    global_size: int
+    replicas: int
+    steps_per_execution: int
+
+    @property
+    def per_replica(self) -> float:
+        return self.global_size / self.replicas
 
 
 def run(cfg: DictConfig) -> float:
     """Run the experiment `cfg` describes; return the sweep objective (`sweep.metric`)."""
     settings = preflight(cfg)
     launch_dir, output_dir = cfg.paths.launch_dir, cfg.paths.output_dir
-    with tracking.tracked_run(settings.tracking, launch_dir, tags=launch_tags(cfg)) as tracker:
+    chief = is_chief(cfg.strategy.get("_target_"), cfg.strategy.get("cluster", "tf_config"))
+    track = settings.tracking if chief else dataclasses.replace(settings.tracking, enabled=False)
+    with tracking.tracked_run(track, launch_dir, tags=launch_tags(cfg), resume_key=resume_key(cfg)) as tracker:
         record_launch(tracker, cfg, output_dir, launch_dir)
 
         from tfx_hydra.hardware import setup_hardware  # first TensorFlow import of the run
-        from tfx_hydra.precision import set_precision
+        from tfx_hydra.precision import resolve_policy, set_precision
 
-        hardware = setup_hardware(settings.hardware, settings.seed)
-        policy = set_precision(settings.precision.policy)
+        hardware = setup_hardware(settings.hardware, settings.seed, settings.trainer.deterministic)
+        policy, precision_warnings = resolve_policy(settings.precision.policy, hardware)
+        set_precision(policy)
         strategy = build(cfg.strategy, "strategy", hardware=hardware)
-        record_setup(tracker, hardware, policy, strategy)
+        plan = plan_batches(settings.trainer, hardware, strategy)
+        record_setup(tracker, hardware, policy, strategy, plan, precision_warnings)
 
-        datasets = build(cfg.data, "data")
+        datasets = build(cfg.data, "data", batch_size=plan.global_size)
         with strategy.scope():  # variables (model and optimizer) live where the strategy puts them
             model = build(cfg.model, "model")
-            compile_model(model, cfg.optimizer, settings.trainer, hardware)
+            compile_model(model, cfg.optimizer, settings, policy, hardware, plan, tracker)
 
-        history = train(model, datasets, settings.trainer, tracker)
+        backup_dir = choose_backup_dir(tracker, output_dir, chief)
+        history = train(model, datasets, settings.trainer, tracker, plan, backup_dir)
         metrics = evaluate(model, datasets, history, tracker)
-        exports = export_model(model, datasets, cfg.export, tracker)
+        exports = export_model(model, datasets, cfg.export, tracker, chief)
         objective = sweep_objective(metrics, settings.sweep)
 
-    console.print_summary(metrics, tracker.run_id, exports, tracker.ui_command, output_dir)
+    console.print_summary(metrics, tracker.run_id, exports, tracker.ui_command, output_dir, weights_sha256(model))
     return objective
 
 
@@ -92,6 +117,14 @@ def build(node: DictConfig, key: str, **kwargs: Any) -> Any:
         raise
 
 
+def resume_key(cfg: DictConfig) -> str:
+    """A fingerprint of the config as written (interpolations unresolved, so the run's own
+    output folder does not enter it): the same command gives the same key."""
+    container = OmegaConf.to_container(cfg, resolve=False)
+    container.pop("hydra", None)
+    return hashlib.sha256(json.dumps(container, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
 # --- tracking records ---------------------------------------------------------------------
 
 def launch_tags(cfg: DictConfig) -> dict[str, str]:
@@ -101,8 +134,7 @@ def launch_tags(cfg: DictConfig) -> dict[str, str]:
     return {
         "hydra.overrides": " ".join(overrides),
         "command": command,
-        "hardware.profile": cfg.hardware.name,
-        "precision.policy": cfg.precision.policy,
+        "hardware.requested": cfg.hardware.name,
         "mlflow.note.content": f"Reproduce with `{command}`",
     }
 
@@ -120,7 +152,10 @@ def record_launch(tracker, cfg: DictConfig, output_dir: str, launch_dir: str) ->
     """Config, overrides, git state and packages: recorded before any training."""
     from tfx_hydra.environment import git_state, installed_packages
 
-    tracker.log_config(cfg)
+    if tracker.resumed_backup_dir:
+        console.info(f"resuming MLflow run {tracker.run_id} from its backup in {tracker.resumed_backup_dir}")
+    else:  # params are write-once in MLflow: a resumed run keeps those of its first attempt
+        tracker.log_config(cfg)
     git = git_state(launch_dir)
     tags = {"git.commit": git.commit or "none (not a git work tree)", "git.dirty": git.dirty,
             "git.branch": git.branch or "none"}
@@ -145,36 +180,88 @@ def record_launch(tracker, cfg: DictConfig, output_dir: str, launch_dir: str) ->
     tracker.log_artifacts(environment_dir, "environment")
 
 
-def record_setup(tracker, hardware, policy: str, strategy) -> None:
-    """What the hardware, precision and strategy steps chose, plus the software environment."""
+def record_setup(tracker, hardware, policy: str, strategy, plan: BatchPlan, precision_warnings: list[str]) -> None:
+    """What the hardware, precision and strategy steps chose (and why), plus the software environment."""
     from tfx_hydra.environment import collect_environment
     from tfx_hydra.hardware import describe_gpus
 
-    console.info(f"hardware: profile {hardware.profile} on {describe_gpus(hardware.gpus)}; "
-                 f"precision {policy}; {type(strategy).__name__} with {strategy.num_replicas_in_sync} replica(s)")
-    tags = {"hardware.devices": describe_gpus(hardware.gpus), "hardware.mismatch": hardware.mismatch or "none",
-            "precision.policy": policy, "strategy": type(strategy).__name__,
-            "strategy.replicas": strategy.num_replicas_in_sync}
+    console.info(f"hardware: {describe_gpus(hardware.gpus)}; profile {hardware.profile} ({hardware.reason})")
+    console.info(f"precision {policy}; {type(strategy).__name__} with {plan.replicas} replica(s); "
+                 f"global batch {plan.global_size} ({plan.per_replica:g} per replica); "
+                 f"steps_per_execution {plan.steps_per_execution}")
     if hardware.mismatch:
         console.warn(f"{hardware.mismatch} Carrying on with the {hardware.profile} profile's settings on what is "
                      "here (hardware.strict=true makes this an error).")
+    if plan.global_size % plan.replicas:
+        console.warn(f"trainer.batch_size={plan.global_size} does not divide over {plan.replicas} replicas: "
+                     "the replicas get uneven batches.")
+    for warning in precision_warnings:
+        console.warn(warning)
+    tags = {"hardware.profile": hardware.profile, "hardware.profile_reason": hardware.reason,
+            "hardware.devices": describe_gpus(hardware.gpus), "hardware.mismatch": hardware.mismatch or "none",
+            "precision.policy": policy, "precision.warning": " ".join(precision_warnings) or "none",
+            "strategy": type(strategy).__name__, "strategy.replicas": plan.replicas,
+            "batch.global": plan.global_size, "batch.per_replica": f"{plan.per_replica:g}",
+            "steps_per_execution": plan.steps_per_execution}
     tracker.set_tags(tags | collect_environment(hardware))
+
+
+# --- 3. strategy: how batches split ----------------------------------------------------------
+
+def plan_batches(trainer: TrainerConfig, hardware, strategy) -> BatchPlan:
+    """trainer.batch_size is the global batch; auto takes the profile's per-replica batch x replicas."""
+    from tfx_hydra.keras_compat import MULTI_REPLICA_ISSUE, MULTI_REPLICA_MAX_STEPS_PER_EXECUTION
+
+    replicas = strategy.num_replicas_in_sync
+    global_size = (hardware.per_replica_batch_size * replicas if trainer.batch_size == "auto"
+                   else trainer.batch_size)
+    steps = (hardware.steps_per_execution if trainer.steps_per_execution == "auto"
+             else trainer.steps_per_execution)
+    if replicas > 1 and steps > MULTI_REPLICA_MAX_STEPS_PER_EXECUTION:
+        if trainer.steps_per_execution != "auto":
+            console.warn(f"trainer.steps_per_execution={steps} fails in Keras with {replicas} replicas "
+                         f"({MULTI_REPLICA_ISSUE}): using {MULTI_REPLICA_MAX_STEPS_PER_EXECUTION} (same updates).")
+        steps = MULTI_REPLICA_MAX_STEPS_PER_EXECUTION
+    return BatchPlan(global_size=global_size, replicas=replicas, steps_per_execution=steps)
 
 
 # --- 5. model ------------------------------------------------------------------------------
 
-def compile_model(model, optimizer_cfg: DictConfig, trainer: TrainerConfig, hardware) -> None:
-    """Compile with the configured optimizer, loss and metrics; XLA per trainer.jit_compile."""
+def compile_model(model, optimizer_cfg: DictConfig, settings: Settings, policy: str, hardware, plan: BatchPlan,
+                  tracker) -> None:
+    """Compile with the configured optimizer (scaled, accumulated, loss-scaled as asked), loss,
+    metrics, XLA and steps_per_execution; say so when XLA was asked for and Keras turned it off."""
     import keras
 
-    optimizer = build(optimizer_cfg, "optimizer")
+    from tfx_hydra.precision import apply_loss_scaling
+
+    trainer, precision = settings.trainer, settings.precision
+    optimizer_args: dict[str, Any] = {}
+    if trainer.scale_lr_with_replicas and plan.replicas > 1:
+        optimizer_args["learning_rate"] = optimizer_cfg.learning_rate * plan.replicas
+    if trainer.grad_accum_steps > 1:
+        optimizer_args["gradient_accumulation_steps"] = trainer.grad_accum_steps
+    optimizer = build(optimizer_cfg, "optimizer", **optimizer_args)
+    optimizer, auto_scale_loss = apply_loss_scaling(optimizer, policy, precision.loss_scale)
     _require_keras_name("trainer.loss", trainer.loss, keras.losses, "sparse_categorical_crossentropy")
     for metric in trainer.metrics:  # Keras would only fail at the first batch of fit
         if metric not in KERAS_COMPILE_METRIC_ALIASES:
             _require_keras_name("trainer.metrics", metric, keras.metrics, "[accuracy]")
-    jit_compile = hardware.xla if trainer.jit_compile == "auto" else trainer.jit_compile
-    model.compile(optimizer=optimizer, loss=trainer.loss, metrics=list(trainer.metrics),
-                  jit_compile=jit_compile, steps_per_execution=trainer.steps_per_execution)
+    wanted_xla = hardware.xla if trainer.jit_compile == "auto" else trainer.jit_compile
+    model.compile(optimizer=optimizer, loss=trainer.loss, metrics=list(trainer.metrics), jit_compile=wanted_xla,
+                  steps_per_execution=plan.steps_per_execution, auto_scale_loss=auto_scale_loss)
+    xla_note = "none"
+    if wanted_xla and not model.jit_compile:
+        asked = ("trainer.jit_compile=true" if trainer.jit_compile is True
+                 else f"the {hardware.profile} profile (trainer.jit_compile=auto)")
+        reason = ("op determinism is on (trainer.deterministic=true), and XLA does not support it"
+                  if trainer.deterministic else "a layer of the model does not support XLA")
+        xla_note = f"XLA was asked for by {asked} but is off: {reason}."
+        console.warn(xla_note)
+    tracker.set_tags({"xla": "on" if model.jit_compile else "off", "xla.note": xla_note,
+                      "optimizer.learning_rate": float(keras.ops.convert_to_numpy(optimizer.learning_rate)),
+                      "optimizer.gradient_accumulation_steps": trainer.grad_accum_steps,
+                      "optimizer.loss_scale": type(model.optimizer).__name__ == "LossScaleOptimizer"})
 
 
 # Names model.compile resolves itself (from the loss) that keras.metrics.get does not know.
@@ -191,9 +278,21 @@ def _require_keras_name(key: str, name: str, module, example: str) -> None:
 
 # --- 6. train ------------------------------------------------------------------------------
 
-def train(model, datasets, trainer: TrainerConfig, tracker):
-    """model.fit with per-epoch timing, tracking, NaN stop and optional early stopping."""
+def choose_backup_dir(tracker, output_dir: str, chief: bool) -> str:
+    """Where BackupAndRestore keeps the per-epoch backup: the interrupted run's when resuming,
+    this run's output dir otherwise; a throwaway folder on non-chief workers."""
+    if not chief:
+        return tempfile.mkdtemp(prefix="tfx_hydra-worker-backup-")
+    backup_dir = tracker.resumed_backup_dir or os.path.join(output_dir, "backup")
+    tracker.set_tags({tracking.BACKUP_TAG: backup_dir})
+    return backup_dir
+
+
+def train(model, datasets, trainer: TrainerConfig, tracker, plan: BatchPlan | None = None,
+          backup_dir: str | None = None):
+    """model.fit with per-epoch timing, tracking, backup, NaN stop and optional early stopping."""
     import keras
+    import tensorflow as tf
 
     clock = console.EpochClock(datasets.num_train, trainer.epochs, trainer.verbose)
     callbacks = [
@@ -206,20 +305,37 @@ def train(model, datasets, trainer: TrainerConfig, tracker):
         callbacks.append(keras.callbacks.EarlyStopping(monitor=stopping.monitor, patience=stopping.patience,
                                                        mode=stopping.mode,
                                                        restore_best_weights=stopping.restore_best_weights))
+    if trainer.backup and backup_dir:  # last: an epoch is backed up once everything else has seen it
+        callbacks.append(keras.callbacks.BackupAndRestore(backup_dir, save_freq="epoch", delete_checkpoint=True))
     started = time.perf_counter()
-    history = model.fit(datasets.train, validation_data=datasets.validation, epochs=trainer.epochs,
-                        callbacks=callbacks, shuffle=False, verbose=0)  # the pipeline shuffles, seeded
+    try:
+        history = model.fit(datasets.train, validation_data=datasets.validation, epochs=trainer.epochs,
+                            callbacks=callbacks, shuffle=False, verbose=0)  # the pipeline shuffles, seeded
+    except tf.errors.ResourceExhaustedError as err:
+        raise out_of_memory(err, trainer, plan) from None
     seconds = time.perf_counter() - started
     losses = history.history.get("loss", [])
     if any(not math.isfinite(v) for v in losses):
         raise TrainingError(
-            f"the training loss became {losses[-1]} in epoch {len(losses)}; training stopped.",
+            f"the training loss became {losses[-1]} in epoch {history.epoch[-1] + 1}; training stopped.",
             fix="lower optimizer.learning_rate, check the data for NaN/inf, or use precision=fp32",
         )
-    epochs_run = len(losses)
-    tracker.log_metrics({"train_seconds": seconds,
-                         "train_examples_per_sec": datasets.num_train * epochs_run / seconds})
+    if losses:
+        tracker.log_metrics({"train_seconds": seconds,
+                             "train_examples_per_sec": datasets.num_train * len(losses) / seconds})
     return history
+
+
+def out_of_memory(err, trainer: TrainerConfig, plan: BatchPlan | None) -> TrainingError:
+    """The device ran out of memory: say which knobs trade memory for speed."""
+    batch = plan.global_size if plan else trainer.batch_size
+    per_replica = f" ({plan.per_replica:g} per replica)" if plan else ""
+    smaller = max(1, int(batch) // 2)
+    return TrainingError(
+        f"the device ran out of memory at trainer.batch_size={batch}{per_replica}: {err.message.splitlines()[0]}",
+        fix=f"trainer.batch_size={smaller} trainer.grad_accum_steps={trainer.grad_accum_steps * 2} (same "
+        "effective batch in less memory), hardware.memory_growth=true (share the GPU), or precision=mixed/bf16",
+    )
 
 
 # --- 7. evaluate ---------------------------------------------------------------------------
@@ -233,18 +349,38 @@ def evaluate(model, datasets, history, tracker) -> dict[str, float]:
     return last_epoch | test_metrics
 
 
+def weights_sha256(model) -> str:
+    """A fingerprint of the trained weights: equal on every worker of a synchronous run."""
+    import numpy as np
+
+    digest = hashlib.sha256()
+    for weights in model.get_weights():
+        digest.update(np.ascontiguousarray(weights).tobytes())
+    return digest.hexdigest()[:16]
+
+
 # --- 8. export -----------------------------------------------------------------------------
 
-def export_model(model, datasets, export_cfg: DictConfig, tracker) -> list:
-    """Run every selected exporter; log each artifact and its verification figures."""
+def export_model(model, datasets, export_cfg: DictConfig, tracker, chief: bool = True) -> list:
+    """Run every selected exporter; log each artifact and its verification figures.
+
+    Non-chief workers export too (saving a distributed model may need every worker), into
+    a throwaway folder that is deleted afterwards.
+    """
     results = []
     for name, node in (export_cfg or {}).items():
-        exporter = build(node, f"export.{name}")
-        result = exporter(model, datasets)
+        if not chief:
+            scratch = tempfile.mkdtemp(prefix="tfx_hydra-worker-export-")
+            build(node, f"export.{name}", export_dir=scratch)(model, datasets)
+            shutil.rmtree(scratch, ignore_errors=True)
+            continue
+        result = build(node, f"export.{name}")(model, datasets)
         tracker.log_artifacts(result.path, f"export/{name}")
         tracker.log_metrics(result.metrics)
         tracker.set_tags({f"export.{name}.path": result.path})
         results.append(result)
+    if chief:
+        tracker.set_tags({"model.weights_sha256": weights_sha256(model)})
     return results
 
 

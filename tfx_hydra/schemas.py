@@ -16,9 +16,10 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
 from tfx_hydra.errors import ConfigError
-from tfx_hydra.precision import LOSS_SCALES_BY_POLICY, POLICIES
+from tfx_hydra.precision import POLICIES
 
 JIT_CHOICES = ("auto", True, False)
+ALLOCATORS = (None, "cuda_malloc_async")
 DIRECTIONS = ("maximize", "minimize")
 EARLY_STOPPING_MODES = ("auto", "min", "max")
 
@@ -28,6 +29,14 @@ def _require_positive(key: str, value: int, example: int) -> None:
         raise ConfigError(
             f"{key}={value} is out of range: expected a positive integer.", fix=f"{key}={example}"
         )
+
+
+def _require_positive_or_auto(key: str, value: Any, example: int) -> None:
+    if value == "auto":
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{key}={show(value)} is not a positive integer or auto.", fix=f"{key}={example}")
+    _require_positive(key, value, example)
 
 
 def _require_non_negative(key: str, value: int) -> None:
@@ -69,18 +78,23 @@ class EarlyStoppingConfig:
 @dataclass
 class TrainerConfig:
     epochs: int = 5
-    batch_size: int = 32
+    batch_size: Any = 32  # global batch, or "auto" (the hardware profile's per-replica batch x replicas)
     loss: str = "sparse_categorical_crossentropy"
     metrics: List[str] = field(default_factory=lambda: ["accuracy"])
     jit_compile: Any = "auto"
-    steps_per_execution: int = 1
+    steps_per_execution: Any = "auto"  # or a positive integer
+    grad_accum_steps: int = 1
+    scale_lr_with_replicas: bool = False
+    deterministic: bool = False
+    backup: bool = True
     early_stopping: EarlyStoppingConfig = field(default_factory=EarlyStoppingConfig)
     verbose: bool = True
 
     def __post_init__(self) -> None:
         _require_positive("trainer.epochs", self.epochs, 5)
-        _require_positive("trainer.batch_size", self.batch_size, 32)
-        _require_positive("trainer.steps_per_execution", self.steps_per_execution, 1)
+        _require_positive_or_auto("trainer.batch_size", self.batch_size, 32)
+        _require_positive_or_auto("trainer.steps_per_execution", self.steps_per_execution, 1)
+        _require_positive("trainer.grad_accum_steps", self.grad_accum_steps, 1)
         _require_choice("trainer.jit_compile", self.jit_compile, JIT_CHOICES)
 
 
@@ -89,6 +103,8 @@ class ExpectConfig:
     device_type: Optional[str] = None
     name_pattern: Optional[str] = None
     min_count: int = 0
+    min_memory_gb: Optional[float] = None
+    min_compute_capability: Optional[float] = None
 
     def __post_init__(self) -> None:
         _require_choice("hardware.expect.device_type", self.device_type, (None, "CPU", "GPU"))
@@ -97,40 +113,54 @@ class ExpectConfig:
 
 @dataclass
 class HardwareConfig:
+    """A hardware profile. Tuned values left null on `hardware=auto` come from the profile it picks."""
+
     name: str = "auto"
     expect: ExpectConfig = field(default_factory=ExpectConfig)
-    visible_gpus: Optional[List[int]] = None
+    gpus: Optional[List[int]] = None
     memory_growth: bool = True
-    xla: bool = False
-    intra_op_threads: int = 0
-    inter_op_threads: int = 0
+    allocator: Optional[str] = None
+    xla: Optional[bool] = None
+    precision: Optional[str] = None
+    per_replica_batch_size: Optional[int] = None
+    steps_per_execution: Optional[int] = None
+    intra_op_threads: Optional[int] = None
+    inter_op_threads: Optional[int] = None
     log_device_placement: bool = False
     strict: bool = False
 
     def __post_init__(self) -> None:
-        _require_non_negative("hardware.intra_op_threads", self.intra_op_threads)
-        _require_non_negative("hardware.inter_op_threads", self.inter_op_threads)
-        for index in self.visible_gpus or []:
+        for key in ("intra_op_threads", "inter_op_threads"):
+            if getattr(self, key) is not None:
+                _require_non_negative(f"hardware.{key}", getattr(self, key))
+        for key in ("per_replica_batch_size", "steps_per_execution"):
+            if getattr(self, key) is not None:
+                _require_positive(f"hardware.{key}", getattr(self, key), 32)
+        if self.precision is not None:
+            _require_choice("hardware.precision", self.precision, POLICIES)
+        _require_choice("hardware.allocator", self.allocator, ALLOCATORS)
+        for index in self.gpus or []:
             if index < 0:
                 raise ConfigError(
-                    f"hardware.visible_gpus={list(self.visible_gpus)} holds a negative index.",
-                    fix="hardware.visible_gpus=[0] (indices as nvidia-smi lists them)",
+                    f"hardware.gpus={list(self.gpus)} holds a negative index.",
+                    fix="hardware.gpus=[0] (indices as nvidia-smi lists them)",
                 )
 
 
 @dataclass
 class PrecisionConfig:
-    policy: str = "float32"
-    loss_scale: Optional[str] = None
+    policy: str = "auto"
+    loss_scale: Any = "auto"
 
     def __post_init__(self) -> None:
-        _require_choice("precision.policy", self.policy, POLICIES)
-        allowed = LOSS_SCALES_BY_POLICY[self.policy]
-        if self.loss_scale not in allowed:
+        _require_choice("precision.policy", self.policy, ("auto", *POLICIES))
+        scale = self.loss_scale
+        if scale in ("auto", "dynamic", None):
+            return
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale <= 0:
             raise ConfigError(
-                f"precision.loss_scale={show(self.loss_scale)} does not go with "
-                f"precision.policy={self.policy}: expected {' or '.join(show(a) for a in allowed)}.",
-                fix=f"precision.loss_scale={show(allowed[0])}",
+                f"precision.loss_scale={show(scale)} is not one of: auto, dynamic, null, or a positive number.",
+                fix="precision.loss_scale=auto",
             )
 
 

@@ -7,10 +7,15 @@ TensorFlow is imported inside the factories (validation must not pay for it).
 
 from __future__ import annotations
 
-from tfx_hydra.errors import ConfigError
+import json
+import os
+
+from tfx_hydra.errors import ConfigError, HardwareMismatch
 from tfx_hydra.hardware import HardwareInfo
 
 CROSS_DEVICE_OPS = ("nccl", "hierarchical_copy", "reduce_to_one")
+COMMUNICATIONS = ("auto", "ring", "nccl")
+CLUSTERS = ("tf_config", "slurm")
 
 
 def auto_strategy(hardware: HardwareInfo):
@@ -50,21 +55,100 @@ def mirrored_strategy(
     return tf.distribute.MirroredStrategy(devices=devices, cross_device_ops=_cross_device_ops(cross_device_ops))
 
 
+def multi_worker_strategy(hardware: HardwareInfo, cluster: str = "tf_config", communication: str = "auto",
+                          slurm_port_base: int = 8888):
+    """Synchronous data parallelism over several machines (MultiWorkerMirroredStrategy).
+
+    The cluster comes from TF_CONFIG (set it on every worker) or from Slurm's environment
+    (`srun`: one task per worker). Keras 3 needs keras_compat's fix to `fit` under it.
+    """
+    import tensorflow as tf
+
+    from tfx_hydra.keras_compat import apply_multi_worker_fix
+
+    _require_choice("strategy.cluster", cluster, CLUSTERS)
+    _require_choice("strategy.communication", communication, COMMUNICATIONS)
+    apply_multi_worker_fix()
+    options = tf.distribute.experimental.CommunicationOptions(
+        implementation={"auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
+                        "ring": tf.distribute.experimental.CommunicationImplementation.RING,
+                        "nccl": tf.distribute.experimental.CommunicationImplementation.NCCL}[communication])
+    resolver = _slurm_resolver(slurm_port_base) if cluster == "slurm" else None
+    try:
+        return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver, communication_options=options)
+    except RuntimeError as err:
+        raise HardwareMismatch(
+            f"MultiWorkerMirroredStrategy could not start: {err}",
+            fix="strategy=multi_worker must be created before any other TensorFlow work: run it as its own process",
+        ) from None
+
+
+def tpu_strategy(hardware: HardwareInfo, tpu: str = "local"):
+    """TPUStrategy on a Cloud TPU: `local` on a TPU VM, or a TPU name / grpc:// address."""
+    import tensorflow as tf
+
+    if tpu == "local" and not tf.config.list_physical_devices("TPU"):
+        raise HardwareMismatch(
+            "strategy=tpu with strategy.tpu=local, but this machine has no TPU device.",
+            fix="run on a Cloud TPU VM, name a remote TPU with strategy.tpu=<name or grpc://host:8470>, "
+            "or use strategy=auto",
+        )
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except (ValueError, RuntimeError, tf.errors.OpError) as err:
+        raise HardwareMismatch(f"strategy.tpu={tpu} is not reachable ({err}).",
+                               fix="check the TPU's name and that it is running, or use strategy=auto") from None
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def is_chief(strategy_target: str | None, cluster: str = "tf_config") -> bool:
+    """Whether this process logs and exports: always, except on non-chief multi-worker tasks.
+
+    Read from the environment (TF_CONFIG or SLURM_PROCID) so it is known before the
+    strategy exists, when the MLflow run starts.
+    """
+    if not (strategy_target or "").endswith("multi_worker_strategy"):
+        return True
+    if cluster == "slurm":
+        return os.environ.get("SLURM_PROCID", "0") == "0"
+    config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+    task = config.get("task", {})
+    if "chief" in config.get("cluster", {}):
+        return task.get("type") == "chief"
+    return task.get("type", "worker") == "worker" and int(task.get("index", 0)) == 0
+
+
+def _slurm_resolver(port_base: int):
+    import tensorflow as tf
+
+    if "SLURM_PROCID" not in os.environ:
+        raise ConfigError("strategy.cluster=slurm, but this process was not started by Slurm (no SLURM_PROCID).",
+                          fix="launch with srun (one task per worker), or strategy.cluster=tf_config")
+    try:
+        return tf.distribute.cluster_resolver.SlurmClusterResolver(port_base=port_base)
+    except (RuntimeError, KeyError, ValueError, OSError) as err:
+        raise ConfigError(f"cannot read the Slurm cluster from the environment ({err}).",
+                          fix="launch with srun inside an allocation, or strategy.cluster=tf_config") from None
+
+
+def _require_choice(key: str, value: str, choices: tuple) -> None:
+    if value not in choices:
+        raise ConfigError(f"{key}={value} is not one of: {', '.join(choices)}.", fix=f"{key}={choices[0]}")
+
+
 def _cross_device_ops(name: str | None):
     import tensorflow as tf
 
     if name is None:
         return None
+    _require_choice("strategy.cross_device_ops", name, CROSS_DEVICE_OPS)
     builders = {
         "nccl": tf.distribute.NcclAllReduce,
         "hierarchical_copy": tf.distribute.HierarchicalCopyAllReduce,
         "reduce_to_one": tf.distribute.ReductionToOneDevice,
     }
-    if name not in builders:
-        raise ConfigError(
-            f"strategy.cross_device_ops={name} is not one of: {', '.join(CROSS_DEVICE_OPS)}.",
-            fix="strategy.cross_device_ops=null (TensorFlow's choice)",
-        )
     return builders[name]()
 
 

@@ -167,11 +167,12 @@ def flatten(node: Any, prefix: str = "") -> dict[str, str]:
 class MlflowTracker:
     """Writes one run. Every method batches what it sends: one request per call."""
 
-    def __init__(self, client, run_id: str, uri: str, launch_dir: str) -> None:
+    def __init__(self, client, run_id: str, uri: str, launch_dir: str, resumed_backup_dir: str | None = None) -> None:
         self.client = client
         self.run_id = run_id
         self.uri = uri
         self.launch_dir = launch_dir
+        self.resumed_backup_dir = resumed_backup_dir  # set when this continues an interrupted run
 
     @property
     def ui_command(self) -> str:
@@ -227,6 +228,7 @@ class NullTracker:
 
     run_id = None
     ui_command = None
+    resumed_backup_dir = None
 
     def __getattr__(self, name: str):
         return lambda *args, **kwargs: None
@@ -241,15 +243,29 @@ def _is_number(value: Any) -> bool:
 
 
 @contextmanager
-def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str]) -> Iterator[MlflowTracker | NullTracker]:
-    """Start an MLflow run and end it FINISHED, FAILED (with the error as a tag) or KILLED (Ctrl-C)."""
+def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str],
+                resume_key: str | None = None) -> Iterator[MlflowTracker | NullTracker]:
+    """Start an MLflow run and end it FINISHED, FAILED (with the error as a tag) or KILLED (Ctrl-C).
+
+    With `resume_key`, an interrupted run of the same config (left RUNNING by a crash or
+    kill -9, or ended KILLED) whose backup still exists is continued instead of starting
+    a new one, so re-running the same command resumes it in the same MLflow run.
+    """
     if not config.enabled:
         yield NullTracker()
         return
     uri = resolve_tracking_uri(config, launch_dir)
     client, experiment_id = open_store(uri, config.experiment, resolve_artifact_location(config, launch_dir, uri))
-    run = client.create_run(experiment_id, run_name=config.run_name, tags=mask_secrets(tags))
-    tracker = MlflowTracker(client, run.info.run_id, uri, launch_dir)
+    tags = {**tags, "resume.key": resume_key or "none"}
+    interrupted = find_interrupted_run(client, experiment_id, resume_key) if resume_key else None
+    if interrupted:
+        client.update_run(interrupted.info.run_id, status="RUNNING")
+        tracker = MlflowTracker(client, interrupted.info.run_id, uri, launch_dir,
+                                resumed_backup_dir=interrupted.data.tags[BACKUP_TAG])
+        tracker.set_tags(tags)
+    else:
+        run = client.create_run(experiment_id, run_name=config.run_name, tags=mask_secrets(tags))
+        tracker = MlflowTracker(client, run.info.run_id, uri, launch_dir)
     try:
         yield tracker
     except KeyboardInterrupt:
@@ -259,6 +275,20 @@ def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str]) -
         _end_quietly(tracker, "FAILED", describe_error(err))
         raise
     tracker.end("FINISHED")
+
+
+BACKUP_TAG = "resume.backup_dir"  # where an unfinished run keeps its per-epoch backup
+
+
+def find_interrupted_run(client, experiment_id: str, resume_key: str):
+    """The newest unfinished run of this config whose backup is still on disk, or None."""
+    runs = client.search_runs([experiment_id], filter_string=f"tags.`resume.key` = '{resume_key}'",
+                              order_by=["attributes.start_time DESC"], max_results=20)
+    for run in runs:
+        backup = run.data.tags.get(BACKUP_TAG)
+        if run.info.status in ("RUNNING", "KILLED") and backup and os.path.isdir(backup):
+            return run
+    return None
 
 
 def describe_error(err: BaseException) -> str:

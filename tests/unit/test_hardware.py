@@ -44,12 +44,14 @@ def test_cpu_and_auto_profiles_match_any_machine(gpus):
 
 def test_setup_on_this_cpu_machine_reports_no_gpu_and_keeps_the_profile_xla():
     info = setup_hardware(HardwareConfig(name="cpu", expect=ExpectConfig(device_type="CPU"), xla=False), seed=1)
-    assert info.gpus == [] and info.device_type == "CPU"
+    assert info.gpus == [] and info.device_type == "CPU" and not info.fast_float16
     assert info.mismatch is None and info.xla is False
 
 
 def test_a_mismatching_profile_is_recorded_not_fatal_by_default():
-    info = setup_hardware(HardwareConfig(name="a100", expect=A100_PROFILE, xla=True), seed=1)
+    info = setup_hardware(HardwareConfig(name="a100", expect=A100_PROFILE, xla=True, precision="mixed_bfloat16"),
+                          seed=1)
+    assert info.precision == "mixed_bfloat16"
     assert info.mismatch == "hardware=a100 expects 1 GPU matching 'A100'; found no GPU (CPU only)."
     assert info.xla is True  # carries on with the profile's settings
 
@@ -62,9 +64,9 @@ def test_strict_turns_the_mismatch_into_an_error_with_the_fix():
 
 
 def test_selecting_a_gpu_that_does_not_exist_names_what_there_is():
-    with pytest.raises(HardwareMismatch, match=r"visible_gpus=\[1\] asks for GPU index 1, but this machine has "
+    with pytest.raises(HardwareMismatch, match=r"gpus=\[1\] asks for GPU index 1, but this machine has "
                                                 r"no GPU \(CPU only\)\.\n  Fix: hardware=cpu"):
-        setup_hardware(HardwareConfig(visible_gpus=[1]), seed=1)
+        setup_hardware(HardwareConfig(gpus=[1]), seed=1)
 
 
 def test_setup_seeds_every_generator():
@@ -75,3 +77,73 @@ def test_setup_seeds_every_generator():
     first = (np.random.rand(), float(tf.random.uniform(())))
     setup_hardware(HardwareConfig(), seed=7)
     assert (np.random.rand(), float(tf.random.uniform(()))) == first
+
+
+# --- hardware=auto: which profile each real card gets -------------------------------------------
+
+from tfx_hydra.hardware import load_profiles, pick_profile, with_user_settings  # noqa: E402
+
+PROFILES = load_profiles()
+RECORDED = {  # device_name and compute_capability as TensorFlow reports them; memory in GiB as nvidia-smi does
+    "A100 80GB": (GpuDetails(0, "NVIDIA A100-SXM4-80GB", (8, 0), 79.6), "a100_80gb", "mixed_bfloat16"),
+    "A100 40GB": (GpuDetails(0, "NVIDIA A100-SXM4-40GB", (8, 0), 39.4), "a100", "mixed_bfloat16"),
+    "H100": (GpuDetails(0, "NVIDIA H100 80GB HBM3", (9, 0), 79.6), "h100", "mixed_bfloat16"),
+    "H200": (GpuDetails(0, "NVIDIA H200", (9, 0), 140.4), "h200", "mixed_bfloat16"),
+    "RTX 4090": (GpuDetails(0, "NVIDIA GeForce RTX 4090", (8, 9), 23.99), "rtx4090", "mixed_bfloat16"),
+    "RTX 3090": (GpuDetails(0, "NVIDIA GeForce RTX 3090", (8, 6), 24.0), "rtx3090", "mixed_bfloat16"),
+    "V100": (GpuDetails(0, "Tesla V100-SXM2-16GB", (7, 0), 15.78), "v100", "mixed_float16"),
+    "T4": (GpuDetails(0, "Tesla T4", (7, 5), 15.0), "t4", "mixed_float16"),
+    "L4 (no profile, Ada)": (GpuDetails(0, "NVIDIA L4", (8, 9), 22.5), "gpu", "mixed_bfloat16"),
+    "Quadro RTX 6000 (no profile, Turing)": (GpuDetails(0, "Quadro RTX 6000", (7, 5), 24.0), "gpu", "mixed_float16"),
+    "GTX 1080 (no profile, Pascal)": (GpuDetails(0, "NVIDIA GeForce GTX 1080", (6, 1), 8.0), "gpu", "float32"),
+}
+
+
+@pytest.mark.parametrize("card", list(RECORDED))
+def test_auto_picks_the_profile_of_each_recorded_card(card):
+    gpu, expected_profile, expected_precision = RECORDED[card]
+    profile, reason = pick_profile([gpu], PROFILES)
+    assert profile.name == expected_profile
+    assert profile.precision == expected_precision
+    assert profile.xla is True and profile.allocator == "cuda_malloc_async"
+    assert (f"matches the {expected_profile} profile" in reason) if expected_profile != "gpu" else \
+        reason.startswith(f"no profile names {gpu.name}; generic GPU settings for compute capability")
+
+
+def test_auto_without_gpus_is_the_cpu_profile_with_xla_off():
+    profile, reason = pick_profile([], PROFILES)
+    assert (profile.name, profile.precision, profile.xla, reason) == ("cpu", "float32", False, "no GPU is visible")
+
+
+def test_unknown_memory_does_not_block_a_match():
+    profile, _ = pick_profile([GpuDetails(0, "NVIDIA A100-PCIE-40GB", (8, 0), None)], PROFILES)
+    assert profile.name in ("a100", "a100_80gb")
+
+
+def test_a_40gb_card_does_not_satisfy_the_80gb_profile():
+    message = describe_mismatch("a100_80gb", PROFILES["a100_80gb"].expect, [RECORDED["A100 40GB"][0]])
+    assert message == ("hardware=a100_80gb expects 1 GPU matching 'A100' with at least 79 GiB; "
+                       "found 1 GPU: NVIDIA A100-SXM4-40GB.")
+
+
+def test_every_gpu_profile_matches_its_own_card_and_no_other_named_card():
+    named = {name: gpu for name, (gpu, profile, _) in RECORDED.items() if profile != "gpu"}
+    for card, gpu in named.items():
+        matches = {p.name for p in PROFILES.values() if p.expect.device_type == "GPU"
+                   and describe_mismatch(p.name, p.expect, [gpu]) is None}
+        assert RECORDED[card][1] in matches
+        assert matches <= {"a100", "a100_80gb"} or len(matches) == 1, (card, matches)
+
+
+def test_what_the_user_sets_on_auto_wins_over_the_picked_profile():
+    user = HardwareConfig(name="auto", xla=False, gpus=[0], strict=True)
+    merged = with_user_settings(PROFILES["h100"], user)
+    assert merged.name == "h100" and merged.xla is False and merged.gpus == [0] and merged.strict is True
+    assert merged.precision == "mixed_bfloat16"  # not set by the user: the profile's
+
+
+def test_setup_with_auto_on_this_machine_uses_the_cpu_profile():
+    info = setup_hardware(HardwareConfig(name="auto"), seed=0)
+    assert (info.profile, info.requested, info.reason) == ("cpu", "auto", "no GPU is visible")
+    assert (info.xla, info.precision, info.steps_per_execution) == (False, "float32",
+                                                                    PROFILES["cpu"].steps_per_execution)

@@ -44,3 +44,61 @@ def test_other_policies_keep_the_plain_optimizer(policy):
     model = mlp(name="m", input_shape=[8, 8], num_classes=10)
     model.compile(optimizer=keras.optimizers.Adam(), loss="sparse_categorical_crossentropy")
     assert not isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+
+
+# --- precision=auto, warnings and loss scaling -------------------------------------------------
+
+from tfx_hydra.errors import ConfigError  # noqa: E402
+from tfx_hydra.hardware import GpuDetails, HardwareInfo  # noqa: E402
+from tfx_hydra.precision import apply_loss_scaling, resolve_policy  # noqa: E402
+
+CPU = HardwareInfo(profile="cpu", precision="float32")
+A100 = HardwareInfo(profile="a100", precision="mixed_bfloat16", gpus=[GpuDetails(0, "NVIDIA A100", (8, 0))])
+PASCAL = HardwareInfo(profile="gpu", precision="float32", gpus=[GpuDetails(0, "GTX 1080", (6, 1))])
+
+
+def test_auto_takes_the_profiles_policy():
+    assert resolve_policy("auto", A100) == ("mixed_bfloat16", [])
+    assert resolve_policy("auto", CPU) == ("float32", [])
+    assert resolve_policy("float32", A100) == ("float32", [])
+
+
+@pytest.mark.parametrize("hardware,where", [(CPU, "the CPU"), (PASCAL, "a GPU without tensor cores")])
+def test_float16_without_tensor_cores_is_warned_about(hardware, where):
+    policy, warnings = resolve_policy("mixed_float16", hardware)
+    assert policy == "mixed_float16"
+    assert warnings == [f"precision mixed_float16 on {where}: float16 is fast only on GPUs of compute capability "
+                        "7.0+ (tensor cores); expect no speedup. precision=fp32 (or bf16 on Ampere+) fits here."]
+    assert resolve_policy("mixed_float16", A100)[1] == []
+
+
+def compile_with(policy, loss_scale):
+    set_precision(policy)
+    model = mlp(name="m", input_shape=[8, 8], num_classes=10)
+    optimizer, auto_scale_loss = apply_loss_scaling(keras.optimizers.Adam(), policy, loss_scale)
+    model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy", auto_scale_loss=auto_scale_loss)
+    return model.optimizer
+
+
+@pytest.mark.parametrize("loss_scale", ["auto", "dynamic"])
+def test_float16_scales_dynamically_by_default(loss_scale):
+    optimizer = compile_with("mixed_float16", loss_scale)
+    assert isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+    assert optimizer.initial_scale == 2.0 ** 15 and optimizer.dynamic_growth_steps == 2000
+
+
+def test_a_fixed_loss_scale_starts_there_and_never_grows():
+    optimizer = compile_with("mixed_float16", 1024)
+    assert isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+    assert optimizer.initial_scale == 1024.0 and optimizer.dynamic_growth_steps == 10**9
+
+
+def test_loss_scaling_can_be_turned_off_for_float16():
+    assert not isinstance(compile_with("mixed_float16", None), keras.optimizers.LossScaleOptimizer)
+
+
+def test_bfloat16_needs_no_loss_scaling_and_rejects_one():
+    assert not isinstance(compile_with("mixed_bfloat16", "auto"), keras.optimizers.LossScaleOptimizer)
+    with pytest.raises(ConfigError, match=r"precision.loss_scale=dynamic only applies to mixed_float16, and the "
+                                          r"policy in effect is mixed_bfloat16"):
+        apply_loss_scaling(keras.optimizers.Adam(), "mixed_bfloat16", "dynamic")

@@ -11,8 +11,9 @@ from tfx_hydra.data import digits
 from tfx_hydra.errors import ConfigError, DataError, TrainingError
 from tfx_hydra.hardware import HardwareInfo
 from tfx_hydra.models import mlp
-from tfx_hydra.run import build, compile_model, evaluate, sweep_objective, train
-from tfx_hydra.schemas import EarlyStoppingConfig, SweepConfig, TrainerConfig
+from tfx_hydra.run import BatchPlan, build, compile_model, evaluate, sweep_objective, train
+from tfx_hydra.schemas import (EarlyStoppingConfig, HardwareConfig, PrecisionConfig, Settings, SweepConfig,
+                               TrackingConfig, TrainerConfig)
 from tfx_hydra.tracking import NullTracker
 
 ADAM = OmegaConf.create({"_target_": "keras.optimizers.Adam", "learning_rate": 0.01})
@@ -22,7 +23,10 @@ class RecordingTracker(NullTracker):
     """Keeps what would go to MLflow, to assert on it."""
 
     def __init__(self):
-        self.epochs, self.metrics = [], {}
+        self.epochs, self.metrics, self.tags = [], {}, {}
+
+    def set_tags(self, tags):
+        self.tags.update(tags)
 
     def log_epoch(self, epoch, logs):
         self.epochs.append((epoch, dict(logs)))
@@ -36,9 +40,16 @@ def data():
     return digits([8, 8], 10, batch_size=32, seed=0)
 
 
-def compiled(trainer: TrainerConfig):
+def settings_with(trainer: TrainerConfig, precision: PrecisionConfig | None = None) -> Settings:
+    return Settings(seed=0, trainer=trainer, hardware=HardwareConfig(), precision=precision or PrecisionConfig(),
+                    tracking=TrackingConfig(enabled=False), sweep=SweepConfig())
+
+
+def compiled(trainer: TrainerConfig, hardware: HardwareInfo | None = None, tracker=None, replicas: int = 1):
     model = mlp(name="mlp", input_shape=[8, 8], num_classes=10)
-    compile_model(model, ADAM, trainer, HardwareInfo(profile="cpu"))
+    plan = BatchPlan(global_size=32, replicas=replicas, steps_per_execution=1)
+    compile_model(model, ADAM, settings_with(trainer), "float32", hardware or HardwareInfo(profile="cpu"), plan,
+                  tracker or RecordingTracker())
     return model
 
 
@@ -72,11 +83,35 @@ def test_a_loss_or_metric_keras_does_not_know_is_a_config_error_at_compile():
 
 
 def test_jit_compile_auto_follows_the_hardware_profile():
-    model = mlp(name="mlp", input_shape=[8, 8], num_classes=10)
-    compile_model(model, ADAM, TrainerConfig(jit_compile="auto"), HardwareInfo(profile="a100", xla=True))
-    assert model.jit_compile is True
-    compile_model(model, ADAM, TrainerConfig(jit_compile="auto"), HardwareInfo(profile="cpu", xla=False))
+    tracker = RecordingTracker()
+    assert compiled(TrainerConfig(jit_compile="auto"), HardwareInfo(profile="a100", xla=True), tracker).jit_compile
+    assert tracker.tags["xla"] == "on"
+    assert not compiled(TrainerConfig(jit_compile="auto"), HardwareInfo(profile="cpu", xla=False)).jit_compile
+    assert compiled(TrainerConfig(jit_compile=True), HardwareInfo(profile="cpu", xla=False)).jit_compile
+
+
+def test_xla_refused_under_op_determinism_is_said_not_dropped(capsys):
+    from tensorflow.python.framework import config as tf_config
+
+    tf_config.enable_op_determinism()
+    try:
+        tracker = RecordingTracker()
+        model = compiled(TrainerConfig(jit_compile=True, deterministic=True), tracker=tracker)
+    finally:
+        tf_config.disable_op_determinism()
     assert model.jit_compile is False
+    expected = ("XLA was asked for by trainer.jit_compile=true but is off: op determinism is on "
+                "(trainer.deterministic=true), and XLA does not support it.")
+    assert tracker.tags["xla"] == "off" and tracker.tags["xla.note"] == expected
+    assert expected in " ".join(capsys.readouterr().out.split())
+
+
+def test_learning_rate_scales_with_replicas_when_asked():
+    tracker = RecordingTracker()
+    compiled(TrainerConfig(scale_lr_with_replicas=True), tracker=tracker, replicas=4)
+    assert tracker.tags["optimizer.learning_rate"] == pytest.approx(0.04)
+    compiled(TrainerConfig(), tracker=tracker, replicas=4)
+    assert tracker.tags["optimizer.learning_rate"] == pytest.approx(0.01)
 
 
 def test_each_epoch_reaches_tracking_once_with_its_throughput(data):
@@ -123,3 +158,73 @@ def test_the_objective_is_the_configured_metric():
     with pytest.raises(ConfigError, match=r"sweep.metric=val_auc is not a metric this run produced.\n"
                                           r"  Fix: one of: test_accuracy, val_accuracy"):
         sweep_objective(metrics, SweepConfig(metric="val_auc"))
+
+
+# --- gradient accumulation and out-of-memory ---------------------------------------------------
+
+def test_four_accumulated_batches_of_32_update_like_one_batch_of_128():
+    import keras
+    import numpy as np
+
+    ordered = digits([8, 8], 10, batch_size=32, seed=0, limit=512, shuffle_buffer=0)  # no shuffle: same batches
+    big = digits([8, 8], 10, batch_size=128, seed=0, limit=512, shuffle_buffer=0)
+    weights = []
+    for data, accumulate in ((ordered, 4), (big, 1)):
+        keras.utils.set_random_seed(1)
+        model = mlp(name="mlp", input_shape=[8, 8], num_classes=10, dropout=0.0)
+        trainer = TrainerConfig(grad_accum_steps=accumulate, steps_per_execution=1)
+        compile_model(model, ADAM, settings_with(trainer), "float32", HardwareInfo(profile="cpu"),
+                      BatchPlan(32, 1, 1), RecordingTracker())
+        model.fit(data.train, epochs=2, verbose=0)
+        assert int(model.optimizer.iterations) == 8  # counts updates: 512 / 128 per epoch, not batches
+        weights.append(model.get_weights())
+    for accumulated, direct in zip(*weights):
+        np.testing.assert_allclose(accumulated, direct, atol=2e-6)
+
+
+def test_out_of_memory_names_the_batch_and_the_ways_out(data, monkeypatch):
+    # Fault injection: no GPU here to exhaust, so fit raises the error TensorFlow raises on a GPU OOM.
+    import tensorflow as tf
+
+    trainer = TrainerConfig(epochs=1, verbose=False, batch_size=256)
+    model = compiled(trainer)
+
+    def exhausted(*args, **kwargs):
+        raise tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor with shape[256,4096]")
+    monkeypatch.setattr(model, "fit", exhausted)
+    with pytest.raises(TrainingError) as caught:
+        train(model, data, trainer, RecordingTracker(), BatchPlan(256, 2, 1))
+    message = str(caught.value)
+    assert "the device ran out of memory at trainer.batch_size=256 (128 per replica): OOM when allocating" in message
+    assert "Fix: trainer.batch_size=128 trainer.grad_accum_steps=2 (same effective batch in less memory), " \
+           "hardware.memory_growth=true" in message
+
+
+# --- batch plan ----------------------------------------------------------------------------------
+
+class FakeStrategy:
+    """Only the replica count matters to the plan."""
+
+    def __init__(self, replicas):
+        self.num_replicas_in_sync = replicas
+
+
+def test_auto_batch_is_the_profiles_per_replica_batch_times_replicas():
+    from tfx_hydra.run import plan_batches
+
+    a100 = HardwareInfo(profile="a100", per_replica_batch_size=512, steps_per_execution=16)
+    plan = plan_batches(TrainerConfig(batch_size="auto"), a100, FakeStrategy(1))
+    assert (plan.global_size, plan.per_replica, plan.steps_per_execution) == (512, 512, 16)
+    assert plan_batches(TrainerConfig(batch_size=96), a100, FakeStrategy(1)).global_size == 96
+
+
+def test_several_replicas_cap_steps_per_execution_at_one_and_say_why_when_asked(capsys):
+    from tfx_hydra.run import plan_batches
+
+    a100 = HardwareInfo(profile="a100", per_replica_batch_size=512, steps_per_execution=16)
+    plan = plan_batches(TrainerConfig(batch_size="auto"), a100, FakeStrategy(4))
+    assert (plan.global_size, plan.per_replica, plan.steps_per_execution) == (2048, 512, 1)
+    assert capsys.readouterr().out == ""  # the profile's value: capped quietly
+    plan = plan_batches(TrainerConfig(batch_size=64, steps_per_execution=8), a100, FakeStrategy(2))
+    assert plan.steps_per_execution == 1
+    assert "trainer.steps_per_execution=8 fails in Keras with 2 replicas" in " ".join(capsys.readouterr().out.split())

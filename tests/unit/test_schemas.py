@@ -21,7 +21,8 @@ def test_every_group_option_composes_and_validates(group, option):
     settings = validate(cfg)
     assert settings.trainer.epochs == 5
     if group == "precision":
-        assert settings.precision.policy == {"fp32": "float32", "mixed": "mixed_float16", "bf16": "mixed_bfloat16"}[option]
+        assert settings.precision.policy == {"fp32": "float32", "mixed": "mixed_float16", "bf16": "mixed_bfloat16",
+                                             "auto": "auto"}[option]
     if group == "hardware":
         assert settings.hardware.name == option
 
@@ -51,12 +52,20 @@ def test_export_none_selects_no_exporter():
     ("trainer.epochs=-1", "trainer.epochs=-1 is out of range", "trainer.epochs=5"),
     ("trainer.batch_size=0", "trainer.batch_size=0 is out of range", "trainer.batch_size=32"),
     ("trainer.jit_compile=maybe", "trainer.jit_compile=maybe is not one of: auto, true, false", "trainer.jit_compile=auto"),
-    ("trainer.steps_per_execution=1.5", "trainer.steps_per_execution got 1.5", "trainer.steps_per_execution=1"),
+    ("trainer.steps_per_execution=1.5", "trainer.steps_per_execution=1.5 is not a positive integer or auto",
+     "trainer.steps_per_execution=1"),
     ("hardware.strict=perhaps", "hardware.strict got 'perhaps'", "hardware.strict=false"),
-    ("hardware.visible_gpus=[a]", "hardware.visible_gpus got 'a'", "hardware.visible_gpus=[0]"),
+    ("hardware.gpus=[a]", "hardware.gpus got 'a'", "hardware.gpus=[0]"),
     ("hardware.intra_op_threads=-2", "hardware.intra_op_threads=-2 is out of range", "hardware.intra_op_threads=0"),
-    ("precision.loss_scale=null", "precision.loss_scale=null does not go with precision.policy=mixed_float16",
-     "precision.loss_scale=dynamic"),
+    ("hardware.allocator=bfc", "hardware.allocator=bfc is not one of: null, cuda_malloc_async",
+     "hardware.allocator=null"),
+    ("precision.loss_scale=huge", "precision.loss_scale=huge is not one of: auto, dynamic, null, or a positive number",
+     "precision.loss_scale=auto"),
+    ("precision.loss_scale=-8", "precision.loss_scale=-8 is not one of", "precision.loss_scale=auto"),
+    ("trainer.batch_size=big", "trainer.batch_size=big is not a positive integer or auto", "trainer.batch_size=32"),
+    ("trainer.grad_accum_steps=0", "trainer.grad_accum_steps=0 is out of range", "trainer.grad_accum_steps=1"),
+    ("hardware.precision=float64", "hardware.precision=float64 is not one of: float32, mixed_float16",
+     "hardware.precision=float32"),
     ("sweep.direction=up", "sweep.direction=up is not one of: maximize, minimize", "sweep.direction=maximize"),
     ("seed=-3", "seed=-3 is not a non-negative integer", "seed=42"),
     ("tracking.connect_timeout=0", "tracking.connect_timeout=0.0 must be positive", "tracking.connect_timeout=5"),

@@ -61,3 +61,60 @@ def test_mirrored_on_two_logical_cpus_trains_with_two_replicas(two_logical_cpus)
     assert len(kernel.values) == 2  # one mirrored copy per replica
     model.fit(data.train, epochs=5, verbose=0)
     assert model.evaluate(data.test, return_dict=True, verbose=0)["accuracy"] > 0.85
+
+
+# --- multi-worker, Slurm and TPU ---------------------------------------------------------------
+
+import json  # noqa: E402
+
+from tfx_hydra.errors import HardwareMismatch  # noqa: E402
+from tfx_hydra.keras_compat import needs_multi_worker_fix  # noqa: E402
+from tfx_hydra.strategy import is_chief, multi_worker_strategy, tpu_strategy  # noqa: E402
+
+MWMS = "tfx_hydra.strategy.multi_worker_strategy"
+
+
+@pytest.mark.parametrize("tf_config,chief", [
+    ({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 0}}, True),
+    ({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 1}}, False),
+    ({"cluster": {"chief": ["c:1"], "worker": ["a:1"]}, "task": {"type": "chief", "index": 0}}, True),
+    ({"cluster": {"chief": ["c:1"], "worker": ["a:1"]}, "task": {"type": "worker", "index": 0}}, False),
+    (None, True),
+])
+def test_only_the_chief_worker_tracks(monkeypatch, tf_config, chief):
+    if tf_config is None:
+        monkeypatch.delenv("TF_CONFIG", raising=False)
+    else:
+        monkeypatch.setenv("TF_CONFIG", json.dumps(tf_config))
+    assert is_chief(MWMS) is chief
+    assert is_chief("tfx_hydra.strategy.mirrored_strategy") is True  # single-machine strategies: always
+
+
+def test_slurm_rank_decides_the_chief(monkeypatch):
+    monkeypatch.setenv("SLURM_PROCID", "3")
+    assert is_chief(MWMS, cluster="slurm") is False
+    monkeypatch.setenv("SLURM_PROCID", "0")
+    assert is_chief(MWMS, cluster="slurm") is True
+
+
+def test_slurm_cluster_outside_slurm_says_to_use_srun(monkeypatch):
+    monkeypatch.delenv("SLURM_PROCID", raising=False)
+    with pytest.raises(ConfigError, match=r"strategy.cluster=slurm, but this process was not started by Slurm.*"
+                                          r"\n  Fix: launch with srun"):
+        multi_worker_strategy(CPU_ONLY, cluster="slurm")
+
+
+def test_unknown_communication_is_a_config_error():
+    with pytest.raises(ConfigError, match=r"strategy.communication=mpi is not one of: auto, ring, nccl"):
+        multi_worker_strategy(CPU_ONLY, communication="mpi")
+
+
+def test_tpu_without_a_tpu_fails_clearly_without_touching_the_network():
+    with pytest.raises(HardwareMismatch, match=r"strategy=tpu with strategy.tpu=local, but this machine has no TPU "
+                                               r"device.\n  Fix: run on a Cloud TPU VM"):
+        tpu_strategy(CPU_ONLY)
+
+
+def test_the_keras_fix_is_gated_to_the_versions_it_was_verified_on():
+    assert needs_multi_worker_fix("3.15.1") and needs_multi_worker_fix("3.7.0")
+    assert not needs_multi_worker_fix("3.6.0") and not needs_multi_worker_fix("3.16.0")

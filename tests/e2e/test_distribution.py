@@ -1,0 +1,110 @@
+"""Distribution and resume, for real on CPU: MirroredStrategy over 2 logical CPUs, MultiWorkerMirroredStrategy
+over 2 local worker processes, and a run killed with SIGKILL that the same command resumes."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import cli_env, compose, mlflow_client, mlflow_runs
+
+pytestmark = pytest.mark.slow
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    for sock in sockets:
+        sock.bind(("127.0.0.1", 0))
+    ports = [sock.getsockname()[1] for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
+def test_mirrored_over_two_logical_cpus_logs_two_replicas_and_converges(tmp_path, two_logical_cpus):
+    from tfx_hydra.run import run
+
+    cfg = compose(["strategy=mirrored", "strategy.devices=[/cpu:0,/cpu:1]", "trainer.epochs=6",
+                   "trainer.batch_size=64", "trainer.scale_lr_with_replicas=true", "export=none"],
+                  launch_dir=tmp_path)
+    objective = run(cfg)
+    (record,) = mlflow_runs(tmp_path)
+    tags = record.data.tags
+    assert (tags["strategy"], tags["strategy.replicas"]) == ("MirroredStrategy", "2")
+    assert (tags["batch.global"], tags["batch.per_replica"]) == ("64", "32")
+    assert float(tags["optimizer.learning_rate"]) == pytest.approx(0.002)  # 0.001 x 2 replicas
+    assert objective == record.data.metrics["val_accuracy"] > 0.85
+
+
+def worker_command(extra: list[str]) -> list[str]:
+    return [sys.executable, "-m", "tfx_hydra", "strategy=multi_worker", "trainer.epochs=2", "data.limit=600",
+            "trainer.batch_size=32", *extra]
+
+
+def test_two_worker_processes_train_identical_weights_and_only_the_chief_tracks(tmp_path):
+    ports = free_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    workers = []
+    for index in range(2):
+        env = cli_env()
+        env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        workers.append(subprocess.Popen(worker_command([]), cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True))
+    outputs = [worker.communicate(timeout=400)[0] for worker in workers]
+    for worker, output in zip(workers, outputs):
+        assert worker.returncode == 0, output[-3000:]
+        assert "CollectiveAllReduceStrategy with 2 replica(s)" in output
+    fingerprints = [re.search(r"weights sha256\s+│ (\w+)", output).group(1) for output in outputs]
+    assert fingerprints[0] == fingerprints[1]
+    (run,) = mlflow_runs(tmp_path)  # the chief's, and no other
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["model.weights_sha256"] == fingerprints[0]
+    assert run.data.tags["strategy.replicas"] == "2" and run.data.tags["steps_per_execution"] == "1"
+    assert "not the chief worker" in outputs[1]
+    assert len(list(tmp_path.glob("outputs/*/*/export/mlp/1/saved_model.pb"))) == 1  # the chief's export only
+
+
+RESUME = ["data=synthetic", "data.num_examples=30000", "data.input_shape=[16]", "trainer.epochs=5",
+          "trainer.batch_size=32", "trainer.steps_per_execution=1", "export=none"]
+
+
+def test_a_killed_run_resumes_from_its_last_epoch_in_the_same_mlflow_run(tmp_path):
+    command = [sys.executable, "-m", "tfx_hydra", *RESUME]
+    first = subprocess.Popen(command, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    epoch_seconds = None
+    for line in first.stdout:
+        if line.startswith("epoch 2/5"):
+            epoch_seconds = float(re.search(r"([\d.]+)s$", line.strip()).group(1))
+            break
+    time.sleep(max(0.2, epoch_seconds / 2))  # into the middle of epoch 3
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=30)
+    (crashed,) = mlflow_runs(tmp_path)
+    assert crashed.info.status == "RUNNING"  # SIGKILL leaves no chance to end it
+    backup = Path(crashed.data.tags["resume.backup_dir"])
+    assert backup.is_dir()
+
+    second = subprocess.run(command, cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=400)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert f"resuming MLflow run {crashed.info.run_id}" in second.stdout
+    assert "epoch 1/5" not in second.stdout and "epoch 3/5" in second.stdout  # starts at epoch 3
+    (resumed,) = mlflow_runs(tmp_path)
+    assert resumed.info.run_id == crashed.info.run_id and resumed.info.status == "FINISHED"
+    history = mlflow_client(tmp_path).get_metric_history(resumed.info.run_id, "val_accuracy")
+    assert sorted(m.step for m in history) == [0, 1, 2, 3, 4]  # five epochs, each once
+    assert not backup.exists()  # removed after success
+
+    uninterrupted = subprocess.run(command, cwd=tmp_path, env=cli_env(), capture_output=True, text=True,
+                                   timeout=400)
+    assert uninterrupted.returncode == 0
+    fresh = next(r for r in mlflow_runs(tmp_path) if r.info.run_id != resumed.info.run_id)
+    assert abs(fresh.data.metrics["val_accuracy"] - resumed.data.metrics["val_accuracy"]) < 0.03
