@@ -17,7 +17,7 @@ they were verified on, and only once. Everything else keeps Keras' own code.
 from __future__ import annotations
 
 # Verified broken and fixed by this module: Keras 3.7 through 3.15. Widen after checking a
-# new release with tests/unit/test_multi_worker.py (it fails without these fixes).
+# new release with tests/e2e/test_keras_multi_worker_fix.py (it shows whether plain Keras still fails).
 PATCHED_KERAS = ((3, 7), (3, 15))
 UPSTREAM_ISSUE = "https://github.com/keras-team/keras/issues/20585"
 
