@@ -92,13 +92,17 @@ def mnist(
     x_train, y_train, x_test, y_test = (arrays[k] for k in MNIST_KEYS)
     x_train = (x_train / 255.0).astype("float32")
     x_test = (x_test / 255.0).astype("float32")
-    _require_fraction("data.validation_split", validation_split)
-    num_validation = max(1, int(round(len(x_train) * validation_split)))
-    splits = {
-        "train": _Split(x_train[:-num_validation], y_train[:-num_validation].astype("int64")),
-        "validation": _Split(x_train[-num_validation:], y_train[-num_validation:].astype("int64")),
-        "test": _Split(x_test, y_test.astype("int64")),
-    }
+    test = _Split(x_test, y_test.astype("int64"))
+    if validation_split == 0:  # the seed article's choice: validate on the test split
+        splits = {"train": _Split(x_train, y_train.astype("int64")), "validation": test, "test": test}
+    else:
+        _require_fraction("data.validation_split", validation_split)
+        num_validation = max(1, int(round(len(x_train) * validation_split)))
+        splits = {
+            "train": _Split(x_train[:-num_validation], y_train[:-num_validation].astype("int64")),
+            "validation": _Split(x_train[-num_validation:], y_train[-num_validation:].astype("int64")),
+            "test": test,
+        }
     return _make_datasets(splits, input_shape, num_classes, batch_size, seed, shuffle_buffer, cache, limit,
                           shard_policy)
 

@@ -79,6 +79,8 @@ def run(cfg: DictConfig) -> float:
 
         backup_dir = choose_backup_dir(tracker, output_dir, chief)
         history = train(model, datasets, settings.trainer, tracker, plan, backup_dir)
+        if not chief:
+            shutil.rmtree(backup_dir, ignore_errors=True)
         metrics = evaluate(model, datasets, history, tracker)
         exports = export_model(model, datasets, cfg.export, tracker, chief)
         objective = sweep_objective(metrics, settings.sweep)

@@ -27,7 +27,7 @@ CASES = {
     "missing data.path": (["data=mnist", "data.path=/nonexistent/mnist.npz"],
                           ["data.path=/nonexistent/mnist.npz does not exist"]),
     "strict hardware mismatch": (["hardware=a100", "hardware.strict=true"],
-                                 ["HardwareMismatch: hardware=a100 expects 1 GPU matching 'A100'; found no GPU",
+                                 ["HardwareMismatch: hardware=a100 expects 1 GPU matching 'A100' with at least 39 GiB; found no GPU",
                                   "Fix: use hardware=auto"]),
     "unreachable tracking server": ([f"tracking.uri=http://127.0.0.1:{_closed_port()}"],
                                     ["TrackingError: tracking.uri=http://127.0.0.1:", "is unreachable",

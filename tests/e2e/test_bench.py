@@ -25,3 +25,21 @@ def test_gpu_precision_benchmark_runs_tiny_on_cpu(tmp_path):
     assert all(r["examples_per_sec"] > 0 for r in report["results"])
     baseline = next(r for r in report["results"] if (r["policy"], r["xla"]) == ("float32", "off"))
     assert baseline["ratio"] == 1.0
+
+
+def test_seed_vs_framework_runs_quick_and_prints_the_ratios(tmp_path):
+    out = tmp_path / "seed.json"
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "seed_vs_framework.py"), "--quick", "--json", str(out)],
+                          cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "median B/A: training examples/s" in done.stdout and "whole-process wall" in done.stdout
+    assert "--cfg job" in done.stdout and "vs import tensorflow" in done.stdout
+    report = json.loads(out.read_text())
+    (pair,) = report["pairs"]
+    for side in ("plain", "framework"):
+        assert pair[side]["examples_per_sec"] > 0 and pair[side]["wall_seconds"] > 0
+        assert 0.5 < pair[side]["val_accuracy"] <= 1.0  # the synthetic digits are learnable
+    assert pair["ratio"]["examples_per_sec"] == pytest.approx(
+        pair["framework"]["examples_per_sec"] / pair["plain"]["examples_per_sec"])
+    assert report["median_ratio"] == pair["ratio"]
+    assert 0 < report["startup"]["ratio"] < 1

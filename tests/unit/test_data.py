@@ -65,6 +65,13 @@ def test_mnist_from_a_local_npz(tmp_path):
     assert x.shape == (32, 28, 28) and float(np.max(x)) == 1.0  # scaled from uint8
 
 
+def test_mnist_validation_split_zero_validates_on_the_test_split_like_the_seed(tmp_path):
+    path = write_mnist_npz(tmp_path / "mnist.npz", train=200, test=50)
+    data = mnist(path=str(path), input_shape=[28, 28], num_classes=10, batch_size=32, seed=0, validation_split=0)
+    assert (data.num_train, data.num_validation, data.num_test) == (200, 50, 50)
+    assert np.array_equal(labels(data.validation), labels(data.test))
+
+
 def test_mnist_missing_file(tmp_path):
     with pytest.raises(DataError, match=r"data.path=.*nope.npz does not exist"):
         mnist(path=str(tmp_path / "nope.npz"), input_shape=[28, 28], num_classes=10, batch_size=32, seed=0)
