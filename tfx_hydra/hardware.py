@@ -181,12 +181,12 @@ def setup_hardware(config: HardwareConfig, seed: int, deterministic: bool = Fals
         if profile.memory_growth:
             for device in selected:
                 tf.config.experimental.set_memory_growth(device, True)
-        _apply_threads(tf, profile)
     except RuntimeError as err:
         raise HardwareMismatch(
             f"TensorFlow initialised its devices before the hardware step could configure them ({err}).",
             fix="start a fresh process; in your own code, run tfx_hydra before any TensorFlow op",
         ) from None
+    _apply_threads(tf, profile)
     tf.debugging.set_log_device_placement(profile.log_device_placement)
     keras.backend.clear_session()  # a sweep runs jobs in one process: drop the previous job's graph
     keras.utils.set_random_seed(seed)  # Python, NumPy and TensorFlow in one call
@@ -253,8 +253,19 @@ def _apply_visible_devices(tf, selected: list, physical: list) -> None:
 
 
 def _apply_threads(tf, profile: HardwareConfig) -> None:
+    """Thread counts only change speed, so one TensorFlow already fixed is a warning, not an error."""
+    from tfx_hydra.console import warn
+
     threading = tf.config.threading
-    if profile.intra_op_threads and threading.get_intra_op_parallelism_threads() != profile.intra_op_threads:
-        threading.set_intra_op_parallelism_threads(profile.intra_op_threads)
-    if profile.inter_op_threads and threading.get_inter_op_parallelism_threads() != profile.inter_op_threads:
-        threading.set_inter_op_parallelism_threads(profile.inter_op_threads)
+    for key, get, set_ in (
+        ("intra_op_threads", threading.get_intra_op_parallelism_threads, threading.set_intra_op_parallelism_threads),
+        ("inter_op_threads", threading.get_inter_op_parallelism_threads, threading.set_inter_op_parallelism_threads),
+    ):
+        wanted = getattr(profile, key)
+        if not wanted or get() == wanted:
+            continue
+        try:
+            set_(wanted)
+        except RuntimeError:
+            warn(f"hardware.{key}={wanted} not applied: TensorFlow was already initialised in this process "
+                 f"(it keeps {get() or 'its default'}). Only speed is affected.")

@@ -147,3 +147,13 @@ def test_setup_with_auto_on_this_machine_uses_the_cpu_profile():
     assert (info.profile, info.requested, info.reason) == ("cpu", "auto", "no GPU is visible")
     assert (info.xla, info.precision, info.steps_per_execution) == (False, "float32",
                                                                     PROFILES["cpu"].steps_per_execution)
+
+
+def test_threads_fixed_earlier_in_the_process_are_a_warning_not_an_error(capsys):
+    import tensorflow as tf
+
+    tf.constant(1.0) + 1.0  # TensorFlow is initialised (it is, in this test process, anyway)
+    info = setup_hardware(HardwareConfig(name="cpu", intra_op_threads=7), seed=0)
+    assert info.profile == "cpu"
+    out = " ".join(capsys.readouterr().out.split())
+    assert "hardware.intra_op_threads=7 not applied: TensorFlow was already initialised in this process" in out
