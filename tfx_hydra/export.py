@@ -1,8 +1,9 @@
-"""export: exporters, one per option in conf/export/ (several may be selected at once).
+"""export: exporters, one per option in conf/export/ (several at once: export=[savedmodel,tflite,onnx]).
 
 An exporter is built from its config, then called with the trained model and the
-datasets; it writes its artifact, verifies it and returns an `ExportResult` that
-tracking logs. TensorFlow is imported inside the methods (validation must not pay for it).
+datasets; it writes its artifact, verifies it against the Keras model on the validation
+split and returns an `ExportResult` that tracking logs. TensorFlow, LiteRT and ONNX Runtime
+are imported inside the methods (validation must not pay for them).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 
-from tfx_hydra.errors import ExportError
+from tfx_hydra.errors import ConfigError, ExportError
 
 
 @dataclass
@@ -54,6 +55,186 @@ class SavedModelExport:
             shutil.rmtree(staging, ignore_errors=True)
         return ExportResult(self.kind, version_dir, {"export.savedmodel.max_abs_diff": max_abs_diff,
                                                      "export.savedmodel.version": float(os.path.basename(version_dir))})
+
+
+class KerasExport:
+    """The native Keras file, <export_dir>/<model_name>.keras, verified by loading it back."""
+
+    kind = "keras"
+
+    def __init__(self, export_dir: str, model_name: str) -> None:
+        self.path = os.path.join(export_dir, f"{model_name}.keras")
+
+    def __call__(self, model, datasets) -> ExportResult:
+        import keras
+        import numpy as np
+
+        _make_parent(self.path, "export.keras.export_dir")
+        model.save(self.path)
+        inputs, _ = next(iter(datasets.validation))
+        reloaded = keras.models.load_model(self.path)
+        diff = float(np.max(np.abs(np.asarray(reloaded(inputs)) - np.asarray(model(inputs, training=False)))))
+        _require_parity("keras", diff, PARITY)
+        return ExportResult(self.kind, self.path, {"export.keras.max_abs_diff": diff,
+                                                   "export.keras.size_bytes": float(os.path.getsize(self.path))})
+
+
+class TFLiteExport:
+    """A TensorFlow Lite flatbuffer converted from the SavedModel, run back through LiteRT.
+
+    quantization: none (float32; outputs must equal Keras' within 1e-5), float16 (half the
+    size), dynamic_range (int8 weights), int8 (full integer, calibrated on examples drawn from
+    the training pipeline). Accuracy on the validation split is reported next to Keras'.
+    """
+
+    kind = "tflite"
+    QUANTIZATIONS = ("none", "float16", "dynamic_range", "int8")
+
+    def __init__(self, export_dir: str, model_name: str, quantization: str = "none", select_tf_ops: bool = False,
+                 representative_examples: int = 200) -> None:
+        if quantization not in self.QUANTIZATIONS:
+            raise ConfigError(f"export.tflite.quantization={quantization} is not one of: "
+                              f"{', '.join(self.QUANTIZATIONS)}.", fix="export.tflite.quantization=none")
+        if quantization == "int8" and representative_examples < 1:
+            raise ConfigError(f"export.tflite.quantization=int8 needs a representative dataset, but "
+                              f"export.tflite.representative_examples={representative_examples}.",
+                              fix="export.tflite.representative_examples=200")
+        self.path = os.path.join(export_dir, f"{model_name}.tflite")
+        self.quantization = quantization
+        self.select_tf_ops = select_tf_ops
+        self.representative_examples = representative_examples
+
+    def __call__(self, model, datasets) -> ExportResult:
+        import tensorflow as tf
+
+        _make_parent(self.path, "export.tflite.export_dir")
+        with tempfile.TemporaryDirectory(prefix="tfx_hydra-tflite-") as saved_model:
+            model.export(saved_model, format="tf_saved_model", verbose=False)
+            converter = tf.lite.TFLiteConverter.from_saved_model(saved_model)
+            self._configure(converter, tf, datasets)
+            try:
+                flatbuffer = converter.convert()
+            except Exception as err:  # the converter raises ConverterError and plain exceptions alike
+                raise _conversion_error(err, self.select_tf_ops) from None
+        with open(self.path, "wb") as out:
+            out.write(flatbuffer)
+        accuracy, keras_accuracy, diff = _compare_on_validation(model, datasets, self._predictor())
+        if self.quantization == "none":
+            _require_parity("tflite", diff, PARITY)
+        return ExportResult(self.kind, self.path, {
+            "export.tflite.accuracy": accuracy, "export.tflite.keras_accuracy": keras_accuracy,
+            "export.tflite.max_abs_diff": diff, "export.tflite.size_bytes": float(len(flatbuffer))})
+
+    def _configure(self, converter, tf, datasets) -> None:
+        ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8 if self.quantization == "int8" else tf.lite.OpsSet.TFLITE_BUILTINS]
+        if self.select_tf_ops:
+            ops.append(tf.lite.OpsSet.SELECT_TF_OPS)
+        converter.target_spec.supported_ops = ops
+        if self.quantization != "none":
+            converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        if self.quantization == "float16":
+            converter.target_spec.supported_types = [tf.float16]
+        if self.quantization == "int8":
+            examples = datasets.train.unbatch().take(self.representative_examples).batch(1)
+            converter.representative_dataset = lambda: ([inputs] for inputs, _ in examples)
+
+    def _predictor(self):
+        from ai_edge_litert.interpreter import Interpreter
+
+        interpreter = Interpreter(model_path=self.path)
+        (source,), (target,) = interpreter.get_input_details(), interpreter.get_output_details()
+
+        def predict(inputs):
+            interpreter.resize_tensor_input(source["index"], inputs.shape)
+            interpreter.allocate_tensors()
+            interpreter.set_tensor(source["index"], inputs)
+            interpreter.invoke()
+            return interpreter.get_tensor(target["index"])
+        return predict
+
+
+class OnnxExport:
+    """An ONNX model (Keras' own exporter, which drives tf2onnx), run back through ONNX Runtime."""
+
+    kind = "onnx"
+
+    def __init__(self, export_dir: str, model_name: str, opset: int | None = None) -> None:
+        self.path = os.path.join(export_dir, f"{model_name}.onnx")
+        self.opset = opset
+
+    def __call__(self, model, datasets) -> ExportResult:
+        import onnxruntime
+
+        _make_parent(self.path, "export.onnx.export_dir")
+        try:
+            model.export(self.path, format="onnx", verbose=False, **({"opset_version": self.opset} if self.opset
+                                                                     else {}))
+        except Exception as err:
+            raise ExportError(f"ONNX conversion failed ({type(err).__name__}: {err}).",
+                              fix="try another export.onnx.opset, or export=[savedmodel] and convert with "
+                              "python -m tf2onnx.convert --saved-model") from None
+        try:
+            session = onnxruntime.InferenceSession(self.path, providers=["CPUExecutionProvider"])
+        except Exception as err:
+            raise ExportError(f"ONNX Runtime cannot load the exported model ({str(err).splitlines()[0][:300]}).",
+                              fix="export.onnx.opset=null (the converter's default) or a recent opset such as 17"
+                              ) from None
+        name = session.get_inputs()[0].name
+        accuracy, keras_accuracy, diff = _compare_on_validation(
+            model, datasets, lambda inputs: session.run(None, {name: inputs})[0])
+        _require_parity("onnx", diff, PARITY)
+        return ExportResult(self.kind, self.path, {
+            "export.onnx.accuracy": accuracy, "export.onnx.keras_accuracy": keras_accuracy,
+            "export.onnx.max_abs_diff": diff, "export.onnx.size_bytes": float(os.path.getsize(self.path))})
+
+
+PARITY = 1e-5  # largest absolute difference from Keras' output an unquantized export may show
+
+
+def _compare_on_validation(model, datasets, predict) -> tuple[float, float, float]:
+    """Accuracy of `predict` and of Keras on the validation split, and their largest output difference."""
+    import numpy as np
+
+    hits = keras_hits = total = 0
+    diff = 0.0
+    for inputs, labels in datasets.validation:
+        inputs = np.asarray(inputs, dtype="float32")
+        exported = np.asarray(predict(inputs))
+        expected = np.asarray(model(inputs, training=False), dtype="float32")
+        diff = max(diff, float(np.max(np.abs(exported - expected))))
+        hits += int(np.sum(np.argmax(exported, axis=-1) == np.asarray(labels)))
+        keras_hits += int(np.sum(np.argmax(expected, axis=-1) == np.asarray(labels)))
+        total += len(inputs)
+    return hits / total, keras_hits / total, diff
+
+
+def _require_parity(kind: str, diff: float, limit: float) -> None:
+    if diff > limit:
+        raise ExportError(f"the {kind} export's outputs differ from the Keras model's by {diff:.3g} "
+                          f"(more than {limit:g}).")
+
+
+def _make_parent(path: str, key: str) -> None:
+    folder = os.path.dirname(path)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        if not os.access(folder, os.W_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as err:
+        raise ExportError(f"cannot write to {key}={folder} ({err.strerror}).", fix=f"{key}=<a writable folder>") \
+            from None
+
+
+def _conversion_error(err: Exception, select_tf_ops: bool) -> ExportError:
+    """Name the op TFLite lacks when the converter says which."""
+    import re
+
+    text = str(err)
+    ops = sorted(set(re.findall(r"\b(tf\.[A-Za-z0-9_]+)", text)))
+    if ops and not select_tf_ops:
+        return ExportError(f"TFLite has no built-in kernel for {', '.join(ops)}.",
+                           fix="export.tflite.select_tf_ops=true (links TensorFlow's kernels into the .tflite)")
+    return ExportError(f"TFLite conversion failed: {text.strip().splitlines()[0] if text.strip() else type(err).__name__}")
 
 
 def next_version(model_dir: str) -> int:

@@ -35,7 +35,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from tfx_hydra import console, tracking
-from tfx_hydra.errors import ConfigError, DataError, TfxHydraError, TrainingError
+from tfx_hydra.errors import ConfigError, DataError, ExportError, TfxHydraError, TrainingError
 from tfx_hydra.schemas import Settings, SweepConfig, TrainerConfig, validate
 from tfx_hydra.strategy import is_chief
 
@@ -366,23 +366,37 @@ def weights_sha256(model) -> str:
 def export_model(model, datasets, export_cfg: DictConfig, tracker, chief: bool = True) -> list:
     """Run every selected exporter; log each artifact and its verification figures.
 
-    Non-chief workers export too (saving a distributed model may need every worker), into
-    a throwaway folder that is deleted afterwards.
+    A failing exporter never loses the training run: its error is recorded (tag
+    `export.<name>.error`), the other exporters still run, and the run fails only with
+    export.strict=true. Non-chief workers export too (saving a distributed model may need
+    every worker), into a throwaway folder that is deleted afterwards.
     """
-    results = []
-    for name, node in (export_cfg or {}).items():
+    results, failures = [], {}
+    exporters = {name: node for name, node in (export_cfg or {}).items()
+                 if isinstance(node, DictConfig) and "_target_" in node}
+    for name, node in exporters.items():
         if not chief:
             scratch = tempfile.mkdtemp(prefix="tfx_hydra-worker-export-")
             build(node, f"export.{name}", export_dir=scratch)(model, datasets)
             shutil.rmtree(scratch, ignore_errors=True)
             continue
-        result = build(node, f"export.{name}")(model, datasets)
-        tracker.log_artifacts(result.path, f"export/{name}")
+        try:
+            result = build(node, f"export.{name}")(model, datasets)
+        except Exception as err:  # recorded, not fatal: the trained model and the other exports stay
+            failures[name] = tracking.describe_error(err)
+            console.warn(f"export {name} failed: {failures[name]}")
+            tracker.set_tags({f"export.{name}.error": failures[name]})
+            continue
+        tracker.log_artifact(result.path, f"export/{name}") if os.path.isfile(result.path) else \
+            tracker.log_artifacts(result.path, f"export/{name}")
         tracker.log_metrics(result.metrics)
         tracker.set_tags({f"export.{name}.path": result.path})
         results.append(result)
     if chief:
-        tracker.set_tags({"model.weights_sha256": weights_sha256(model)})
+        tracker.set_tags({"model.weights_sha256": weights_sha256(model), "export.failed": len(failures)})
+    if failures and (export_cfg or {}).get("strict", False):
+        raise ExportError(f"{len(failures)} export(s) failed: " + "; ".join(f"{k}: {v}" for k, v in failures.items()),
+                          fix="fix the exporter's settings, or drop export.strict=true to keep the run on failure")
     return results
 
 

@@ -142,3 +142,17 @@ def test_ctrl_c_during_training_ends_the_run_killed(tmp_path):
     (run,) = mlflow_runs(tmp_path)
     assert run.info.status == "KILLED"
     assert len(mlflow_client(tmp_path).get_metric_history(run.info.run_id, "loss")) >= 1
+
+
+def test_several_exports_are_verified_and_logged(tmp_path):
+    done = run_cli(["export=[savedmodel,tflite,onnx,keras]", "export.tflite.quantization=float16", *QUICK],
+                   cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run,) = mlflow_runs(tmp_path)
+    metrics = run.data.metrics
+    assert metrics["export.onnx.max_abs_diff"] < 1e-5 and metrics["export.keras.max_abs_diff"] < 1e-5
+    assert abs(metrics["export.tflite.accuracy"] - metrics["export.tflite.keras_accuracy"]) < 0.05
+    assert run.data.tags["export.failed"] == "0"
+    artifacts = artifact_paths(mlflow_client(tmp_path), run.info.run_id)
+    assert {"export/tflite/mlp.tflite", "export/onnx/mlp.onnx", "export/keras/mlp.keras",
+            "export/savedmodel/saved_model.pb"} <= artifacts

@@ -70,3 +70,88 @@ def test_unwritable_export_dir_is_a_clear_error(trained, tmp_path):
     blocker.write_text("not a folder")
     with pytest.raises(ExportError, match=r"cannot write to export.savedmodel.export_dir=.*file"):
         SavedModelExport(export_dir=str(blocker), model_name="m")(model, data)
+
+
+# --- TFLite, ONNX and Keras exports, verified against the Keras model ---------------------------
+
+from omegaconf import OmegaConf  # noqa: E402
+
+from tfx_hydra.errors import ConfigError  # noqa: E402
+from tfx_hydra.export import KerasExport, OnnxExport, TFLiteExport  # noqa: E402
+
+
+def test_tflite_float32_equals_keras_and_runs_in_litert(trained, tmp_path):
+    model, data = trained
+    result = TFLiteExport(export_dir=str(tmp_path), model_name="m")(model, data)
+    assert result.path == str(tmp_path / "m.tflite")
+    assert result.metrics["export.tflite.max_abs_diff"] < 1e-5
+    assert result.metrics["export.tflite.accuracy"] == result.metrics["export.tflite.keras_accuracy"]
+    from ai_edge_litert.interpreter import Interpreter  # an independent check of the file itself
+    interpreter = Interpreter(model_path=result.path)
+    assert list(interpreter.get_input_details()[0]["shape_signature"]) == [-1, 8, 8]
+
+
+@pytest.mark.parametrize("quantization", ["float16", "dynamic_range", "int8"])
+def test_quantized_tflite_is_smaller_and_about_as_accurate(trained, tmp_path, quantization):
+    model, data = trained
+    plain = TFLiteExport(export_dir=str(tmp_path / "plain"), model_name="m")(model, data)
+    quantized = TFLiteExport(export_dir=str(tmp_path), model_name="m", quantization=quantization)(model, data)
+    assert quantized.metrics["export.tflite.size_bytes"] < 0.7 * plain.metrics["export.tflite.size_bytes"]
+    assert abs(quantized.metrics["export.tflite.accuracy"] - quantized.metrics["export.tflite.keras_accuracy"]) < 0.05
+
+
+def test_onnx_equals_keras_in_onnx_runtime(trained, tmp_path):
+    model, data = trained
+    result = OnnxExport(export_dir=str(tmp_path), model_name="m")(model, data)
+    assert result.path == str(tmp_path / "m.onnx")
+    assert result.metrics["export.onnx.max_abs_diff"] < 1e-5
+    assert result.metrics["export.onnx.accuracy"] == result.metrics["export.onnx.keras_accuracy"]
+
+
+def test_keras_file_reloads_to_the_same_model(trained, tmp_path):
+    model, data = trained
+    result = KerasExport(export_dir=str(tmp_path), model_name="m")(model, data)
+    assert result.path == str(tmp_path / "m.keras") and result.metrics["export.keras.max_abs_diff"] == 0.0
+
+
+def test_bad_tflite_settings_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match=r"export.tflite.quantization=int4 is not one of: none, float16, "
+                                          r"dynamic_range, int8"):
+        TFLiteExport(export_dir=str(tmp_path), model_name="m", quantization="int4")
+    with pytest.raises(ConfigError, match=r"quantization=int8 needs a representative dataset, but "
+                                          r"export.tflite.representative_examples=0"):
+        TFLiteExport(export_dir=str(tmp_path), model_name="m", quantization="int8", representative_examples=0)
+
+
+def test_an_onnx_runtime_load_failure_names_the_opset(trained, tmp_path):
+    model, data = trained
+    with pytest.raises(ExportError, match=r"ONNX Runtime cannot load the exported model .*\n  Fix: export.onnx.opset"):
+        OnnxExport(export_dir=str(tmp_path), model_name="m", opset=1)(model, data)
+
+
+def test_a_failed_export_is_recorded_and_the_others_kept_unless_strict(trained, tmp_path):
+    from tfx_hydra.run import export_model
+    from tfx_hydra.tracking import NullTracker
+
+    class Tags(NullTracker):
+        def __init__(self):
+            self.tags = {}
+
+        def set_tags(self, tags):
+            self.tags.update(tags)
+
+    model, data = trained
+    config = OmegaConf.create({
+        "strict": False,
+        "onnx": {"_target_": "tfx_hydra.export.OnnxExport", "export_dir": str(tmp_path), "model_name": "m",
+                 "opset": 1},
+        "keras": {"_target_": "tfx_hydra.export.KerasExport", "export_dir": str(tmp_path), "model_name": "m"},
+    })
+    tracker = Tags()
+    results = export_model(model, data, config, tracker)
+    assert [r.kind for r in results] == ["keras"]
+    assert tracker.tags["export.onnx.error"].startswith("ExportError: ONNX Runtime cannot load")
+    assert tracker.tags["export.failed"] == 1
+    config.strict = True
+    with pytest.raises(ExportError, match=r"1 export\(s\) failed: onnx: ExportError: ONNX Runtime cannot load"):
+        export_model(model, data, config, Tags())

@@ -42,9 +42,12 @@ def test_seed_experiment_is_the_seed_recipe():
     assert (cfg.trainer.epochs, cfg.trainer.batch_size) == (5, 32)
 
 
-def test_export_none_selects_no_exporter():
-    assert dict(compose(["export=none"]).export or {}) == {}
-    assert list(compose().export) == ["savedmodel"]
+def test_export_selects_none_one_or_several_exporters():
+    assert dict(compose(["export=none"]).export) == {"strict": False}
+    assert sorted(compose().export) == ["savedmodel", "strict"]
+    several = compose(["export=[savedmodel,tflite,onnx,keras]", "export.tflite.quantization=int8"]).export
+    assert sorted(several) == ["keras", "onnx", "savedmodel", "strict", "tflite"]
+    assert several.tflite.quantization == "int8" and several.onnx._target_ == "tfx_hydra.export.OnnxExport"
 
 
 @pytest.mark.parametrize("override,key,fix", [
