@@ -394,6 +394,9 @@ def export_model(model, datasets, export_cfg: DictConfig, tracker, chief: bool =
         results.append(result)
     if chief:
         tracker.set_tags({"model.weights_sha256": weights_sha256(model), "export.failed": len(failures)})
+        if (export_cfg or {}).get("mlflow_model", True):
+            inputs, _ = next(iter(datasets.validation))
+            tracker.log_model(model, inputs[:5], register_as=(export_cfg or {}).get("register_as"))
     if failures and (export_cfg or {}).get("strict", False):
         raise ExportError(f"{len(failures)} export(s) failed: " + "; ".join(f"{k}: {v}" for k, v in failures.items()),
                           fix="fix the exporter's settings, or drop export.strict=true to keep the run on failure")

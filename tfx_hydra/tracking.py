@@ -217,6 +217,45 @@ class MlflowTracker:
     def log_artifact(self, local_path: str, artifact_path: str | None = None) -> None:
         self.client.log_artifact(self.run_id, local_path, artifact_path)
 
+    def log_model(self, model, example_inputs, register_as: str | None = None) -> str:
+        """Log `model` as an MLflow model (signature and input example included) under the run's
+        `model/` artifact, so `mlflow models serve -m runs:/<run id>/model` answers /invocations;
+        with `register_as`, also as a new version of that registered model."""
+        import tempfile
+
+        import keras
+        import mlflow.tensorflow
+        import numpy as np
+        import tensorflow as tf
+        from mlflow.models import infer_signature
+
+        example_inputs = np.asarray(example_inputs, dtype="float32")
+        signature = infer_signature(example_inputs, np.asarray(model(example_inputs, training=False)))
+        with tempfile.TemporaryDirectory(prefix="tfx_hydra-mlflow-model-") as folder:
+            path = os.path.join(folder, "model")
+            # Pinned requirements instead of MLflow's inference, which imports the model in a subprocess.
+            mlflow.tensorflow.save_model(model, path, signature=signature, input_example=example_inputs,
+                                         pip_requirements=[f"tensorflow=={tf.__version__}",
+                                                           f"keras=={keras.version()}"])
+            self.log_artifacts(path, "model")
+        uri = f"runs:/{self.run_id}/model"
+        tags = {"mlflow.model_uri": uri}
+        if register_as:
+            tags["mlflow.registered_model"] = f"{register_as}/{self._register(register_as)}"
+        self.set_tags(tags)
+        return uri
+
+    def _register(self, name: str) -> str:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            self.client.create_registered_model(name)
+        except MlflowException:
+            pass  # already registered: add a version
+        artifact_uri = self.client.get_run(self.run_id).info.artifact_uri
+        version = self.client.create_model_version(name, f"{artifact_uri}/model", run_id=self.run_id)
+        return version.version
+
     def end(self, status: str, error: str | None = None) -> None:
         if error:
             self.set_tags({"error": error})

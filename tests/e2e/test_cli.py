@@ -67,7 +67,8 @@ def test_default_run_is_recorded_in_mlflow(default_run):
     assert run.data.metrics["examples_per_sec"] > 0
     artifacts = artifact_paths(client, run.info.run_id)
     assert {".hydra/config.yaml", ".hydra/overrides.yaml", ".hydra/hydra.yaml", "config_resolved.yaml",
-            "environment/packages.txt", "export/savedmodel/saved_model.pb"} <= artifacts
+            "environment/packages.txt", "export/savedmodel/saved_model.pb", "model/MLmodel"} <= artifacts
+    assert run.data.tags["mlflow.model_uri"] == f"runs:/{run.info.run_id}/model"
 
 
 def test_default_run_exports_in_tf_serving_layout(default_run):

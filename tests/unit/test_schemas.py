@@ -43,10 +43,11 @@ def test_seed_experiment_is_the_seed_recipe():
 
 
 def test_export_selects_none_one_or_several_exporters():
-    assert dict(compose(["export=none"]).export) == {"strict": False}
-    assert sorted(compose().export) == ["savedmodel", "strict"]
+    settings = ["mlflow_model", "register_as", "strict"]
+    assert sorted(compose(["export=none"]).export) == settings
+    assert sorted(compose().export) == sorted(["savedmodel", *settings])
     several = compose(["export=[savedmodel,tflite,onnx,keras]", "export.tflite.quantization=int8"]).export
-    assert sorted(several) == ["keras", "onnx", "savedmodel", "strict", "tflite"]
+    assert sorted(several) == sorted(["keras", "onnx", "savedmodel", "tflite", *settings])
     assert several.tflite.quantization == "int8" and several.onnx._target_ == "tfx_hydra.export.OnnxExport"
 
 

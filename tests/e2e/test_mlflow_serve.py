@@ -1,0 +1,64 @@
+"""The logged MLflow model serves: `mlflow models serve -m runs:/<id>/model` answers /invocations with the
+model's own predictions, and export.register_as adds a registry version. A real server on 127.0.0.1,
+stopped by its process group."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.e2e.test_mlflow_ui import free_port
+from tests.helpers import QUICK, cli_env, mlflow_client, mlflow_runs, run_cli
+
+pytestmark = pytest.mark.slow
+
+
+def test_mlflow_models_serve_answers_like_the_trained_model(tmp_path):
+    done = run_cli([*QUICK, "export.register_as=digits_mlp"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run,) = mlflow_runs(tmp_path)
+    assert run.data.tags["mlflow.model_uri"] == f"runs:/{run.info.run_id}/model"
+    assert run.data.tags["mlflow.registered_model"] == "digits_mlp/1"
+    versions = mlflow_client(tmp_path).search_model_versions("name='digits_mlp'")
+    assert [(str(v.version), v.run_id) for v in versions] == [("1", run.info.run_id)]
+
+    port = free_port()
+    env = cli_env()
+    env["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env["PATH"]  # uvicorn, for --env-manager local
+    server = subprocess.Popen(
+        [str(Path(sys.executable).parent / "mlflow"), "models", "serve", "-m", f"runs:/{run.info.run_id}/model",
+         "--env-manager", "local", "-h", "127.0.0.1", "-p", str(port)],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/ping", timeout=2).read()
+                break
+            except OSError:
+                assert server.poll() is None, "mlflow models serve exited"
+                assert time.time() < deadline, "mlflow models serve did not come up in 120 s"
+                time.sleep(1)
+        inputs = np.random.default_rng(0).uniform(0, 1, size=(4, 8, 8)).astype("float32")
+        request = urllib.request.Request(f"{base}/invocations", data=json.dumps({"inputs": inputs.tolist()}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            served = np.asarray(json.loads(response.read())["predictions"])
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+    saved_model = tf.saved_model.load(run.data.tags["export.savedmodel.path"])
+    (expected,) = saved_model.signatures["serving_default"](inputs=tf.constant(inputs)).values()
+    np.testing.assert_allclose(served, expected.numpy(), atol=1e-5)
