@@ -23,12 +23,15 @@ from tfx_hydra.errors import ConfigError, DataError
 
 MNIST_KEYS = ("x_train", "y_train", "x_test", "y_test")
 SHARD_POLICIES = ("data", "off")
+DIGITS_SCALE = 1 / 16.0  # the digits' pixels run 0..16
+MNIST_SCALE = 1 / 255.0  # MNIST's run 0..255
 
 
 @dataclass(frozen=True)
 class DataSpec:
     input_shape: tuple[int, ...]
     num_classes: int
+    input_scale: float = 1.0  # what the pipeline multiplies raw values by; exports put it in their graph
 
 
 @dataclass
@@ -56,11 +59,11 @@ def digits(
     from sklearn.datasets import load_digits
 
     bunch = load_digits()
-    x = (bunch.images / 16.0).astype("float32")
+    x = (bunch.images * DIGITS_SCALE).astype("float32")
     y = bunch.target.astype("int64")
     splits = _split_three_ways(x, y, test_split, validation_split, seed)
     return _make_datasets(splits, input_shape, num_classes, batch_size, seed, shuffle_buffer, cache, limit,
-                          shard_policy)
+                          shard_policy, input_scale=DIGITS_SCALE)
 
 
 def synthetic(
@@ -90,8 +93,8 @@ def mnist(
     """MNIST through Keras' loader, or from a local .npz (`data.path`) where there is no network."""
     arrays = _load_mnist_file(path) if path else _download_mnist()
     x_train, y_train, x_test, y_test = (arrays[k] for k in MNIST_KEYS)
-    x_train = (x_train / 255.0).astype("float32")
-    x_test = (x_test / 255.0).astype("float32")
+    x_train = (x_train * MNIST_SCALE).astype("float32")
+    x_test = (x_test * MNIST_SCALE).astype("float32")
     test = _Split(x_test, y_test.astype("int64"))
     if validation_split == 0:  # the seed article's choice: validate on the test split
         splits = {"train": _Split(x_train, y_train.astype("int64")), "validation": test, "test": test}
@@ -104,7 +107,7 @@ def mnist(
             "test": test,
         }
     return _make_datasets(splits, input_shape, num_classes, batch_size, seed, shuffle_buffer, cache, limit,
-                          shard_policy)
+                          shard_policy, input_scale=MNIST_SCALE)
 
 
 def _download_mnist() -> dict[str, np.ndarray]:
@@ -158,8 +161,8 @@ def _split_three_ways(x, y, test_split, validation_split, seed) -> dict[str, _Sp
 
 
 def _make_datasets(splits, input_shape, num_classes, batch_size, seed, shuffle_buffer, cache, limit,
-                          shard_policy) -> Datasets:
-    spec = DataSpec(tuple(int(d) for d in input_shape), int(num_classes))
+                   shard_policy, input_scale: float = 1.0) -> Datasets:
+    spec = DataSpec(tuple(int(d) for d in input_shape), int(num_classes), input_scale)
     if limit is not None:
         if limit < 1:
             raise ConfigError(f"data.limit={limit}: expected a positive number of examples or null.", fix="data.limit=null")

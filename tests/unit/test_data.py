@@ -16,7 +16,7 @@ def labels(dataset) -> np.ndarray:
 
 def test_digits_splits_all_1797_images_and_matches_the_spec():
     data = digits(input_shape=[8, 8], num_classes=10, batch_size=32, seed=0)
-    assert data.spec == DataSpec((8, 8), 10)
+    assert data.spec == DataSpec((8, 8), 10, input_scale=1 / 16)  # raw 0..16 pixels scaled to [0, 1]
     assert data.num_train + data.num_validation + data.num_test == 1797
     assert data.num_test == 360  # 20 %
     x, y = next(iter(data.train))

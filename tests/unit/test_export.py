@@ -36,25 +36,37 @@ def test_versions_count_up_in_tf_serving_layout(trained, tmp_path):
     assert second.metrics["export.savedmodel.version"] == 2.0
 
 
-def test_serving_default_answers_like_the_keras_model(trained, tmp_path):
+def test_serving_default_takes_raw_inputs_and_names_its_outputs(trained, tmp_path):
     model, data = trained
     result = SavedModelExport(export_dir=str(tmp_path), model_name="m")(model, data)
     assert result.metrics["export.savedmodel.max_abs_diff"] < 1e-5
     serve = tf.saved_model.load(result.path).signatures["serving_default"]
-    inputs, _ = next(iter(data.test))
-    served = serve(inputs=inputs)
-    (probabilities,) = served.values()
-    np.testing.assert_allclose(probabilities.numpy(), model.predict(inputs, verbose=0), atol=1e-5)
-    np.testing.assert_allclose(probabilities.numpy().sum(axis=1), 1.0, atol=1e-5)
+    scaled, _ = next(iter(data.test))
+    raw = scaled.numpy() * 16.0  # the digits' own 0..16 pixel values: scaling is inside the graph
+    served = serve(inputs=tf.constant(raw))
+    expected = model.predict(scaled, verbose=0)
+    np.testing.assert_allclose(served["probabilities"].numpy(), expected, atol=1e-5)
+    np.testing.assert_array_equal(served["class"].numpy(), np.argmax(expected, axis=1))
 
 
-def test_saved_model_cli_sees_the_signature(trained, tmp_path):
+def test_saved_model_cli_shows_the_named_signature(trained, tmp_path):
     model, data = trained
     path = SavedModelExport(export_dir=str(tmp_path), model_name="m")(model, data).path
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
-    shown = subprocess.run([cli, "show", "--dir", path, "--tag_set", "serve", "--signature_def", "serving_default"],
-                           capture_output=True, text=True, check=True).stdout
+    shown = subprocess.run([cli, "show", "--dir", path, "--all"], capture_output=True, text=True, check=True).stdout
+    assert "signature_def['serving_default']" in shown
     assert "inputs['inputs'] tensor_info" in shown and "shape: (-1, 8, 8)" in shown
+    assert "outputs['probabilities'] tensor_info" in shown and "outputs['class'] tensor_info" in shown
+
+
+def test_models_config_lists_every_model_for_tf_serving(trained, tmp_path):
+    model, data = trained
+    SavedModelExport(export_dir=str(tmp_path), model_name="mlp")(model, data)
+    SavedModelExport(export_dir=str(tmp_path), model_name="cnn")(model, data)
+    config = (tmp_path / "models.config").read_text()
+    assert config.startswith("model_config_list {")
+    for name in ("mlp", "cnn"):
+        assert f'name: "{name}"\n    base_path: "{tmp_path / name}"\n    model_platform: "tensorflow"' in config
 
 
 def test_next_version_ignores_non_integer_folders(tmp_path):
