@@ -56,6 +56,8 @@ class BatchPlan:
 def run(cfg: DictConfig) -> float:
     """Run the experiment `cfg` describes; return the sweep objective (`sweep.metric`)."""
     settings = preflight(cfg)
+    if cfg.mode == "evaluate":
+        return evaluate_export(cfg, settings)
     launch_dir, output_dir = cfg.paths.launch_dir, cfg.paths.output_dir
     chief = is_chief(cfg.strategy.get("_target_"), cfg.strategy.get("cluster", "tf_config"))
     track = settings.tracking if chief else dataclasses.replace(settings.tracking, enabled=False)
@@ -401,6 +403,32 @@ def export_model(model, datasets, export_cfg: DictConfig, tracker, chief: bool =
         raise ExportError(f"{len(failures)} export(s) failed: " + "; ".join(f"{k}: {v}" for k, v in failures.items()),
                           fix="fix the exporter's settings, or drop export.strict=true to keep the run on failure")
     return results
+
+
+def evaluate_export(cfg: DictConfig, settings: Settings) -> float:
+    """mode=evaluate: run the configured data's test split through an exported SavedModel
+    (export.source: a folder, or runs:/<run id> for a tracked run's export) and log its metrics:
+    the check before shipping a model."""
+    from tfx_hydra.export import evaluate_saved_model, resolve_export_source
+
+    source = cfg.export.get("source")
+    if not source:
+        raise ConfigError("mode=evaluate needs the model to evaluate.",
+                          fix="export.source=/path/to/export/mlp/1 (or runs:/<run id>)")
+    tags = launch_tags(cfg) | {"mode": "evaluate", "export.source": source}
+    with tracking.tracked_run(settings.tracking, cfg.paths.launch_dir, tags=tags) as tracker:
+        tracker.log_config(cfg)
+        path = resolve_export_source(source, settings.tracking, cfg.paths.launch_dir)  # before TensorFlow: fails fast
+        from tfx_hydra.hardware import setup_hardware
+
+        setup_hardware(settings.hardware, settings.seed)
+        datasets = build(cfg.data, "data", batch_size=settings.trainer.batch_size
+                         if settings.trainer.batch_size != "auto" else 256)
+        metrics = evaluate_saved_model(path, datasets)
+        tracker.set_tags({"export.source.path": path})
+        tracker.log_metrics(metrics)
+    console.print_summary(metrics, tracker.run_id, [], tracker.ui_command, cfg.paths.output_dir, "n/a (evaluate)")
+    return metrics.get(settings.sweep.metric, metrics["test_accuracy"])
 
 
 def sweep_objective(metrics: dict[str, float], sweep: SweepConfig) -> float:

@@ -20,6 +20,7 @@ from tfx_hydra.precision import POLICIES
 
 JIT_CHOICES = ("auto", True, False)
 ALLOCATORS = (None, "cuda_malloc_async")
+MODES = ("train", "evaluate")
 DIRECTIONS = ("maximize", "minimize")
 EARLY_STOPPING_MODES = ("auto", "min", "max")
 
@@ -218,6 +219,7 @@ def validate(cfg: DictConfig) -> Settings:
     seed = cfg.get("seed")
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ConfigError(f"seed={seed} is not a non-negative integer.", fix="seed=42")
+    _require_choice("mode", cfg.get("mode", "train"), MODES)
     sections = {name: _validate_section(cfg, name, schema) for name, schema in SECTIONS.items()}
     return Settings(seed=seed, **sections)
 

@@ -43,7 +43,7 @@ def test_seed_experiment_is_the_seed_recipe():
 
 
 def test_export_selects_none_one_or_several_exporters():
-    settings = ["mlflow_model", "register_as", "strict"]
+    settings = ["mlflow_model", "register_as", "source", "strict"]
     assert sorted(compose(["export=none"]).export) == settings
     assert sorted(compose().export) == sorted(["savedmodel", *settings])
     several = compose(["export=[savedmodel,tflite,onnx,keras]", "export.tflite.quantization=int8"]).export
@@ -72,6 +72,7 @@ def test_export_selects_none_one_or_several_exporters():
      "hardware.precision=float32"),
     ("sweep.direction=up", "sweep.direction=up is not one of: maximize, minimize", "sweep.direction=maximize"),
     ("seed=-3", "seed=-3 is not a non-negative integer", "seed=42"),
+    ("mode=serve", "mode=serve is not one of: train, evaluate", "mode=train"),
     ("tracking.connect_timeout=0", "tracking.connect_timeout=0.0 must be positive", "tracking.connect_timeout=5"),
 ])
 def test_bad_values_name_the_key_and_the_fix(override, key, fix):

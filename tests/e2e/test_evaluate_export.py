@@ -1,0 +1,37 @@
+"""mode=evaluate: an exported SavedModel, from its folder or from its MLflow run, scores the test split
+exactly as the trained model did."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import QUICK, mlflow_runs, run_cli
+
+pytestmark = pytest.mark.slow
+
+
+def test_evaluating_the_export_reproduces_the_runs_test_metrics(tmp_path):
+    trained = run_cli(QUICK, cwd=tmp_path)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    (run,) = mlflow_runs(tmp_path)
+    folder = run.data.tags["export.savedmodel.path"]
+    for source in (folder, f"runs:/{run.info.run_id}"):
+        done = run_cli(["mode=evaluate", f"export.source={source}"], cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-3000:]
+    evaluations = [r for r in mlflow_runs(tmp_path) if r.data.tags.get("mode") == "evaluate"]
+    assert sorted(r.data.tags["export.source"] for r in evaluations) == sorted([folder, f"runs:/{run.info.run_id}"])
+    for evaluation in evaluations:
+        assert evaluation.info.status == "FINISHED"
+        assert evaluation.data.metrics["test_accuracy"] == pytest.approx(run.data.metrics["test_accuracy"], abs=1e-6)
+        assert evaluation.data.metrics["test_loss"] == pytest.approx(run.data.metrics["test_loss"], abs=1e-4)
+
+
+@pytest.mark.parametrize("source,message", [
+    ("/nonexistent/export", "ExportError: export.source=/nonexistent/export holds no SavedModel"),
+    ("runs:/0123456789abcdef", "ExportError: export.source=runs:/0123456789abcdef: Run with id=0123456789abcdef "
+                               "not found"),
+])
+def test_a_source_without_a_savedmodel_is_a_clear_error(tmp_path, source, message):
+    done = run_cli(["mode=evaluate", f"export.source={source}"], cwd=tmp_path)
+    assert done.returncode == 1 and message in done.stderr and "Traceback" not in done.stderr
+    assert [r.info.status for r in mlflow_runs(tmp_path)] == ["FAILED"]
