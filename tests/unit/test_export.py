@@ -167,3 +167,38 @@ def test_a_failed_export_is_recorded_and_the_others_kept_unless_strict(trained, 
     config.strict = True
     with pytest.raises(ExportError, match=r"1 export\(s\) failed: onnx: ExportError: ONNX Runtime cannot load"):
         export_model(model, data, config, Tags())
+
+
+# --- TensorFlow.js: the converter lives in another environment -----------------------------------
+
+from tfx_hydra.export import TfjsExport  # noqa: E402
+
+
+def test_tfjs_without_its_converter_says_how_to_install_it(trained, tmp_path):
+    model, data = trained
+    with pytest.raises(ExportError) as caught:
+        TfjsExport(export_dir=str(tmp_path), model_name="m", converter="/nonexistent/tensorflowjs_converter")(model,
+                                                                                                             data)
+    message = str(caught.value)
+    assert "export.tfjs.converter=/nonexistent/tensorflowjs_converter is not installed here" in message
+    assert "pip install tensorflowjs==4.22.0" in message
+
+
+def test_tfjs_runs_the_converter_on_our_savedmodel(trained, tmp_path):
+    # A stand-in for tensorflowjs_converter (which cannot be installed beside TensorFlow 2.21): it records
+    # its arguments, checks it was handed a real SavedModel, and writes model.json as the real one does.
+    model, data = trained
+    fake = tmp_path / "tensorflowjs_converter"
+    fake.write_text(f"""#!{sys.executable}
+import json, os, sys
+saved_model, out = sys.argv[-2], sys.argv[-1]
+assert os.path.isfile(os.path.join(saved_model, "saved_model.pb"))
+os.makedirs(out, exist_ok=True)
+json.dump({{"args": sys.argv[1:-2]}}, open(os.path.join(out, "model.json"), "w"))
+""")
+    fake.chmod(0o755)
+    result = TfjsExport(export_dir=str(tmp_path / "export"), model_name="m", converter=str(fake))(model, data)
+    assert result.path == str(tmp_path / "export" / "m_tfjs")
+    import json
+    args = json.loads((tmp_path / "export" / "m_tfjs" / "model.json").read_text())["args"]
+    assert args == ["--input_format=tf_saved_model", "--signature_name=serving_default", "--saved_model_tags=serve"]
