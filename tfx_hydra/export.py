@@ -323,7 +323,7 @@ def _conversion_error(err: Exception, select_tf_ops: bool) -> ExportError:
     import re
 
     text = str(err)
-    ops = sorted(set(re.findall(r"\b(tf\.[A-Za-z0-9_]+)", text)))
+    ops = sorted(set(re.findall(r"\b(tf\.[A-Z][A-Za-z0-9_]*)", text)))  # TensorFlow op names are CamelCase
     if ops and not select_tf_ops:
         return ExportError(f"TFLite has no built-in kernel for {', '.join(ops)}.",
                            fix="export.tflite.select_tf_ops=true (links TensorFlow's kernels into the .tflite)")

@@ -34,6 +34,11 @@ CASES = {
                                      "tracking=none"]),
     "unknown model argument": (["+model.width=3"], ["cannot build 'model' from its config",
                                                     "unexpected keyword argument 'width'"]),
+    "unknown export option": (["export=coreml"], ["Could not find 'export/coreml'", "tflite", "onnx", "tfjs"]),
+    # In a list Hydra names the bad option but does not list the others (its message, before our code runs).
+    "unknown export in a list": (["export=[savedmodel,coreml]"], ["Could not load 'export/coreml'"]),
+    "bad tflite quantization": (["export=[tflite]", "export.tflite.quantization=int4", "export.strict=true"],
+                                ["export.tflite.quantization=int4 is not one of: none, float16, dynamic_range, int8"]),
 }
 
 

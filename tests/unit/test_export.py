@@ -202,3 +202,19 @@ json.dump({{"args": sys.argv[1:-2]}}, open(os.path.join(out, "model.json"), "w")
     import json
     args = json.loads((tmp_path / "export" / "m_tfjs" / "model.json").read_text())["args"]
     assert args == ["--input_format=tf_saved_model", "--signature_name=serving_default", "--saved_model_tags=serve"]
+
+
+def test_an_op_tflite_lacks_is_named_with_the_fix(tmp_path):
+    import keras
+
+    class SingularValues(keras.layers.Layer):
+        def call(self, x):
+            return tf.linalg.svd(x, compute_uv=False)  # tf.Svd: no TFLite built-in kernel
+
+    inputs = keras.Input((8, 8))
+    model = keras.Model(inputs, keras.layers.Dense(10, activation="softmax")(SingularValues()(inputs)))
+    data = digits([8, 8], 10, batch_size=32, seed=0, limit=100)
+    with pytest.raises(ExportError) as caught:
+        TFLiteExport(export_dir=str(tmp_path), model_name="m")(model, data)
+    assert str(caught.value) == ("ExportError: TFLite has no built-in kernel for tf.Svd.\n"
+                                 "  Fix: export.tflite.select_tf_ops=true (links TensorFlow's kernels into the .tflite)")
