@@ -59,7 +59,12 @@ class SavedModelExport:
             shutil.rmtree(staging, ignore_errors=True)
         write_models_config(self.export_dir)
         return ExportResult(self.kind, version_dir, {"export.savedmodel.max_abs_diff": max_abs_diff,
-                                                     "export.savedmodel.version": float(os.path.basename(version_dir))})
+                                                     "export.savedmodel.version": float(os.path.basename(version_dir)),
+                                                     "export.savedmodel.size_bytes": float(_folder_size(version_dir))})
+
+
+def _folder_size(folder: str) -> int:
+    return sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(folder) for name in names)
 
 
 def _write_serving_archive(model, spec, path: str) -> None:
@@ -277,8 +282,7 @@ class TfjsExport:
         if done.returncode != 0 or not os.path.isfile(os.path.join(self.path, "model.json")):
             raise ExportError(f"{self.converter} failed (exit {done.returncode}): "
                               f"{(done.stderr or done.stdout).strip()[-500:]}")
-        size = sum(os.path.getsize(os.path.join(self.path, f)) for f in os.listdir(self.path))
-        return ExportResult(self.kind, self.path, {"export.tfjs.size_bytes": float(size)})
+        return ExportResult(self.kind, self.path, {"export.tfjs.size_bytes": float(_folder_size(self.path))})
 
 
 PARITY = 1e-5  # largest absolute difference from Keras' output an unquantized export may show

@@ -34,6 +34,7 @@ def test_versions_count_up_in_tf_serving_layout(trained, tmp_path):
     assert sorted(os.listdir(tmp_path / "digits_mlp")) == ["1", "2"]  # no staging folder left behind
     assert os.path.isfile(tmp_path / "digits_mlp" / "2" / "saved_model.pb")
     assert second.metrics["export.savedmodel.version"] == 2.0
+    assert second.metrics["export.savedmodel.size_bytes"] > os.path.getsize(tmp_path / "digits_mlp" / "2" / "saved_model.pb")
 
 
 def test_serving_default_takes_raw_inputs_and_names_its_outputs(trained, tmp_path):
