@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -305,15 +307,30 @@ def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str],
     else:
         run = client.create_run(experiment_id, run_name=config.run_name, tags=mask_secrets(tags))
         tracker = MlflowTracker(client, run.info.run_id, uri, launch_dir)
+    previous_handler = _raise_on_sigterm()
     try:
         yield tracker
-    except KeyboardInterrupt:
-        _end_quietly(tracker, "KILLED", "interrupted (KeyboardInterrupt)")
+    except KeyboardInterrupt as err:
+        _end_quietly(tracker, "KILLED", f"interrupted ({err.args[0] if err.args else 'KeyboardInterrupt'})")
         raise
     except BaseException as err:
         _end_quietly(tracker, "FAILED", describe_error(err))
         raise
+    finally:
+        if previous_handler is not None:
+            signal.signal(signal.SIGTERM, previous_handler)
     tracker.end("FINISHED")
+
+
+def _raise_on_sigterm():
+    """Turn SIGTERM (what Slurm and `kill` send before killing) into KeyboardInterrupt for the run's
+    duration, so the run ends KILLED with its backup kept, like Ctrl-C. Main thread only (Python's rule)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt("SIGTERM")
+    return signal.signal(signal.SIGTERM, interrupt)
 
 
 BACKUP_TAG = "resume.backup_dir"  # where an unfinished run keeps its per-epoch backup

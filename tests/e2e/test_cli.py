@@ -129,7 +129,8 @@ def test_console_script_runs_like_the_module(tmp_path):
     assert "epochs: 7" in done.stdout
 
 
-def test_ctrl_c_during_training_ends_the_run_killed(tmp_path):
+@pytest.mark.parametrize("signum,reason", [(signal.SIGINT, "KeyboardInterrupt"), (signal.SIGTERM, "SIGTERM")])
+def test_ctrl_c_or_sigterm_during_training_ends_the_run_killed_with_its_backup(tmp_path, signum, reason):
     command = [sys.executable, "-m", "tfx_hydra", "data=synthetic", "data.num_examples=20000",
                "trainer.epochs=500", "export=none"]
     process = subprocess.Popen(command, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE,
@@ -137,12 +138,14 @@ def test_ctrl_c_during_training_ends_the_run_killed(tmp_path):
     for line in process.stdout:  # wait until epoch 1 is over and logged
         if line.startswith("epoch 2/500"):
             break
-    process.send_signal(signal.SIGINT)
+    process.send_signal(signum)
     process.wait(timeout=60)
     assert process.returncode != 0
     (run,) = mlflow_runs(tmp_path)
     assert run.info.status == "KILLED"
+    assert run.data.tags["error"] == f"interrupted ({reason})"
     assert len(mlflow_client(tmp_path).get_metric_history(run.info.run_id, "loss")) >= 1
+    assert Path(run.data.tags["resume.backup_dir"]).is_dir()  # kept: the same command resumes it
 
 
 def test_several_exports_are_verified_and_logged(tmp_path):
