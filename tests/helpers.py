@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from omegaconf import DictConfig
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -65,7 +66,7 @@ def mlflow_client(launch_dir: Path):
     return MlflowClient(tracking_uri=f"sqlite:///{launch_dir / 'mlflow.db'}")
 
 
-def compose(overrides: list[str] = (), launch_dir: Path | str = "/tmp") -> "DictConfig":
+def compose(overrides: list[str] = (), launch_dir: Path | str = "/tmp") -> DictConfig:
     """The real config tree composed as the CLI would, with paths pointed at `launch_dir`."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
@@ -73,3 +74,32 @@ def compose(overrides: list[str] = (), launch_dir: Path | str = "/tmp") -> "Dict
     paths = [f"paths.launch_dir={launch_dir}", f"paths.output_dir={Path(launch_dir) / 'out'}"]
     with initialize_config_module(config_module="tfx_hydra.conf", version_base="1.3"):
         return hydra_compose(config_name="config", overrides=[*paths, *overrides])
+
+
+def free_ports(count: int = 1) -> list[int]:
+    """Ports on 127.0.0.1 that nothing listens on right now."""
+    import socket
+
+    sockets = [socket.socket() for _ in range(count)]
+    for sock in sockets:
+        sock.bind(("127.0.0.1", 0))
+    ports = [sock.getsockname()[1] for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
+def wait_for_http(url: str, process: subprocess.Popen, timeout: float, what: str) -> None:
+    """Poll `url` until it answers; fail at once if `process` (the server) exits, or after `timeout` s."""
+    import time
+    import urllib.request
+
+    deadline = time.time() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=2).read()
+            return
+        except OSError:
+            assert process.poll() is None, f"{what} exited"
+            assert time.time() < deadline, f"{what} did not come up in {timeout:.0f} s"
+            time.sleep(1)

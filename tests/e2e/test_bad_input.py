@@ -4,17 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import mlflow_runs, run_cli
+from tests.helpers import free_ports, mlflow_runs, run_cli
 
 pytestmark = pytest.mark.slow
-
-
-def _closed_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 CASES = {
@@ -29,7 +21,7 @@ CASES = {
     "strict hardware mismatch": (["hardware=a100", "hardware.strict=true"],
                                  ["HardwareMismatch: hardware=a100 expects 1 GPU matching 'A100' with at least 39 GiB; found no GPU",
                                   "Fix: use hardware=auto"]),
-    "unreachable tracking server": ([f"tracking.uri=http://127.0.0.1:{_closed_port()}"],
+    "unreachable tracking server": ([f"tracking.uri=http://127.0.0.1:{free_ports(1)[0]}"],
                                     ["TrackingError: tracking.uri=http://127.0.0.1:", "is unreachable",
                                      "tracking=none"]),
     "unknown model argument": (["+model.width=3"], ["cannot build 'model' from its config",

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,19 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import cli_env, compose, mlflow_client, mlflow_runs
+from tests.helpers import cli_env, compose, free_ports, mlflow_client, mlflow_runs
 
 pytestmark = pytest.mark.slow
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for sock in sockets:
-        sock.bind(("127.0.0.1", 0))
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
 
 
 def test_mirrored_over_two_logical_cpus_logs_two_replicas_and_converges(tmp_path, two_logical_cpus):

@@ -13,8 +13,7 @@ import textwrap
 
 import pytest
 
-from tests.e2e.test_distribution import free_ports
-from tests.helpers import cli_env
+from tests.helpers import cli_env, free_ports
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -17,8 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.e2e.test_mlflow_ui import free_port
-from tests.helpers import QUICK, cli_env, mlflow_client, mlflow_runs, run_cli
+from tests.helpers import QUICK, cli_env, free_ports, mlflow_client, mlflow_runs, run_cli, wait_for_http
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +30,7 @@ def test_mlflow_models_serve_answers_like_the_trained_model(tmp_path):
     versions = mlflow_client(tmp_path).search_model_versions("name='digits_mlp'")
     assert [(str(v.version), v.run_id) for v in versions] == [("1", run.info.run_id)]
 
-    port = free_port()
+    (port,) = free_ports(1)
     env = cli_env()
     env["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env["PATH"]  # uvicorn, for --env-manager local
@@ -42,15 +40,7 @@ def test_mlflow_models_serve_answers_like_the_trained_model(tmp_path):
         cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/ping", timeout=2).read()
-                break
-            except OSError:
-                assert server.poll() is None, "mlflow models serve exited"
-                assert time.time() < deadline, "mlflow models serve did not come up in 120 s"
-                time.sleep(1)
+        wait_for_http(f"{base}/ping", server, timeout=120, what="mlflow models serve")
         inputs = np.random.default_rng(0).uniform(0, 1, size=(4, 8, 8)).astype("float32")
         request = urllib.request.Request(f"{base}/invocations", data=json.dumps({"inputs": inputs.tolist()}).encode(),
                                          headers={"Content-Type": "application/json"})

@@ -9,24 +9,16 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import QUICK, cli_env, run_cli
+from tests.helpers import QUICK, cli_env, free_ports, run_cli, wait_for_http
 
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def get(base: str, endpoint: str, **params) -> dict:
@@ -46,22 +38,14 @@ def post(base: str, endpoint: str, body: dict) -> dict:
 def ui_server(tmp_path):
     done = run_cli(QUICK, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
-    port = free_port()
+    (port,) = free_ports(1)
     mlflow = Path(sys.executable).parent / "mlflow"
     server = subprocess.Popen([str(mlflow), "ui", "--host", "127.0.0.1", "--port", str(port)], cwd=tmp_path,
                               env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 90
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/health", timeout=2).read()
-                break
-            except OSError:
-                assert server.poll() is None, "mlflow ui exited"
-                assert time.time() < deadline, "mlflow ui did not come up in 90 s"
-                time.sleep(1)
+        wait_for_http(f"{base}/health", server, timeout=90, what="mlflow ui")
         yield base
     finally:
         os.killpg(server.pid, signal.SIGTERM)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import socket
 import time
 
 import pytest
 from mlflow.tracking import MlflowClient
 
+from tests.helpers import free_ports
 from tfx_hydra.errors import TrackingError
 from tfx_hydra.schemas import TrackingConfig
 from tfx_hydra.tracking import (
@@ -32,14 +32,8 @@ def test_default_store_is_sqlite_in_the_launch_dir(tmp_path):
     assert ui_command(uri, str(tmp_path)) == f"cd {tmp_path} && mlflow ui"
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_an_unreachable_server_fails_at_once_with_the_fix():
-    uri = f"http://127.0.0.1:{_closed_port()}"
+    uri = f"http://127.0.0.1:{free_ports(1)[0]}"
     started = time.perf_counter()
     with pytest.raises(TrackingError) as caught:
         check_store_reachable(uri, timeout=5)
