@@ -315,11 +315,13 @@ def _make_parent(path: str, key: str) -> None:
     folder = os.path.dirname(path)
     try:
         os.makedirs(folder, exist_ok=True)
-        if not os.access(folder, os.W_OK):
-            raise PermissionError(13, "Permission denied")
     except OSError as err:
-        raise ExportError(f"cannot write to {key}={folder} ({err.strerror}).", fix=f"{key}=<a writable folder>") \
-            from None
+        reason = err.strerror
+    else:
+        if os.access(folder, os.W_OK):
+            return
+        reason = "Permission denied"
+    raise ExportError(f"cannot write to {key}={folder} ({reason}).", fix=f"{key}=<a writable folder>")
 
 
 def _conversion_error(err: Exception, select_tf_ops: bool) -> ExportError:

@@ -242,6 +242,9 @@ def compile_model(model, optimizer_cfg: DictConfig, settings: Settings, policy: 
     trainer, precision = settings.trainer, settings.precision
     optimizer_args: dict[str, Any] = {}
     if trainer.scale_lr_with_replicas and plan.replicas > 1:
+        if optimizer_cfg.get("learning_rate") is None:
+            raise ConfigError("trainer.scale_lr_with_replicas=true needs optimizer.learning_rate to scale.",
+                              fix="optimizer.learning_rate=0.001, or trainer.scale_lr_with_replicas=false")
         optimizer_args["learning_rate"] = optimizer_cfg.learning_rate * plan.replicas
     if trainer.grad_accum_steps > 1:
         optimizer_args["gradient_accumulation_steps"] = trainer.grad_accum_steps
@@ -389,7 +392,9 @@ def export_model(model, datasets, export_cfg: DictConfig, tracker, chief: bool =
             console.warn(f"export {name} failed: {failures[name]}")
             tracker.set_tags({f"export.{name}.error": failures[name]})
             continue
-        tracker.log_artifact(result.path, f"export/{name}") if os.path.isfile(result.path) else \
+        if os.path.isfile(result.path):
+            tracker.log_artifact(result.path, f"export/{name}")
+        else:
             tracker.log_artifacts(result.path, f"export/{name}")
         tracker.log_metrics(result.metrics)
         tracker.set_tags({f"export.{name}.path": result.path})

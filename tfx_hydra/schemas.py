@@ -220,11 +220,13 @@ def validate(cfg: DictConfig) -> Settings:
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ConfigError(f"seed={seed} is not a non-negative integer.", fix="seed=42")
     _require_choice("mode", cfg.get("mode", "train"), MODES)
-    sections = {name: _validate_section(cfg, name, schema) for name, schema in SECTIONS.items()}
+    sections = {name: validate_section(cfg, name) for name in SECTIONS}
     return Settings(seed=seed, **sections)
 
 
-def _validate_section(cfg: DictConfig, name: str, schema: type) -> Any:
+def validate_section(cfg: DictConfig, name: str) -> Any:
+    """One settings section (`trainer`, `tracking`, ...) of `cfg` as its typed dataclass."""
+    schema = SECTIONS[name]
     if name not in cfg:
         raise ConfigError(f"the config has no '{name}' section.", fix=f"add '{name}' to the defaults list")
     try:

@@ -31,7 +31,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from tfx_hydra.errors import TrackingError
-from tfx_hydra.schemas import TrackingConfig
+from tfx_hydra.schemas import TrackingConfig, validate_section
 
 # Keys whose values never reach MLflow: DESIGN.md's "secrets never land in MLflow".
 SECRET_KEY = re.compile(r"pass(word|wd)?|token|secret|api[_-]?key|credential|private[_-]?key|access[_-]?key",
@@ -132,7 +132,7 @@ class PrepareStoreCallback(Callback):
     """Create the store and experiment once, in the launching process, before sweep jobs start."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        tracking = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrackingConfig), config.tracking))
+        tracking = validate_section(config, "tracking")  # a bad value: the same ConfigError a run gives
         if not tracking.enabled:
             return
         launch_dir = config.hydra.runtime.cwd

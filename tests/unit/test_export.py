@@ -219,3 +219,11 @@ def test_an_op_tflite_lacks_is_named_with_the_fix(tmp_path):
         TFLiteExport(export_dir=str(tmp_path), model_name="m")(model, data)
     assert str(caught.value) == ("ExportError: TFLite has no built-in kernel for tf.Svd.\n"
                                  "  Fix: export.tflite.select_tf_ops=true (links TensorFlow's kernels into the .tflite)")
+
+
+def test_a_file_in_the_way_of_the_export_dir_is_a_clear_error(trained, tmp_path):
+    model, data = trained
+    blocker = tmp_path / "taken"
+    blocker.write_text("a file, not a folder")
+    with pytest.raises(ExportError, match=r"cannot write to export.tflite.export_dir=.*taken \(.+\)\.\n  Fix: "):
+        TFLiteExport(export_dir=str(blocker), model_name="m")(model, data)

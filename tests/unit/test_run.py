@@ -228,3 +228,11 @@ def test_several_replicas_cap_steps_per_execution_at_one_and_say_why_when_asked(
     plan = plan_batches(TrainerConfig(batch_size=64, steps_per_execution=8), a100, FakeStrategy(2))
     assert plan.steps_per_execution == 1
     assert "trainer.steps_per_execution=8 fails in Keras with 2 replicas" in " ".join(capsys.readouterr().out.split())
+
+
+def test_scaling_the_learning_rate_needs_one_to_scale():
+    model = mlp(name="mlp", input_shape=[8, 8], num_classes=10)
+    optimizer = OmegaConf.create({"_target_": "keras.optimizers.Adam"})
+    with pytest.raises(ConfigError, match=r"trainer.scale_lr_with_replicas=true needs optimizer.learning_rate"):
+        compile_model(model, optimizer, settings_with(TrainerConfig(scale_lr_with_replicas=True)), "float32",
+                      HardwareInfo(profile="cpu"), BatchPlan(32, 2, 1), RecordingTracker())

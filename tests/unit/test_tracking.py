@@ -108,3 +108,14 @@ def test_the_sweep_callback_creates_the_store_once_before_jobs(tmp_path):
     PrepareStoreCallback().on_multirun_start(config)
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
     assert client.get_experiment_by_name("sweeps").artifact_location == f"{tmp_path}/mlruns/sweeps"
+
+
+def test_the_sweep_callback_reports_a_bad_tracking_value_like_a_run_does(tmp_path):
+    from omegaconf import OmegaConf
+
+    from tfx_hydra.errors import ConfigError
+
+    config = OmegaConf.create({"tracking": {"connect_timeout": "soon"}, "hydra": {"runtime": {"cwd": str(tmp_path)}}})
+    with pytest.raises(ConfigError, match=r"tracking.connect_timeout got 'soon', which has the wrong type"):
+        PrepareStoreCallback().on_multirun_start(config)
+    assert not (tmp_path / "mlflow.db").exists()
