@@ -15,7 +15,8 @@ from importlib import metadata
 
 from tfx_hydra.hardware import HardwareInfo, nvidia_smi
 
-VERSIONED_PACKAGES = ("tensorflow", "keras", "hydra-core", "omegaconf", "mlflow", "numpy", "tensorflow-hub")
+VERSIONED_PACKAGES = ("tensorflow", "keras", "hydra-core", "omegaconf", "mlflow", "numpy", "tensorflow-hub",
+                      "tfx_hydra")
 
 
 @dataclass
@@ -31,15 +32,23 @@ def collect_environment(hardware: HardwareInfo) -> dict[str, str]:
     import tensorflow as tf
 
     build = tf.sysconfig.get_build_info()
-    tags = {"env.python": platform.python_version(), "env.platform": platform.platform(),
-            "env.cpu": cpu_model()}
-    for package in VERSIONED_PACKAGES:
-        tags[f"env.{package}"] = _version(package)
+    tags = software_environment()
     tags["env.cuda_build"] = str(build.get("cuda_version", "none"))
     tags["env.cudnn_build"] = str(build.get("cudnn_version", "none"))
     tags["env.gpus"] = ", ".join(g.name for g in hardware.gpus) or "none"
     tags["env.gpu_compute_capability"] = ", ".join(
         ".".join(map(str, g.compute_capability)) for g in hardware.gpus if g.compute_capability) or "none"
+    return tags
+
+
+def software_environment() -> dict[str, str]:
+    """The part of the record read without importing TensorFlow (what `reproduce` compares
+    before it runs): Python, platform, CPU, package versions, GPU names and driver."""
+    tags = {"env.python": platform.python_version(), "env.platform": platform.platform(),
+            "env.cpu": cpu_model()}
+    for package in VERSIONED_PACKAGES:
+        tags[f"env.{package}"] = _version(package)
+    tags["env.gpus"] = ", ".join(name.strip() for name in nvidia_smi("name")) or "none"
     tags["env.gpu_driver"] = gpu_driver() or "none"
     return tags
 

@@ -25,6 +25,11 @@ class TfxHydraError(CompactHydraException):
             text += f"\n  Fix: {fix}"
         super().__init__(text)
 
+    def __reduce__(self):
+        # Sweep jobs in other processes (joblib, submitit) send their error back pickled; the
+        # default rebuilds it from the formatted text and would print "ConfigError: ConfigError: ...".
+        return type(self), (self.message, self.fix)
+
 
 class ConfigError(TfxHydraError):
     """A config value has the wrong type, is out of range, or contradicts another."""

@@ -34,7 +34,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from tfx_hydra import console, tracking
+from tfx_hydra import console, sweep, tracking
 from tfx_hydra.errors import ConfigError, DataError, ExportError, TfxHydraError, TrainingError
 from tfx_hydra.schemas import Settings, SweepConfig, TrainerConfig, validate
 from tfx_hydra.strategy import is_chief
@@ -61,7 +61,8 @@ def run(cfg: DictConfig) -> float:
     launch_dir, output_dir = cfg.paths.launch_dir, cfg.paths.output_dir
     chief = is_chief(cfg.strategy.get("_target_"), cfg.strategy.get("cluster", "tf_config"))
     track = settings.tracking if chief else dataclasses.replace(settings.tracking, enabled=False)
-    with tracking.tracked_run(track, launch_dir, tags=launch_tags(cfg), resume_key=resume_key(cfg)) as tracker:
+    with tracking.tracked_run(track, launch_dir, tags=launch_tags(cfg), resume_key=resume_key(cfg),
+                              sweep_job=sweep.current_job()) as tracker:
         record_launch(tracker, cfg, output_dir, launch_dir)
 
         from tfx_hydra.hardware import setup_hardware  # first TensorFlow import of the run
@@ -84,8 +85,10 @@ def run(cfg: DictConfig) -> float:
         if not chief:
             shutil.rmtree(backup_dir, ignore_errors=True)
         metrics = evaluate(model, datasets, history, tracker)
+        record_plots(model, datasets, history, tracker, output_dir)
         exports = export_model(model, datasets, cfg.export, tracker, chief)
         objective = sweep_objective(metrics, settings.sweep)
+        tracker.log_metrics({sweep.OBJECTIVE_METRIC: objective})
 
     console.print_summary(metrics, tracker.run_id, exports, tracker.ui_command, output_dir, weights_sha256(model))
     return objective
@@ -354,6 +357,35 @@ def evaluate(model, datasets, history, tracker) -> dict[str, float]:
     tracker.log_metrics(test_metrics)
     last_epoch = {k: float(v[-1]) for k, v in history.history.items() if v}
     return last_epoch | test_metrics
+
+
+def record_plots(model, datasets, history, tracker, output_dir: str) -> None:
+    """Training curves and the test split's confusion matrix, as PNGs (and the matrix as CSV) in
+    the run's output dir and MLflow's `plots/`: what a reader of the run looks at first."""
+    if tracker.run_id is None:  # tracking off, or a non-chief worker
+        return
+    import numpy as np
+
+    from tfx_hydra.plots import plot_confusion_matrix, plot_training_curves
+
+    folder = os.path.join(output_dir, "plots")
+    os.makedirs(folder, exist_ok=True)
+    plot_training_curves(history.history, os.path.join(folder, "training_curves.png"))
+    matrix = confusion_matrix(model, datasets.test, datasets.spec.num_classes)
+    np.savetxt(os.path.join(folder, "confusion_matrix.csv"), matrix, fmt="%d", delimiter=",")
+    plot_confusion_matrix(matrix.tolist(), os.path.join(folder, "confusion_matrix.png"))
+    tracker.log_artifacts(folder, "plots")
+
+
+def confusion_matrix(model, dataset, num_classes: int):
+    """counts[true, predicted] over `dataset` (batches of inputs and integer labels)."""
+    import numpy as np
+
+    counts = np.zeros((num_classes, num_classes), dtype=np.int64)
+    for inputs, labels in dataset:
+        predicted = np.argmax(np.asarray(model(inputs, training=False)), axis=-1)
+        np.add.at(counts, (np.asarray(labels).reshape(-1).astype(int), predicted.reshape(-1)), 1)
+    return counts
 
 
 def weights_sha256(model) -> str:

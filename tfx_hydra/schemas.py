@@ -173,6 +173,7 @@ class TrackingConfig:
     experiment: str = "tfx_hydra"
     run_name: Optional[str] = None
     connect_timeout: float = 5.0
+    tags: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.experiment:

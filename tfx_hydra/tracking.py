@@ -6,13 +6,12 @@ config and environment first, gets one batched metric write per epoch (a single
 ends FINISHED, FAILED or KILLED (`tracked_run`).
 
 The store is resolved to an absolute location at launch, so sweep jobs in other
-processes share it, and a sweep creates it once before any job starts
-(`PrepareStoreCallback`): two processes creating a fresh SQLite store at once fail in
-its schema migration.
+processes share it; a sweep creates it once before any job starts, and makes the
+parent run its jobs' runs nest under (sweep.py).
 
 MLflow is imported inside the functions: importing it costs ~2 s, and `--help`,
-`--cfg job` and config validation must not pay for it. The Hydra callback below is
-instantiated on every launch, which is why this module keeps its top-level imports light.
+`--cfg job` and config validation must not pay for it. The sweep's Hydra callback
+imports this module on every launch, which is why its top-level imports stay light.
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ import urllib.request
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from tfx_hydra.errors import TrackingError
@@ -126,19 +124,6 @@ def ui_command(uri: str, launch_dir: str) -> str:
     if uri.startswith(("http://", "https://")):
         return f"open {mask_uri(uri)}"
     return f"mlflow ui --backend-store-uri {uri}"
-
-
-class PrepareStoreCallback(Callback):
-    """Create the store and experiment once, in the launching process, before sweep jobs start."""
-
-    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        tracking = validate_section(config, "tracking")  # a bad value: the same ConfigError a run gives
-        if not tracking.enabled:
-            return
-        launch_dir = config.hydra.runtime.cwd
-        uri = resolve_tracking_uri(tracking, launch_dir)
-        check_store_reachable(uri, tracking.connect_timeout)
-        open_store(uri, tracking.experiment, resolve_artifact_location(tracking, launch_dir, uri))
 
 
 # --- secrets ------------------------------------------------------------------------------
@@ -285,19 +270,24 @@ def _is_number(value: Any) -> bool:
 
 @contextmanager
 def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str],
-                resume_key: str | None = None) -> Iterator[MlflowTracker | NullTracker]:
+                resume_key: str | None = None, sweep_job=None) -> Iterator[MlflowTracker | NullTracker]:
     """Start an MLflow run and end it FINISHED, FAILED (with the error as a tag) or KILLED (Ctrl-C).
 
     With `resume_key`, an interrupted run of the same config (left RUNNING by a crash or
     kill -9, or ended KILLED) whose backup still exists is continued instead of starting
     a new one, so re-running the same command resumes it in the same MLflow run.
+    A sweep job (`sweep.SweepJob`) becomes a child of its sweep's parent run.
     """
     if not config.enabled:
         yield NullTracker()
         return
     uri = resolve_tracking_uri(config, launch_dir)
     client, experiment_id = open_store(uri, config.experiment, resolve_artifact_location(config, launch_dir, uri))
-    tags = {**tags, "resume.key": resume_key or "none"}
+    tags = {**tags, **config.tags, "resume.key": resume_key or "none"}
+    run_name = config.run_name
+    if sweep_job is not None:  # nested under the sweep's parent run in the MLflow UI
+        tags |= {"mlflow.parentRunId": sweep_job.parent_run_id, "sweep.job_num": str(sweep_job.num)}
+        run_name = run_name or sweep_job.name
     interrupted = find_interrupted_run(client, experiment_id, resume_key) if resume_key else None
     if interrupted:
         client.update_run(interrupted.info.run_id, status="RUNNING")
@@ -305,7 +295,7 @@ def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str],
                                 resumed_backup_dir=interrupted.data.tags[BACKUP_TAG])
         tracker.set_tags(tags)
     else:
-        run = client.create_run(experiment_id, run_name=config.run_name, tags=mask_secrets(tags))
+        run = client.create_run(experiment_id, run_name=run_name, tags=mask_secrets(tags))
         tracker = MlflowTracker(client, run.info.run_id, uri, launch_dir)
     previous_handler = _raise_on_sigterm()
     try:

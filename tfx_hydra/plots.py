@@ -1,0 +1,83 @@
+"""plots: the pictures a run and a sweep leave in MLflow, drawn with matplotlib's file backend.
+
+Training curves (train vs validation per epoch, one panel per metric), the test split's
+confusion matrix, and a sweep's objective per job. Each function writes one PNG and
+returns its path; they take plain numbers, so they are easy to test and reuse.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display on servers and in CI
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_training_curves(history: dict[str, Sequence[float]], path: str) -> str:
+    """One panel per metric (loss, accuracy, ...), train and val_ lines over epochs."""
+    plt = _pyplot()
+    # the training metrics that have a validation twin (throughput and timings are not curves to compare)
+    names = [k for k in history if not k.startswith("val_") and history.get(k) and (k == "loss" or f"val_{k}" in history)]
+    figure, axes = plt.subplots(1, max(1, len(names)), figsize=(5 * max(1, len(names)), 4), squeeze=False)
+    for axis, name in zip(axes[0], names):
+        epochs = range(1, len(history[name]) + 1)
+        axis.plot(epochs, history[name], marker="o", label="train")
+        if history.get(f"val_{name}"):
+            axis.plot(range(1, len(history[f"val_{name}"]) + 1), history[f"val_{name}"], marker="o",
+                      label="validation")
+        axis.set(title=name, xlabel="epoch")
+        axis.grid(alpha=0.3)
+        axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def plot_confusion_matrix(matrix: Sequence[Sequence[int]], path: str, class_names: Sequence[str] | None = None) -> str:
+    """Rows are true classes, columns predicted ones; each cell shows its count."""
+    plt = _pyplot()
+    size = len(matrix)
+    names = list(class_names) if class_names else [str(i) for i in range(size)]
+    figure, axis = plt.subplots(figsize=(max(4, 0.5 * size + 2), max(4, 0.5 * size + 2)))
+    image = axis.imshow(matrix, cmap="Blues")
+    figure.colorbar(image, ax=axis, fraction=0.046)
+    axis.set(xticks=range(size), yticks=range(size), xticklabels=names, yticklabels=names,
+             xlabel="predicted", ylabel="true", title="confusion matrix (test split)")
+    if size <= 30:  # beyond that the numbers would not fit
+        peak = max((max(row) for row in matrix), default=0)
+        for i, row in enumerate(matrix):
+            for j, count in enumerate(row):
+                axis.text(j, i, str(count), ha="center", va="center", fontsize=8,
+                          color="white" if count > peak / 2 else "black")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def plot_sweep(jobs: list[dict[str, Any]], metric: str, best_run_id: str | None, path: str) -> str:
+    """A bar per job: its objective; the best in green, jobs without a value marked by status."""
+    plt = _pyplot()
+    figure, axis = plt.subplots(figsize=(max(6, 0.8 * len(jobs) + 2), 4.5))
+    values = [j["objective"] if j["objective"] is not None and math.isfinite(j["objective"]) else 0.0 for j in jobs]
+    colors = ["tab:green" if j["run_id"] == best_run_id else "tab:blue" if j["status"] == "FINISHED" else "tab:red"
+              for j in jobs]
+    axis.bar(range(len(jobs)), values, color=colors)
+    for x, job in enumerate(jobs):
+        if job["status"] != "FINISHED" or job["objective"] is None:
+            axis.text(x, 0, job["status"], rotation=90, ha="center", va="bottom", color="tab:red")
+    axis.set_xticks(range(len(jobs)), [str(j["name"])[:40] for j in jobs], rotation=30, ha="right", fontsize=8)
+    axis.set(ylabel=metric, title=f"sweep: {metric} per job (best in green)")
+    axis.grid(axis="y", alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path

@@ -1,0 +1,268 @@
+"""`python -m tfx_hydra.reproduce RUN_ID` (or `tfx-hydra-reproduce RUN_ID`): run a tracked run again.
+
+It reads the run's exact Hydra overrides from its `.hydra/overrides.yaml` artifact, lists
+every difference between the environment the run recorded and this one (package versions,
+git commit and uncommitted change, devices, CPU) and between its config and the config the
+same overrides compose to today, then runs `python -m tfx_hydra` with those overrides into
+the same store, as a new run tagged `reproduced_from=<RUN_ID>`. Afterwards it compares the
+final metrics side by side: with `trainer.deterministic=true` on the same machine they are
+bit-identical.
+
+Everything before the re-run is checked without TensorFlow, so a wrong run id fails at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+
+from omegaconf import OmegaConf
+
+from tfx_hydra import console, tracking
+from tfx_hydra.errors import TfxHydraError
+from tfx_hydra.schemas import TrackingConfig
+
+SOURCE_TAG = "reproduced_from"
+# Wall-clock figures differ from run to run by nature; everything else must match.
+TIMING_MARKERS = ("seconds", "per_sec")
+
+
+class ReproduceError(TfxHydraError):
+    """The run to reproduce cannot be found or lacks what a re-run needs."""
+
+
+@dataclass
+class SourceRun:
+    """What the original run recorded."""
+
+    run_id: str
+    experiment_id: str
+    launch_dir: str
+    overrides: list[str]
+    config: dict
+    tags: dict[str, str]
+    metrics: dict[str, float]
+    packages: str | None = None
+    differences: list[str] = field(default_factory=list)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # three tiny downloads, no bars
+    try:
+        uri = store_uri(args.tracking_uri)
+        client = _client(uri)
+        source = fetch_run(client, args.run_id, uri)
+        source.differences = environment_differences(source) + config_differences(source)
+    except TfxHydraError as err:
+        console.console.print(str(err), markup=False)
+        return 1
+    show_differences(source)
+    command = rerun_command(source, uri, args.overrides)
+    console.info(("would run: " if args.dry_run else "re-running: ") + " ".join(
+        ["python", *(shlex.quote(part) for part in command[1:])]))
+    if args.dry_run:
+        return 0
+    done = subprocess.run(command, cwd=source.launch_dir if os.path.isdir(source.launch_dir) else None,
+                          check=False)
+    if done.returncode != 0:
+        console.warn(f"the re-run failed (exit code {done.returncode}); see its MLflow run for the error.")
+        return done.returncode
+    return compare_metrics(client, source)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m tfx_hydra.reproduce",
+        description="Re-run a tracked tfx_hydra run from its MLflow record and compare the results.")
+    parser.add_argument("run_id", help="the MLflow run id (the run page's URL and the run summary show it)")
+    parser.add_argument("--tracking-uri", default=None,
+                        help="the store holding the run (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="list the differences and the command, without running it")
+    parser.add_argument("overrides", nargs="*",
+                        help="extra overrides applied after the recorded ones (the result is then no exact copy)")
+    return parser.parse_args(argv)
+
+
+def store_uri(given: str | None) -> str:
+    """The store to read: the flag, then MLFLOW_TRACKING_URI, then the launch dir's default store."""
+    uri = given or os.environ.get("MLFLOW_TRACKING_URI")
+    if uri:
+        return tracking.resolve_tracking_uri(TrackingConfig(uri=uri), os.getcwd())
+    uri = tracking.resolve_tracking_uri(TrackingConfig(), os.getcwd())
+    if not os.path.exists(uri[len("sqlite:///"):]):
+        raise ReproduceError(f"there is no MLflow store here ({uri[len('sqlite:///'):]} does not exist).",
+                             fix="run this in the directory the run was launched from, or pass "
+                             "--tracking-uri sqlite:////abs/path/mlflow.db (or http://host:5000)")
+    return uri
+
+
+def _client(uri: str):
+    from mlflow.tracking import MlflowClient
+
+    tracking.check_store_reachable(uri, timeout=5.0)
+    return MlflowClient(tracking_uri=uri)
+
+
+def fetch_run(client, run_id: str, uri: str) -> SourceRun:
+    """The run's overrides, config, tags, metrics and package list, or a clear error."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        run = client.get_run(run_id)
+    except MlflowException:
+        raise ReproduceError(f"run {run_id} is not in the MLflow store at {tracking.mask_uri(uri)}.",
+                             fix="check the run id (the run page's URL shows it), or point at the store that "
+                             "holds it: --tracking-uri sqlite:////abs/path/mlflow.db (or http://host:5000)") from None
+    tags = run.data.tags
+    if "sweep.dir" in tags and "hydra.overrides" not in tags:
+        raise ReproduceError(f"run {run_id} is a sweep's parent run; reproduce one of its jobs.",
+                             fix=f"pick a child run of the sweep, or run the sweep again: {tags.get('command', '')}")
+    with tempfile.TemporaryDirectory(prefix="tfx_hydra-reproduce-") as folder:
+        overrides = _download_yaml(client, run_id, ".hydra/overrides.yaml", folder)
+        config = _download_yaml(client, run_id, ".hydra/config.yaml", folder)
+        packages = _download_text(client, run_id, "environment/packages.txt", folder)
+    launch_dir = str(run.data.params.get("paths.launch_dir") or os.getcwd())
+    return SourceRun(run_id=run_id, experiment_id=run.info.experiment_id, launch_dir=launch_dir,
+                     overrides=[str(o) for o in overrides], config=config, tags=dict(tags),
+                     metrics=dict(run.data.metrics), packages=packages)
+
+
+def _download_yaml(client, run_id: str, path: str, folder: str):
+    from mlflow.exceptions import MlflowException
+
+    try:
+        local = client.download_artifacts(run_id, path, folder)
+    except (MlflowException, OSError):
+        raise ReproduceError(f"run {run_id} has no '{path}' artifact, so its config cannot be recovered.",
+                             fix="only runs started by tfx_hydra (which log .hydra/ first) can be reproduced; "
+                             "check that the run's artifacts were not deleted") from None
+    return OmegaConf.to_container(OmegaConf.load(local), resolve=False)
+
+
+def _download_text(client, run_id: str, path: str, folder: str) -> str | None:
+    try:
+        with open(client.download_artifacts(run_id, path, folder), encoding="utf-8") as text:
+            return text.read()
+    except Exception:  # noqa: BLE001 - older runs may lack it; the comparison then says so
+        return None
+
+
+# --- what is different now -------------------------------------------------------------
+
+def environment_differences(source: SourceRun) -> list[str]:
+    """Every recorded environment value that is not what this machine has now."""
+    from tfx_hydra.environment import git_state, installed_packages, software_environment
+
+    now = software_environment()
+    differences = [f"{key[len('env.'):]}: {source.tags[key]} then, {value} now"
+                   for key, value in now.items() if key in source.tags and source.tags[key] != value]
+    git = git_state(source.launch_dir if os.path.isdir(source.launch_dir) else os.getcwd())
+    recorded_commit = source.tags.get("git.commit", "")
+    if (git.commit or "none (not a git work tree)") != recorded_commit:
+        differences.append(f"git commit: {recorded_commit} then, {git.commit or 'none'} now "
+                           f"(git checkout {recorded_commit[:12]} to run the same code)")
+    if source.tags.get("git.dirty") == "True":
+        differences.append("the run used uncommitted changes: its diff is the artifact environment/git.diff "
+                           "(git apply it on that commit)")
+    if git.dirty:
+        differences.append("the work tree has uncommitted changes now")
+    if source.packages is None:
+        differences.append("packages: the run recorded no package list")
+    else:
+        differences += package_differences(source.packages, installed_packages())
+    return differences
+
+
+def package_differences(then: str, now: str) -> list[str]:
+    """'numpy: 2.4.6 then, 2.4.7 now' for each package whose version changed, came or went."""
+    def parse(listing: str) -> dict[str, str]:
+        return dict(line.split("==", 1) for line in listing.splitlines() if "==" in line)
+
+    before, after = parse(then), parse(now)
+    return [f"package {name}: {before.get(name, 'absent')} then, {after.get(name, 'absent')} now"
+            for name in sorted(set(before) | set(after))
+            if before.get(name) != after.get(name) and name != "tfx_hydra"]
+
+
+def config_differences(source: SourceRun) -> list[str]:
+    """Keys whose value the recorded overrides compose to differently today (the code's
+    defaults changed since the run)."""
+    from hydra import compose, initialize_config_module
+    from hydra.errors import HydraException
+
+    try:
+        with initialize_config_module(config_module="tfx_hydra.conf", version_base="1.3"):
+            today = compose(config_name="config", overrides=source.overrides)
+    except HydraException as err:
+        return [f"config: the recorded overrides no longer compose ({err})"]
+    now = tracking.flatten(_without_hydra(OmegaConf.to_container(today, resolve=False)))
+    then = tracking.flatten(_without_hydra(source.config))
+    return [f"config {key}: {then.get(key, 'absent')} then, {now.get(key, 'absent')} now"
+            for key in sorted(set(then) | set(now)) if then.get(key) != now.get(key)]
+
+
+def _without_hydra(container: dict) -> dict:
+    return {k: v for k, v in container.items() if k != "hydra"}
+
+
+def show_differences(source: SourceRun) -> None:
+    if not source.differences:
+        console.info(f"run {source.run_id}: this environment and config match what it recorded.")
+        return
+    console.warn(f"run {source.run_id} ran in a different environment or config; {len(source.differences)} "
+                 "difference(s):")
+    for line in source.differences:
+        console.console.print(f"  - {line}", markup=False)
+
+
+# --- the re-run -------------------------------------------------------------------------
+
+def rerun_command(source: SourceRun, uri: str, extra: list[str]) -> list[str]:
+    """`python -m tfx_hydra <recorded overrides>` into the same store, tagged with the source run."""
+    kept = [o for o in source.overrides
+            if not o.lstrip("+~").startswith(("tracking.uri=", f"tracking.tags.{SOURCE_TAG}="))]
+    return [sys.executable, "-m", "tfx_hydra", *kept, *extra, f"tracking.uri={uri}",
+            f"+tracking.tags.{SOURCE_TAG}={source.run_id}"]
+
+
+def compare_metrics(client, source: SourceRun) -> int:
+    """Print the original's and the re-run's final metrics side by side; tag the re-run with the verdict."""
+    from rich.table import Table
+
+    runs = client.search_runs([source.experiment_id], filter_string=f"tags.{SOURCE_TAG} = '{source.run_id}'",
+                              order_by=["attributes.start_time DESC"], max_results=1)
+    if not runs:
+        raise ReproduceError("the re-run finished but its MLflow run cannot be found.",
+                             fix="check that tracking is enabled in the recorded config")
+    rerun = runs[0]
+    compared = sorted(k for k in source.metrics if not any(m in k for m in TIMING_MARKERS))
+    table = Table(title=f"run {source.run_id} reproduced as {rerun.info.run_id}", title_justify="left")
+    for column in ("metric", "original", "reproduced", "identical"):
+        table.add_column(column)
+    different = []
+    for key in compared:
+        then, now = source.metrics[key], rerun.data.metrics.get(key)
+        same = now is not None and then == now
+        if not same:
+            different.append(key)
+        table.add_row(key, repr(then), repr(now), "yes" if same else "[bold red]no[/]")
+    console.console.print(table)
+    client.set_tag(rerun.info.run_id, "reproduce.identical_metrics", str(not different).lower())
+    if different:
+        client.set_tag(rerun.info.run_id, "reproduce.different_metrics", ", ".join(different))
+        console.warn(f"{len(different)} metric(s) differ. Bit-identical re-runs need trainer.deterministic=true, "
+                     "the same code, packages and devices (see the differences above).")
+    else:
+        console.info(f"all {len(compared)} final metrics are bit-identical (timings aside).")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

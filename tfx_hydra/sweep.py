@@ -1,0 +1,283 @@
+"""sweep: a multirun recorded as one parent MLflow run with one child run per job.
+
+Hydra calls `SweepCallback` in the launching process (`on_multirun_start/end`) and in
+every job's own process (`on_job_start/end`), whichever launcher runs the jobs:
+in-process (basic), local processes (joblib, submitit_local) or Slurm nodes
+(submitit_slurm). So the parent run is made once, before any job, and its id travels
+to the jobs through a small file in the sweep directory: every launcher shares that
+folder (Slurm jobs see it on the cluster's shared filesystem), and nothing depends on
+the launcher pickling our state or forwarding our environment. In the job's process
+the callback hands the id to the run as `TFX_HYDRA_SWEEP_JOB` (a JSON environment
+variable, read by `current_job`), so the task function never guesses whether it is in a sweep.
+
+When the sweep ends, the parent gets the jobs' count by status, the best objective
+(`sweep.metric`, `sweep.direction`) with a tag naming the best child, and a table and
+plot comparing the jobs. Hydra's basic sweeper raises after a batch with a failed
+job, so `on_multirun_end` never comes: an exit hook then closes the parent as FAILED
+with the same summary, rather than leaving it RUNNING.
+
+The store itself is created here too, before any job starts: two processes creating a
+fresh SQLite store at once fail in its schema migration.
+"""
+
+from __future__ import annotations
+
+import atexit
+import csv
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from tfx_hydra import tracking
+from tfx_hydra.schemas import validate_section
+
+PARENT_RUN_FILE = "mlflow_parent_run.json"  # in the sweep dir
+JOB_ENV = "TFX_HYDRA_SWEEP_JOB"
+SUMMARY_CSV = "sweep_summary.csv"
+SUMMARY_PNG = "sweep_summary.png"
+
+
+@dataclass
+class SweepJob:
+    """What a run needs to know about the sweep it belongs to."""
+
+    parent_run_id: str
+    num: int
+    name: str
+
+
+def current_job() -> SweepJob | None:
+    """The sweep job this process runs, as the callback announced it; None outside a sweep."""
+    raw = os.environ.get(JOB_ENV)
+    return SweepJob(**json.loads(raw)) if raw else None
+
+
+class SweepCallback(Callback):
+    """Hydra callback (conf/config.yaml: hydra.callbacks.mlflow_sweep)."""
+
+    def __init__(self) -> None:
+        self._parent: _Parent | None = None
+
+    # --- launching process ------------------------------------------------------------
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        settings = validate_section(config, "tracking")  # a bad value: the same ConfigError a run gives
+        if not settings.enabled:
+            return
+        launch_dir = config.hydra.runtime.cwd
+        uri = tracking.resolve_tracking_uri(settings, launch_dir)
+        tracking.check_store_reachable(uri, settings.connect_timeout)
+        client, experiment_id = tracking.open_store(
+            uri, settings.experiment, tracking.resolve_artifact_location(settings, launch_dir, uri))
+        sweep_dir = os.path.abspath(str(config.hydra.sweep.dir))
+        os.makedirs(sweep_dir, exist_ok=True)
+        run_id = _reopen_parent(client, sweep_dir)  # the same sweep dir re-run: the same parent
+        if run_id is None:
+            run = client.create_run(experiment_id, run_name=_sweep_name(config, sweep_dir),
+                                    tags=tracking.mask_secrets(sweep_tags(config, sweep_dir)))
+            run_id = run.info.run_id
+        with open(os.path.join(sweep_dir, PARENT_RUN_FILE), "w", encoding="utf-8") as record:
+            json.dump({"run_id": run_id, "uri": uri, "swept_keys": swept_keys(config)}, record)
+        self._parent = _Parent(client, run_id, sweep_dir, config.sweep.metric, config.sweep.direction)
+        atexit.register(self._parent.close_unfinished)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if self._parent is not None:
+            atexit.unregister(self._parent.close_unfinished)
+            self._parent.close("FINISHED")
+
+    # --- each job's process -------------------------------------------------------------
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        record = _read_parent_record(str(config.hydra.sweep.dir)) if _in_multirun(config) else None
+        if record is None:
+            return
+        num = int(config.hydra.job.num)
+        overrides = list(config.hydra.overrides.task)
+        os.environ[JOB_ENV] = json.dumps({"parent_run_id": record["run_id"], "num": num,
+                                          "name": job_name(num, overrides, record["swept_keys"])})
+
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        job = current_job()
+        os.environ.pop(JOB_ENV, None)
+        if job is None or job_return.status.name != "FAILED":
+            return
+        record = _read_parent_record(str(config.hydra.sweep.dir))
+        _record_failure_without_run(record["uri"], job, config, job_return.return_value)
+
+
+class _Parent:
+    """The parent run, as the launching process closes it."""
+
+    def __init__(self, client, run_id: str, sweep_dir: str, metric: str, direction: str) -> None:
+        self.client, self.run_id, self.sweep_dir = client, run_id, sweep_dir
+        self.metric, self.direction = metric, direction
+
+    def close(self, status: str, note: str | None = None) -> None:
+        jobs = summarize_jobs(self.client, self.run_id, self.metric)
+        counts = {state: sum(j["status"] == state for j in jobs) for state in ("FINISHED", "FAILED", "KILLED")}
+        if status == "FINISHED" and jobs and counts["FINISHED"] == 0:
+            status = "FAILED"
+            note = note or "no job of the sweep finished"
+        tags = {"sweep.jobs": len(jobs), "sweep.finished": counts["FINISHED"], "sweep.failed": counts["FAILED"],
+                "sweep.killed": counts["KILLED"]}
+        metrics = {"jobs": len(jobs), "jobs_finished": counts["FINISHED"], "jobs_failed": counts["FAILED"]}
+        best = best_job(jobs, self.direction)
+        if best is not None:
+            tags |= {"sweep.best_run_id": best["run_id"], "sweep.best_run_name": best["name"]}
+            metrics[f"best_{self.metric}"] = best["objective"]
+        if note:
+            tags["error"] = note
+        from mlflow.entities import Metric, RunTag
+
+        self.client.log_batch(self.run_id, metrics=[Metric(k, float(v), _now_ms(), 0) for k, v in metrics.items()],
+                              tags=[RunTag(k, str(v)) for k, v in tags.items()])
+        if jobs:
+            write_summary(jobs, self.sweep_dir, self.metric, best)
+            for name in (SUMMARY_CSV, SUMMARY_PNG):
+                self.client.log_artifact(self.run_id, os.path.join(self.sweep_dir, name))
+        self.client.set_terminated(self.run_id, status=status)
+
+    def close_unfinished(self) -> None:
+        """Exit hook: the sweep stopped before Hydra's end (a failed job under the basic sweeper, Ctrl-C)."""
+        try:
+            killed = any(j["status"] == "KILLED" for j in summarize_jobs(self.client, self.run_id, self.metric))
+            self.close("KILLED" if killed else "FAILED",
+                       note="the sweep stopped before all its jobs ran: see the failed or killed child runs")
+        except Exception as err:  # at exit, say what was lost rather than raise into nothing
+            print(f"tfx_hydra: could not close the sweep's MLflow parent run {self.run_id}: {err}")
+
+
+# --- what the parent records ------------------------------------------------------------
+
+def sweep_tags(config: DictConfig, sweep_dir: str) -> dict[str, str]:
+    """How the sweep was launched: its overrides, launcher and sweeper, and where it writes."""
+    overrides = list(config.hydra.overrides.task)
+    tags = {
+        "sweep.overrides": " ".join(overrides),
+        "sweep.launcher": str(config.hydra.launcher.get("_target_", "")),
+        "sweep.sweeper": str(config.hydra.sweeper.get("_target_", "")),
+        "sweep.dir": sweep_dir,
+        "sweep.metric": str(config.sweep.metric),
+        "sweep.direction": str(config.sweep.direction),
+        "command": " ".join(["python -m tfx_hydra -m", *overrides]),
+    }
+    params = config.hydra.sweeper.get("params")
+    if params:
+        tags["sweep.params"] = json.dumps(OmegaConf.to_container(params, resolve=False), sort_keys=True)
+    return tags
+
+
+def swept_keys(config: DictConfig) -> list[str]:
+    """Config keys the sweep varies: comma/range/choice overrides and a sweeper's `params`."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+    keys = [o.get_key_element() for o in parsed if o.is_sweep_override()]
+    params = config.hydra.sweeper.get("params") or {}
+    return keys + [str(k) for k in params if str(k) not in keys]
+
+
+def job_name(num: int, overrides: list[str], keys: list[str]) -> str:
+    """'3: model.units=128 optimizer.learning_rate=0.01' — what sets this job apart."""
+    own = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") in keys]
+    return f"{num}: {' '.join(own)}"[:200] if own else f"job {num}"
+
+
+def summarize_jobs(client, parent_run_id: str, metric: str) -> list[dict[str, Any]]:
+    """One row per child run: its job number, name, status, objective and error."""
+    parent = client.get_run(parent_run_id)
+    children = client.search_runs([parent.info.experiment_id],
+                                  filter_string=f"tags.`mlflow.parentRunId` = '{parent_run_id}'", max_results=5000)
+    rows = []
+    for child in children:
+        tags = child.data.tags
+        rows.append({"job": int(tags.get("sweep.job_num", -1)), "name": child.info.run_name,
+                     "run_id": child.info.run_id, "status": child.info.status,
+                     "objective": child.data.metrics.get(OBJECTIVE_METRIC),
+                     "error": tags.get("error", "")})
+    return sorted(rows, key=lambda row: row["job"])
+
+
+OBJECTIVE_METRIC = "objective"  # the value run() returned to the sweeper (sweep.metric's final value)
+
+
+def best_job(jobs: list[dict[str, Any]], direction: str) -> dict[str, Any] | None:
+    scored = [j for j in jobs if j["status"] == "FINISHED" and j["objective"] is not None]
+    if not scored:
+        return None
+    pick = max if direction == "maximize" else min
+    return pick(scored, key=lambda j: j["objective"])
+
+
+def write_summary(jobs: list[dict[str, Any]], folder: str, metric: str, best: dict[str, Any] | None) -> None:
+    """sweep_summary.csv (one row per job) and sweep_summary.png (the objective per job, best in green)."""
+    with open(os.path.join(folder, SUMMARY_CSV), "w", newline="", encoding="utf-8") as table:
+        writer = csv.DictWriter(table, fieldnames=["job", "name", "run_id", "status", "objective", "error"])
+        writer.writeheader()
+        writer.writerows(jobs)
+    from tfx_hydra.plots import plot_sweep
+
+    plot_sweep(jobs, metric, best["run_id"] if best else None, os.path.join(folder, SUMMARY_PNG))
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+def _in_multirun(config: DictConfig) -> bool:
+    from hydra.types import RunMode
+
+    return config.hydra.mode == RunMode.MULTIRUN
+
+
+def _sweep_name(config: DictConfig, sweep_dir: str) -> str:
+    """'sweep 2026-11-30/23-01-02-123456' (the sweep dir under multirun/)."""
+    parts = sweep_dir.rstrip(os.sep).split(os.sep)
+    return "sweep " + "/".join(parts[-2:])
+
+
+def _read_parent_record(sweep_dir: str) -> dict[str, Any] | None:
+    try:
+        with open(os.path.join(os.path.abspath(sweep_dir), PARENT_RUN_FILE), encoding="utf-8") as record:
+            return json.load(record)
+    except FileNotFoundError:
+        return None  # tracking=none, or a launcher without our callback's start
+
+
+def _reopen_parent(client, sweep_dir: str) -> str | None:
+    """Re-running a sweep into the same sweep dir continues its parent run."""
+    record = _read_parent_record(sweep_dir)
+    if record is None:
+        return None
+    try:
+        client.update_run(record["run_id"], status="RUNNING")
+    except Exception:  # noqa: BLE001 - a parent from another store or deleted: start a new one
+        return None
+    return record["run_id"]
+
+
+def _record_failure_without_run(uri: str, job: SweepJob, config: DictConfig, error: Any) -> None:
+    """A job that failed before its run started (a bad value for one job) still shows under the
+    parent, FAILED with its error, so the sweep's count of failures is complete."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    parent = client.get_run(job.parent_run_id)
+    existing = client.search_runs([parent.info.experiment_id], max_results=1, filter_string=(
+        f"tags.`mlflow.parentRunId` = '{job.parent_run_id}' and tags.`sweep.job_num` = '{job.num}'"))
+    if existing:
+        return
+    run = client.create_run(parent.info.experiment_id, run_name=job.name, tags=tracking.mask_secrets({
+        "mlflow.parentRunId": job.parent_run_id, "sweep.job_num": str(job.num),
+        "hydra.overrides": " ".join(config.hydra.overrides.task),
+        "error": tracking.describe_error(error) if isinstance(error, BaseException) else str(error)}))
+    client.set_terminated(run.info.run_id, status="FAILED")
+
+
+def _now_ms() -> int:
+    import time
+
+    return int(time.time() * 1000)
