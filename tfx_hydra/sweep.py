@@ -39,6 +39,8 @@ PARENT_RUN_FILE = "mlflow_parent_run.json"  # in the sweep dir
 JOB_ENV = "TFX_HYDRA_SWEEP_JOB"
 SUMMARY_CSV = "sweep_summary.csv"
 SUMMARY_PNG = "sweep_summary.png"
+# What Hydra's sweepers write in the sweep dir: the sweep's config, Optuna's best parameters.
+SWEEP_RECORDS = ("multirun.yaml", "optimization_results.yaml")
 
 
 @dataclass
@@ -107,7 +109,7 @@ class SweepCallback(Callback):
         if job is None or job_return.status.name != "FAILED":
             return
         record = _read_parent_record(str(config.hydra.sweep.dir))
-        _record_failure_without_run(record["uri"], job, config, job_return.return_value)
+        _record_failure_without_run(record["uri"], job, config, job_return)
 
 
 class _Parent:
@@ -116,8 +118,12 @@ class _Parent:
     def __init__(self, client, run_id: str, sweep_dir: str, metric: str, direction: str) -> None:
         self.client, self.run_id, self.sweep_dir = client, run_id, sweep_dir
         self.metric, self.direction = metric, direction
+        self.closed = False
 
     def close(self, status: str, note: str | None = None) -> None:
+        if self.closed:
+            return
+        self.closed = True
         jobs = summarize_jobs(self.client, self.run_id, self.metric)
         counts = {state: sum(j["status"] == state for j in jobs) for state in ("FINISHED", "FAILED", "KILLED")}
         if status == "FINISHED" and jobs and counts["FINISHED"] == 0:
@@ -138,7 +144,8 @@ class _Parent:
                               tags=[RunTag(k, str(v)) for k, v in tags.items()])
         if jobs:
             write_summary(jobs, self.sweep_dir, self.metric, best)
-            for name in (SUMMARY_CSV, SUMMARY_PNG):
+        for name in (SUMMARY_CSV, SUMMARY_PNG, *SWEEP_RECORDS):
+            if os.path.exists(os.path.join(self.sweep_dir, name)):
                 self.client.log_artifact(self.run_id, os.path.join(self.sweep_dir, name))
         self.client.set_terminated(self.run_id, status=status)
 
@@ -147,7 +154,8 @@ class _Parent:
         try:
             killed = any(j["status"] == "KILLED" for j in summarize_jobs(self.client, self.run_id, self.metric))
             self.close("KILLED" if killed else "FAILED",
-                       note="the sweep stopped before all its jobs ran: see the failed or killed child runs")
+                       note="the sweep ended with an error: Hydra's sweeper stops after the batch of jobs in which "
+                       "one failed or was interrupted (see the FAILED/KILLED child runs); later batches did not run")
         except Exception as err:  # at exit, say what was lost rather than raise into nothing
             print(f"tfx_hydra: could not close the sweep's MLflow parent run {self.run_id}: {err}")
 
@@ -259,7 +267,7 @@ def _reopen_parent(client, sweep_dir: str) -> str | None:
     return record["run_id"]
 
 
-def _record_failure_without_run(uri: str, job: SweepJob, config: DictConfig, error: Any) -> None:
+def _record_failure_without_run(uri: str, job: SweepJob, config: DictConfig, job_return: Any) -> None:
     """A job that failed before its run started (a bad value for one job) still shows under the
     parent, FAILED with its error, so the sweep's count of failures is complete."""
     from mlflow.tracking import MlflowClient
@@ -270,6 +278,11 @@ def _record_failure_without_run(uri: str, job: SweepJob, config: DictConfig, err
         f"tags.`mlflow.parentRunId` = '{job.parent_run_id}' and tags.`sweep.job_num` = '{job.num}'"))
     if existing:
         return
+    try:
+        job_return.return_value  # Hydra's JobReturn raises a failed job's exception when asked for its value
+        error: Any = "failed"
+    except BaseException as err:  # noqa: BLE001 - any failure is recorded as the job's error
+        error = err
     run = client.create_run(parent.info.experiment_id, run_name=job.name, tags=tracking.mask_secrets({
         "mlflow.parentRunId": job.parent_run_id, "sweep.job_num": str(job.num),
         "hydra.overrides": " ".join(config.hydra.overrides.task),

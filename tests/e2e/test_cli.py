@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -69,6 +70,20 @@ def test_default_run_is_recorded_in_mlflow(default_run):
     assert run.data.tags["mlflow.model_uri"] == f"runs:/{run.info.run_id}/model"
 
 
+def test_default_run_logs_its_plots_and_objective(default_run):
+    launch, _ = default_run
+    (run,) = mlflow_runs(launch)
+    client = mlflow_client(launch)
+    assert run.data.metrics["objective"] == run.data.metrics["val_accuracy"]  # sweep.metric's final value
+    assert {"plots/training_curves.png", "plots/confusion_matrix.png", "plots/confusion_matrix.csv"} <= \
+        artifact_paths(client, run.info.run_id)
+    folder = Path(client.download_artifacts(run.info.run_id, "plots", str(launch / "downloaded")))
+    assert (folder / "training_curves.png").read_bytes()[:4] == b"\x89PNG"
+    matrix = np.loadtxt(folder / "confusion_matrix.csv", delimiter=",", dtype=int)
+    assert matrix.shape == (10, 10)  # digits: 10 classes
+    assert np.trace(matrix) / matrix.sum() == pytest.approx(run.data.metrics["test_accuracy"], abs=1e-6)
+
+
 def test_default_run_exports_in_tf_serving_layout(default_run):
     launch, _ = default_run
     (run,) = mlflow_runs(launch)
@@ -89,18 +104,6 @@ def test_headline_command_on_a_machine_without_an_a100(tmp_path):
     assert run.info.status == "FINISHED"
     assert run.data.tags["hardware.mismatch"].startswith("hardware=a100 expects 1 GPU")
     assert run.data.tags["precision.policy"] == "mixed_float16"
-
-
-def test_a_sweep_lands_in_multirun_and_one_store(tmp_path):
-    done = run_cli(["trainer.epochs=1,2", "model.units=64,128", "data.limit=200"], cwd=tmp_path, multirun=True)
-    assert done.returncode == 0, done.stderr[-3000:]
-    (sweep_dir,) = [p for p in (tmp_path / "multirun").glob("*/*") if p.is_dir()]
-    assert sorted(p.name for p in sweep_dir.iterdir() if p.is_dir()) == ["0", "1", "2", "3"]
-    runs = mlflow_runs(tmp_path)
-    assert sorted((r.data.params["trainer.epochs"], r.data.params["model.units"]) for r in runs) == [
-        ("1", "128"), ("1", "64"), ("2", "128"), ("2", "64")]
-    assert {r.info.status for r in runs} == {"FINISHED"}
-    assert not (tmp_path / "outputs").exists()
 
 
 def test_seed_experiment_on_a_local_mnist_file(tmp_path, mnist_npz):

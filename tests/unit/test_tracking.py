@@ -11,7 +11,6 @@ from tests.helpers import free_ports
 from tfx_hydra.errors import TrackingError
 from tfx_hydra.schemas import TrackingConfig
 from tfx_hydra.tracking import (
-    PrepareStoreCallback,
     check_store_reachable,
     flatten,
     mask_secrets,
@@ -98,24 +97,3 @@ def test_tracking_none_writes_nothing(tmp_path):
         tracker.log_epoch(0, {"loss": 1.0})
         assert tracker.run_id is None
     assert list(tmp_path.iterdir()) == []
-
-
-def test_the_sweep_callback_creates_the_store_once_before_jobs(tmp_path):
-    from omegaconf import OmegaConf
-
-    config = OmegaConf.create({"tracking": {"enabled": True, "experiment": "sweeps"},
-                               "hydra": {"runtime": {"cwd": str(tmp_path)}}})
-    PrepareStoreCallback().on_multirun_start(config)
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
-    assert client.get_experiment_by_name("sweeps").artifact_location == f"{tmp_path}/mlruns/sweeps"
-
-
-def test_the_sweep_callback_reports_a_bad_tracking_value_like_a_run_does(tmp_path):
-    from omegaconf import OmegaConf
-
-    from tfx_hydra.errors import ConfigError
-
-    config = OmegaConf.create({"tracking": {"connect_timeout": "soon"}, "hydra": {"runtime": {"cwd": str(tmp_path)}}})
-    with pytest.raises(ConfigError, match=r"tracking.connect_timeout got 'soon', which has the wrong type"):
-        PrepareStoreCallback().on_multirun_start(config)
-    assert not (tmp_path / "mlflow.db").exists()

@@ -1,0 +1,105 @@
+"""Sweeps through the real CLI: `python -m tfx_hydra -m ...` with Hydra's basic, joblib and
+submitit_local launchers and the Optuna sweeper, read back from the MLflow store: one parent run
+per sweep, every job a child run nested under it, the objective on each child and the best on
+the parent, failures counted."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+import yaml
+
+from tests.helpers import mlflow_client, mlflow_runs, run_cli
+
+pytestmark = pytest.mark.slow
+
+FAST = ["trainer.epochs=1", "data.limit=200", "export=none", "export.mlflow_model=false"]
+
+
+def parent_and_children(launch):
+    runs = mlflow_runs(launch)
+    (parent,) = [r for r in runs if "sweep.dir" in r.data.tags]
+    children = sorted((r for r in runs if r is not parent), key=lambda r: int(r.data.tags["sweep.job_num"]))
+    assert all(c.data.tags["mlflow.parentRunId"] == parent.info.run_id for c in children)
+    return parent, children
+
+
+def assert_best_on_parent(parent, children):
+    finished = [c for c in children if c.info.status == "FINISHED"]
+    best = max(finished, key=lambda c: c.data.metrics["objective"])
+    assert parent.data.metrics["best_val_accuracy"] == best.data.metrics["objective"]
+    assert parent.data.tags["sweep.best_run_id"] == best.info.run_id
+    for child in finished:  # the objective is sweep.metric's final value
+        assert child.data.metrics["objective"] == child.data.metrics["val_accuracy"]
+
+
+def test_basic_launcher_sweep_nests_every_job_under_one_parent(tmp_path):
+    done = run_cli(["model.units=32,64", "trainer.batch_size=16,32", *FAST], cwd=tmp_path, multirun=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (sweep_dir,) = [p for p in (tmp_path / "multirun").glob("*/*") if p.is_dir()]
+    assert sorted(p.name for p in sweep_dir.iterdir() if p.is_dir()) == ["0", "1", "2", "3"]
+    assert not (tmp_path / "outputs").exists()
+    parent, children = parent_and_children(tmp_path)
+    assert parent.info.status == "FINISHED"
+    assert parent.info.run_name == "sweep " + "/".join(sweep_dir.parts[-2:])
+    assert parent.data.tags["sweep.launcher"].endswith("BasicLauncher")
+    assert parent.data.tags["sweep.overrides"].startswith("model.units=32,64 trainer.batch_size=16,32")
+    assert [c.info.run_name for c in children] == [
+        "0: model.units=32 trainer.batch_size=16", "1: model.units=32 trainer.batch_size=32",
+        "2: model.units=64 trainer.batch_size=16", "3: model.units=64 trainer.batch_size=32"]
+    assert sorted((c.data.params["model.units"], c.data.params["trainer.batch_size"]) for c in children) == [
+        ("32", "16"), ("32", "32"), ("64", "16"), ("64", "32")]
+    assert {c.info.status for c in children} == {"FINISHED"}
+    assert_best_on_parent(parent, children)
+    assert parent.data.tags["sweep.jobs"] == "4" and parent.data.tags["sweep.failed"] == "0"
+    client = mlflow_client(tmp_path)
+    assert {a.path for a in client.list_artifacts(parent.info.run_id)} == {
+        "sweep_summary.csv", "sweep_summary.png", "multirun.yaml"}
+    with open(sweep_dir / "sweep_summary.csv", encoding="utf-8") as table:
+        rows = list(csv.DictReader(table))
+    assert [r["run_id"] for r in rows] == [c.info.run_id for c in children]
+
+
+def test_joblib_jobs_in_other_processes_nest_and_a_failed_job_is_counted(tmp_path):
+    done = run_cli(["hydra/launcher=parallel", "trainer.loss=sparse_categorical_crossentropy,no_such_loss",
+                    "model.units=32,64", *FAST], cwd=tmp_path, multirun=True)
+    assert done.returncode == 1  # Hydra reports the failed job once all jobs of the batch have run
+    assert "ConfigError: trainer.loss: Keras does not know 'no_such_loss'." in done.stderr
+    assert "ConfigError: ConfigError" not in done.stderr
+    parent, children = parent_and_children(tmp_path)
+    assert parent.data.tags["sweep.launcher"].endswith("JoblibLauncher")
+    statuses = {c.data.tags["sweep.job_num"]: c.info.status for c in children}
+    assert statuses == {"0": "FINISHED", "1": "FINISHED", "2": "FAILED", "3": "FAILED"}
+    failed = [c for c in children if c.info.status == "FAILED"]
+    assert all("Keras does not know 'no_such_loss'" in c.data.tags["error"] for c in failed)
+    assert parent.info.status == "FAILED"  # closed with the sweep's error, not left RUNNING
+    assert (parent.data.tags["sweep.failed"], parent.data.tags["sweep.finished"]) == ("2", "2")
+    assert_best_on_parent(parent, children)
+
+
+def test_submitit_local_jobs_nest_under_the_parent(tmp_path):
+    done = run_cli(["hydra/launcher=local_gpus", "model.units=32,64", *FAST], cwd=tmp_path, multirun=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    parent, children = parent_and_children(tmp_path)
+    assert parent.data.tags["sweep.launcher"].endswith("submitit_launcher.LocalLauncher")
+    assert [c.info.status for c in children] == ["FINISHED", "FINISHED"]
+    assert_best_on_parent(parent, children)
+    sweep_dir = parent.data.tags["sweep.dir"]
+    assert all(c.data.params["paths.output_dir"].startswith(sweep_dir) for c in children)
+
+
+def test_optuna_search_runs_seeded_trials_as_child_runs(tmp_path):
+    done = run_cli(["hparams_search=optuna", "hydra.sweeper.n_trials=3", *FAST], cwd=tmp_path, multirun=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    parent, children = parent_and_children(tmp_path)
+    assert parent.data.tags["sweep.sweeper"].endswith("OptunaSweeper")
+    assert len(children) == 3 and {c.info.status for c in children} == {"FINISHED"}
+    tried = {(c.data.params["optimizer.learning_rate"], c.data.params["model.units"]) for c in children}
+    assert len(tried) == 3  # three different proposals
+    assert children[0].info.run_name.startswith("0: optimizer.learning_rate=")
+    assert_best_on_parent(parent, children)
+    client = mlflow_client(tmp_path)
+    results = yaml.safe_load(open(client.download_artifacts(parent.info.run_id, "optimization_results.yaml",
+                                                             str(tmp_path)), encoding="utf-8"))
+    assert results["best_value"] == pytest.approx(parent.data.metrics["best_val_accuracy"])
