@@ -1,0 +1,110 @@
+"""The MLflow UI as a user sees it: a real sweep, a real `mlflow server`, headless Chromium.
+
+Runs a two-job sweep, starts `mlflow server` on 127.0.0.1 (~20 s to come up here), opens the
+experiment's runs page in Debian's chromium driven by Playwright, and checks that the sweep's
+parent run is listed, that expanding it shows both jobs nested under it (indented), and that a
+job's page shows its parent, params and metrics. Screenshots go to test-artifacts/ in the repo.
+
+Needs /usr/bin/chromium (`apt-get install -y chromium`; `.ci/run` installs it). Without it the
+test is skipped, except where TFX_HYDRA_REQUIRE_BROWSER=1 (CI) makes that a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO, cli_env, free_ports, mlflow_runs, run_cli, wait_for_http
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = "/usr/bin/chromium"
+SCREENSHOTS = REPO / "test-artifacts"
+
+
+def require_browser():
+    missing = [what for what, ok in (("chromium", os.path.exists(CHROMIUM)),
+                                     ("playwright", shutil.which("playwright") or _importable("playwright")))
+               if not ok]
+    if missing:
+        message = f"{' and '.join(missing)} not installed (apt-get install -y chromium; pip install -e '.[dev]')"
+        if os.environ.get("TFX_HYDRA_REQUIRE_BROWSER") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+@pytest.fixture
+def sweep_on_a_server(tmp_path):
+    require_browser()
+    done = run_cli(["model.units=32,64", "trainer.epochs=1", "data.limit=200", "export=none",
+                    "export.mlflow_model=false"], cwd=tmp_path, multirun=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (port,) = free_ports(1)
+    mlflow = Path(sys.executable).parent / "mlflow"
+    server = subprocess.Popen([str(mlflow), "server", "--backend-store-uri", f"sqlite:///{tmp_path}/mlflow.db",
+                               "--host", "127.0.0.1", "--port", str(port)], cwd=tmp_path, env=cli_env(),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_http(f"{base}/health", server, timeout=120, what="mlflow server")
+        yield base, mlflow_runs(tmp_path)
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)  # the server's workers share its process group
+        server.wait(timeout=30)
+
+
+def test_the_sweep_is_nested_in_the_mlflow_ui_and_a_job_shows_params_and_metrics(sweep_on_a_server):
+    from playwright.sync_api import sync_playwright
+
+    base, runs = sweep_on_a_server
+    (parent,) = [r for r in runs if "sweep.dir" in r.data.tags]
+    children = {r.info.run_name: r for r in runs if r is not parent}
+    assert set(children) == {"0: model.units=32", "1: model.units=64"}
+    SCREENSHOTS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 2400})
+            page.goto(f"{base}/#/experiments/{parent.info.experiment_id}/runs")
+            parent_link = page.get_by_role("link", name=parent.info.run_name)
+            parent_link.wait_for(timeout=60_000)
+            assert page.get_by_role("link", name="0: model.units=32").count() == 0  # collapsed under the parent
+
+            page.locator("[role=gridcell][col-id='attributes.`Run Name`'] button").first.click()  # expand
+            child_links = [page.get_by_role("link", name=name) for name in sorted(children)]
+            for link in child_links:
+                link.wait_for(timeout=30_000)
+            page.screenshot(path=str(SCREENSHOTS / "mlflow_ui_sweep_runs.png"))
+            parent_box = parent_link.bounding_box()
+            for link in child_links:  # nested: listed below the parent and indented under it
+                box = link.bounding_box()
+                assert box["y"] > parent_box["y"] and box["x"] > parent_box["x"]
+            assert page.get_by_text(f"{len(runs)} matching runs").count() == 1
+
+            child = children["1: model.units=64"]
+            child_links[1].click()
+            page.get_by_text("Parent run").first.wait_for(timeout=60_000)
+            page.get_by_text(f"Parameters ({len(child.data.params)})").wait_for(timeout=30_000)
+            page.screenshot(path=str(SCREENSHOTS / "mlflow_ui_sweep_job.png"))
+            assert page.url.endswith(f"/runs/{child.info.run_id}")
+            text = page.inner_text("body")
+            assert parent.info.run_name in text  # the parent run link on the job's page
+            params = text[text.index("Parameters ("):]
+            assert "model.units\n64" in params and "trainer.epochs\n1" in params
+            metrics = text[text.index("Metrics ("):text.index("Parameters (")]
+            assert f"val_accuracy\n{child.data.metrics['val_accuracy']}" in metrics
+            assert f"objective\n{child.data.metrics['objective']}" in metrics
+        finally:
+            browser.close()
