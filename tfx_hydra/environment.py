@@ -7,6 +7,7 @@ changes the machine. A missing tool (git, nvidia-smi) is recorded as such, never
 
 from __future__ import annotations
 
+import functools
 import platform
 import subprocess
 
@@ -88,8 +89,10 @@ def git_state(path: str) -> GitState:
     return GitState(commit=commit.strip(), branch=(branch or "").strip() or None, dirty=bool(status), diff=diff or "")
 
 
+@functools.lru_cache(maxsize=1)
 def installed_packages() -> str:
-    """`name==version` for every installed distribution, sorted: a pip-installable record."""
+    """`name==version` for every installed distribution, sorted: a pip-installable record.
+    Read once per process (~0.6 s): sweep jobs in one process or worker share it."""
     seen = {(d.metadata["Name"] or "").lower(): d.version for d in metadata.distributions() if d.metadata["Name"]}
     return "".join(f"{name}=={version}\n" for name, version in sorted(seen.items()))
 

@@ -1,0 +1,31 @@
+"""The PNGs a run and a sweep leave: written, and with one panel per compared metric."""
+
+from __future__ import annotations
+
+import struct
+
+from tfx_hydra import plots
+
+
+def png_size(path) -> tuple[int, int]:
+    with open(path, "rb") as image:
+        header = image.read(24)
+    assert header[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", header[16:24])
+
+
+def test_training_curves_have_a_panel_per_metric_with_a_validation_twin(tmp_path):
+    history = {"loss": [1.0, 0.5], "accuracy": [0.5, 0.8], "val_loss": [1.1, 0.6], "val_accuracy": [0.4, 0.7],
+               "examples_per_sec": [100.0, 120.0], "epoch_seconds": [1.0, 0.9]}  # timings are not curves
+    width, height = png_size(plots.plot_training_curves(history, str(tmp_path / "curves.png")))
+    assert (width, height) == (1000, 400)  # two 5x4-inch panels at 100 dpi: loss and accuracy
+    width, _ = png_size(plots.plot_training_curves({"loss": [1.0, 0.5]}, str(tmp_path / "loss.png")))
+    assert width == 500
+
+
+def test_confusion_matrix_and_sweep_plots_are_written(tmp_path):
+    matrix = [[5, 1, 0], [0, 4, 2], [1, 0, 6]]
+    assert png_size(plots.plot_confusion_matrix(matrix, str(tmp_path / "cm.png")))[0] >= 400
+    jobs = [{"name": "0: a=1", "run_id": "r0", "status": "FINISHED", "objective": 0.5},
+            {"name": "1: a=2", "run_id": "r1", "status": "FAILED", "objective": None}]
+    assert png_size(plots.plot_sweep(jobs, "val_accuracy", "r0", str(tmp_path / "sweep.png")))[0] >= 600
