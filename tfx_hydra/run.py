@@ -62,7 +62,8 @@ def run(cfg: DictConfig) -> float:
     chief = is_chief(cfg.strategy.get("_target_"), cfg.strategy.get("cluster", "tf_config"))
     track = settings.tracking if chief else dataclasses.replace(settings.tracking, enabled=False)
     with tracking.tracked_run(track, launch_dir, tags=launch_tags(cfg), resume_key=resume_key(cfg),
-                              sweep_job=sweep.current_job()) as tracker:
+                              sweep_job=sweep.current_job(),
+                              offline_dir=os.path.join(output_dir, tracking.OFFLINE_DIR)) as tracker:
         record_launch(tracker, cfg, output_dir, launch_dir)
 
         from tfx_hydra.hardware import setup_hardware  # first TensorFlow import of the run
@@ -453,7 +454,8 @@ def evaluate_export(cfg: DictConfig, settings: Settings) -> float:
         raise ConfigError("mode=evaluate needs the model to evaluate.",
                           fix="export.source=/path/to/export/mlp/1 (or runs:/<run id>)")
     tags = launch_tags(cfg) | {"mode": "evaluate", "export.source": source}
-    with tracking.tracked_run(settings.tracking, cfg.paths.launch_dir, tags=tags) as tracker:
+    with tracking.tracked_run(settings.tracking, cfg.paths.launch_dir, tags=tags,
+                              offline_dir=os.path.join(cfg.paths.output_dir, tracking.OFFLINE_DIR)) as tracker:
         tracker.log_config(cfg)
         path = resolve_export_source(source, settings.tracking, cfg.paths.launch_dir)  # before TensorFlow: fails fast
         from tfx_hydra.hardware import setup_hardware

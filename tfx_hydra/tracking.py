@@ -16,8 +16,10 @@ imports this module on every launch, which is why its top-level imports stay lig
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import signal
 import threading
 import time
@@ -149,17 +151,90 @@ def flatten(node: Any, prefix: str = "") -> dict[str, str]:
     return {prefix.rstrip("."): str(node)[:MAX_PARAM_LENGTH]}
 
 
+# --- when the store goes away ---------------------------------------------------------------
+
+OFFLINE_DIR = "mlflow_offline"  # in the run's output dir
+
+
+class OfflineJournal:
+    """What MLflow did not take, kept on disk in order: `journal.jsonl` (one record per line),
+    `run.json` (which run, which store), copies of the artifacts, and `sent` (how many records
+    `python -m tfx_hydra.sync` has replayed, so a second sync continues and never repeats)."""
+
+    def __init__(self, folder: str, run_id: str, uri: str) -> None:
+        self.folder, self.run_id, self.uri = folder, run_id, uri
+        self.path = os.path.join(folder, "journal.jsonl")
+
+    @classmethod
+    def create(cls, folder: str, run_id: str, uri: str) -> "OfflineJournal":
+        os.makedirs(os.path.join(folder, "artifacts"), exist_ok=True)
+        with open(os.path.join(folder, "run.json"), "w", encoding="utf-8") as header:
+            json.dump({"run_id": run_id, "uri": uri}, header)
+        return cls(folder, run_id, uri)
+
+    @classmethod
+    def open(cls, folder: str) -> "OfflineJournal | None":
+        try:
+            with open(os.path.join(folder, "run.json"), encoding="utf-8") as header:
+                record = json.load(header)
+        except FileNotFoundError:
+            return None
+        return cls(folder, record["run_id"], record["uri"])
+
+    def append(self, record: dict) -> None:
+        with open(self.path, "a", encoding="utf-8") as journal:
+            journal.write(json.dumps(record) + "\n")
+
+    def keep_artifacts(self, local_path: str, artifact_path: str | None) -> None:
+        """Copy the artifact now: it may live in a temporary folder that is gone by sync time."""
+        name = f"{len(os.listdir(os.path.join(self.folder, 'artifacts'))):04d}"
+        target = os.path.join(self.folder, "artifacts", name, os.path.basename(local_path.rstrip(os.sep)))
+        if os.path.isdir(local_path):
+            shutil.copytree(local_path, target)
+        else:
+            os.makedirs(os.path.dirname(target))
+            shutil.copy2(local_path, target)
+        self.append({"op": "log_artifacts", "local": os.path.relpath(target, self.folder),
+                     "artifact_path": artifact_path})
+
+    def pending(self) -> Iterator[tuple[int, dict]]:
+        done = self._sent()
+        with open(self.path, encoding="utf-8") as journal:
+            for index, line in enumerate(journal):
+                if index >= done and line.strip():
+                    yield index, json.loads(line)
+
+    def mark_sent(self, index: int) -> None:
+        with open(os.path.join(self.folder, "sent"), "w", encoding="utf-8") as sent:
+            sent.write(str(index + 1))
+
+    def _sent(self) -> int:
+        try:
+            with open(os.path.join(self.folder, "sent"), encoding="utf-8") as sent:
+                return int(sent.read().strip() or 0)
+        except FileNotFoundError:
+            return 0
+
+
 # --- the run ------------------------------------------------------------------------------
 
 class MlflowTracker:
-    """Writes one run. Every method batches what it sends: one request per call."""
+    """Writes one run. Every method batches what it sends: one request per call.
 
-    def __init__(self, client, run_id: str, uri: str, launch_dir: str, resumed_backup_dir: str | None = None) -> None:
+    MLflow never stops training: the first failed write (a tracking server that went away,
+    a locked or full disk) is reported once, and from then on every record goes to an
+    OfflineJournal in the run's output dir instead, for `python -m tfx_hydra.sync` to send later.
+    """
+
+    def __init__(self, client, run_id: str, uri: str, launch_dir: str, resumed_backup_dir: str | None = None,
+                 offline_dir: str | None = None) -> None:
         self.client = client
         self.run_id = run_id
         self.uri = uri
         self.launch_dir = launch_dir
         self.resumed_backup_dir = resumed_backup_dir  # set when this continues an interrupted run
+        self.offline_dir = offline_dir or os.path.join(launch_dir, OFFLINE_DIR, run_id)
+        self.journal: OfflineJournal | None = None  # set once MLflow fails
 
     @property
     def ui_command(self) -> str:
@@ -172,37 +247,30 @@ class MlflowTracker:
         self.log_params(flatten(container))
 
     def log_params(self, params: dict[str, str]) -> None:
-        from mlflow.entities import Param
-
-        items = [Param(k, v) for k, v in mask_secrets(params).items()]
+        items = list(mask_secrets(params).items())
         for start in range(0, len(items), MAX_PARAMS_PER_CALL):
-            self.client.log_batch(self.run_id, params=items[start:start + MAX_PARAMS_PER_CALL])
+            self._log_batch(params=items[start:start + MAX_PARAMS_PER_CALL])
 
     def set_tags(self, tags: dict[str, Any]) -> None:
-        from mlflow.entities import RunTag
-
-        items = [RunTag(k, str(v)[:MAX_TAG_LENGTH]) for k, v in mask_secrets(
-            {k: str(v) for k, v in tags.items()}).items()]
+        items = [(k, v[:MAX_TAG_LENGTH]) for k, v in mask_secrets({k: str(v) for k, v in tags.items()}).items()]
         for start in range(0, len(items), MAX_TAGS_PER_CALL):
-            self.client.log_batch(self.run_id, tags=items[start:start + MAX_TAGS_PER_CALL])
+            self._log_batch(tags=items[start:start + MAX_TAGS_PER_CALL])
 
     def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
-        from mlflow.entities import Metric
-
         now = int(time.time() * 1000)
-        items = [Metric(k, float(v), now, step or 0) for k, v in metrics.items() if _is_number(v)]
+        items = [(k, float(v), now, step or 0) for k, v in metrics.items() if _is_number(v)]
         if items:
-            self.client.log_batch(self.run_id, metrics=items)
+            self._log_batch(metrics=items)
 
     def log_epoch(self, epoch: int, logs: dict[str, Any] | None) -> None:
         """Keras' on_epoch_end signature: one batched write of every epoch metric, step = epoch."""
         self.log_metrics(dict(logs or {}), step=epoch)
 
     def log_artifacts(self, local_dir: str, artifact_path: str | None = None) -> None:
-        self.client.log_artifacts(self.run_id, local_dir, artifact_path)
+        self._send_artifacts(local_dir, artifact_path)
 
     def log_artifact(self, local_path: str, artifact_path: str | None = None) -> None:
-        self.client.log_artifact(self.run_id, local_path, artifact_path)
+        self._send_artifacts(local_path, artifact_path)
 
     def log_model(self, model, example_inputs, register_as: str | None = None) -> str:
         """Log `model` as an MLflow model (signature and input example included) under the run's
@@ -227,8 +295,11 @@ class MlflowTracker:
             self.log_artifacts(path, "model")
         uri = f"runs:/{self.run_id}/model"
         tags = {"mlflow.model_uri": uri}
-        if register_as:
+        if register_as and self.journal is None:
             tags["mlflow.registered_model"] = f"{register_as}/{self._register(register_as)}"
+        elif register_as:
+            console_warn(f"export.register_as={register_as}: not registered, MLflow is unreachable; register "
+                         f"runs:/{self.run_id}/model once the run is synced.")
         self.set_tags(tags)
         return uri
 
@@ -246,7 +317,55 @@ class MlflowTracker:
     def end(self, status: str, error: str | None = None) -> None:
         if error:
             self.set_tags({"error": error})
-        self.client.set_terminated(self.run_id, status=status)
+        end_time = int(time.time() * 1000)
+        if not self._try(lambda: self.client.set_terminated(self.run_id, status=status, end_time=end_time)):
+            self.journal.append({"op": "set_terminated", "status": status, "end_time": end_time})
+        if self.journal is not None:
+            console_warn(f"MLflow did not take everything this run logged. It is kept in {self.journal.folder}; "
+                         f"once the tracking server is back: python -m tfx_hydra.sync {os.path.dirname(self.journal.folder)}")
+
+    # --- sending, or keeping for later -------------------------------------------------------
+
+    def _log_batch(self, params=(), tags=(), metrics=()) -> None:
+        from mlflow.entities import Metric, Param, RunTag
+
+        def send():
+            self.client.log_batch(self.run_id, params=[Param(k, v) for k, v in params],
+                                  tags=[RunTag(k, v) for k, v in tags],
+                                  metrics=[Metric(k, v, ts, step) for k, v, ts, step in metrics])
+        if not self._try(send):
+            self.journal.append({"op": "log_batch", "params": list(params), "tags": list(tags),
+                                 "metrics": list(metrics)})
+
+    def _send_artifacts(self, local_path: str, artifact_path: str | None) -> None:
+        def send():
+            if os.path.isdir(local_path):
+                self.client.log_artifacts(self.run_id, local_path, artifact_path)
+            else:
+                self.client.log_artifact(self.run_id, local_path, artifact_path)
+        if not self._try(send):
+            self.journal.keep_artifacts(local_path, artifact_path)
+
+    def _try(self, send) -> bool:
+        """Send now if MLflow is taking writes; False (and the journal open) when it is not."""
+        if self.journal is not None:
+            return False
+        try:
+            send()
+            return True
+        except Exception as err:  # noqa: BLE001 - whatever MLflow raises, training must go on
+            self.journal = OfflineJournal.create(self.offline_dir, self.run_id, self.uri)
+            console_warn(f"MLflow at {mask_uri(self.uri)} stopped taking this run's records "
+                         f"({type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}). Training goes "
+                         f"on; everything from now on is kept in {self.journal.folder} for "
+                         "`python -m tfx_hydra.sync`.")
+            return False
+
+
+def console_warn(message: str) -> None:
+    from tfx_hydra.console import warn
+
+    warn(message)
 
 
 class NullTracker:
@@ -269,19 +388,22 @@ def _is_number(value: Any) -> bool:
 
 
 @contextmanager
-def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str],
-                resume_key: str | None = None, sweep_job=None) -> Iterator[MlflowTracker | NullTracker]:
+def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str], resume_key: str | None = None,
+                sweep_job=None, offline_dir: str | None = None) -> Iterator[MlflowTracker | NullTracker]:
     """Start an MLflow run and end it FINISHED, FAILED (with the error as a tag) or KILLED (Ctrl-C).
 
     With `resume_key`, an interrupted run of the same config (left RUNNING by a crash or
     kill -9, or ended KILLED) whose backup still exists is continued instead of starting
     a new one, so re-running the same command resumes it in the same MLflow run.
-    A sweep job (`sweep.SweepJob`) becomes a child of its sweep's parent run.
+    A sweep job (`sweep.SweepJob`) becomes a child of its sweep's parent run. What MLflow
+    does not take once the run has started is kept in `offline_dir` (see MlflowTracker).
     """
     if not config.enabled:
         yield NullTracker()
         return
     uri = resolve_tracking_uri(config, launch_dir)
+    if uri.startswith(("http://", "https://")):
+        limit_http_retries()
     client, experiment_id = open_store(uri, config.experiment, resolve_artifact_location(config, launch_dir, uri))
     tags = {**tags, **config.tags, "resume.key": resume_key or "none"}
     run_name = config.run_name
@@ -292,11 +414,11 @@ def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str],
     if interrupted:
         client.update_run(interrupted.info.run_id, status="RUNNING")
         tracker = MlflowTracker(client, interrupted.info.run_id, uri, launch_dir,
-                                resumed_backup_dir=interrupted.data.tags[BACKUP_TAG])
+                                resumed_backup_dir=interrupted.data.tags[BACKUP_TAG], offline_dir=offline_dir)
         tracker.set_tags(tags)
     else:
         run = client.create_run(experiment_id, run_name=run_name, tags=mask_secrets(tags))
-        tracker = MlflowTracker(client, run.info.run_id, uri, launch_dir)
+        tracker = MlflowTracker(client, run.info.run_id, uri, launch_dir, offline_dir=offline_dir)
     previous_handler = _raise_on_sigterm()
     try:
         yield tracker
@@ -310,6 +432,14 @@ def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str],
         if previous_handler is not None:
             signal.signal(signal.SIGTERM, previous_handler)
     tracker.end("FINISHED")
+
+
+def limit_http_retries() -> None:
+    """MLflow retries a failed request 7 times with exponential backoff (minutes of stalled
+    training for a server that went away); a few quick retries, then the offline journal."""
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
 
 
 def _raise_on_sigterm():

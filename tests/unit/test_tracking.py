@@ -97,3 +97,43 @@ def test_tracking_none_writes_nothing(tmp_path):
         tracker.log_epoch(0, {"loss": 1.0})
         assert tracker.run_id is None
     assert list(tmp_path.iterdir()) == []
+
+
+def test_when_mlflow_goes_away_the_run_goes_on_offline_and_sync_sends_the_rest(tmp_path, monkeypatch, capsys):
+    """The fault is real: the tracker's client is pointed at a port nothing listens on (connection
+    refused), as when the tracking server dies; tests/e2e/test_faults.py kills a real server."""
+    from tfx_hydra.sync import sync
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    out = tmp_path / "out"
+    artifact = tmp_path / "curve.txt"
+    artifact.write_text("epochs 1-3\n")
+    with tracked_run(TrackingConfig(), str(tmp_path), tags={}, offline_dir=str(out / "mlflow_offline")) as tracker:
+        tracker.log_params({"model.units": "64"})
+        tracker.log_epoch(0, {"loss": 1.0})
+        tracker.client = MlflowClient(tracking_uri=f"http://127.0.0.1:{free_ports(1)[0]}")  # the server is gone
+        tracker.log_epoch(1, {"loss": 0.5})
+        tracker.log_epoch(2, {"loss": 0.25})
+        tracker.set_tags({"phase": "after the outage"})
+        tracker.log_artifact(str(artifact), "notes")
+        run_id = tracker.run_id
+    printed = capsys.readouterr().out
+    assert printed.count("stopped taking this run's records") == 1  # said once, not per write
+    assert f"python -m tfx_hydra.sync {out}" in printed
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    assert client.get_run(run_id).info.status == "RUNNING"  # nothing after the outage reached the store
+    assert [m.step for m in client.get_metric_history(run_id, "loss")] == [0]
+
+    assert sync(str(out)) == 5  # 2 epochs, 1 tag batch, 1 artifact, the end
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED" and run.data.tags["phase"] == "after the outage"
+    assert [(m.step, m.value) for m in client.get_metric_history(run_id, "loss")] == [(0, 1.0), (1, 0.5), (2, 0.25)]
+    assert [a.path for a in client.list_artifacts(run_id, "notes")] == ["notes/curve.txt"]
+    assert sync(str(out)) == 0  # a second sync sends nothing twice
+
+
+def test_sync_without_a_journal_says_there_is_nothing_to_send(tmp_path, capsys):
+    from tfx_hydra.sync import main
+
+    assert main([str(tmp_path)]) == 1
+    assert "has nothing to sync (no mlflow_offline/ folder)" in capsys.readouterr().out

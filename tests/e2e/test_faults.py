@@ -1,0 +1,83 @@
+"""Faults caused for real, and what survives them: a tracking server killed mid-run, many parallel
+jobs on one SQLite store, an interrupted sweep re-run, planted secrets, a NaN loss."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.helpers import cli_env, free_ports, mlflow_runs, run_cli, wait_for_http
+
+pytestmark = pytest.mark.slow
+
+
+def start_server(store: Path, port: int, cwd: Path) -> subprocess.Popen:
+    mlflow = Path(sys.executable).parent / "mlflow"
+    server = subprocess.Popen([str(mlflow), "server", "--backend-store-uri", f"sqlite:///{store}",
+                               "--host", "127.0.0.1", "--port", str(port)], cwd=cwd, env=cli_env(),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    wait_for_http(f"http://127.0.0.1:{port}/health", server, timeout=120, what="mlflow server")
+    return server
+
+
+def stop_server(server: subprocess.Popen, sig=signal.SIGKILL) -> None:
+    try:
+        os.killpg(server.pid, sig)  # the server's workers share its process group
+    except ProcessLookupError:
+        pass
+    server.wait(timeout=30)
+
+
+def test_a_tracking_server_killed_mid_run_loses_nothing(tmp_path):
+    (port,) = free_ports(1)
+    store = tmp_path / "server.db"
+    server = start_server(store, port, tmp_path)
+    command = [sys.executable, "-m", "tfx_hydra", f"tracking.uri=http://127.0.0.1:{port}", "data=synthetic",
+               "data.num_examples=20000", "data.input_shape=[16,16]", "trainer.epochs=4",
+               "trainer.steps_per_execution=1", "export.mlflow_model=true"]
+    run = subprocess.Popen(command, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    try:
+        lines = []
+        for line in run.stdout:  # kill the server once epoch 1 is logged: during epoch 2
+            lines.append(line)
+            if line.startswith("epoch 1/4"):
+                stop_server(server)
+                break
+        out = "".join(lines) + run.stdout.read()
+        err = run.stderr.read()
+        assert run.wait(timeout=300) == 0, err[-3000:]
+    finally:
+        if run.poll() is None:
+            run.kill()
+        stop_server(server)
+    assert "epoch 4/4" in out  # training went on to the end
+    assert out.count("stopped taking this run's records") == 1
+    (output_dir,) = [p for p in (tmp_path / "outputs").glob("*/*") if p.is_dir()]
+    assert f"python -m tfx_hydra.sync {output_dir}" in out
+    assert (output_dir / "mlflow_offline" / "journal.jsonl").exists()
+
+    server = start_server(store, port, tmp_path)  # the server is back, on the same store
+    try:
+        done = subprocess.run([sys.executable, "-m", "tfx_hydra.sync", str(output_dir)], cwd=tmp_path, env=cli_env(),
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        client = MlflowClient(tracking_uri=f"http://127.0.0.1:{port}")
+        (run_info,) = client.search_runs([client.get_experiment_by_name("tfx_hydra").experiment_id])
+        run_id = run_info.info.run_id
+        assert run_info.info.status == "FINISHED"
+        for key in ("loss", "val_accuracy", "examples_per_sec"):
+            assert [m.step for m in client.get_metric_history(run_id, key)] == [0, 1, 2, 3], key
+        assert {"test_accuracy", "objective", "train_seconds"} <= set(run_info.data.metrics)
+        assert {"plots", "export", "model", ".hydra", "config_resolved.yaml"} <= {
+            a.path for a in client.list_artifacts(run_id)}
+        assert run_info.data.tags["export.savedmodel.path"].startswith(str(output_dir))
+    finally:
+        stop_server(server, signal.SIGTERM)
