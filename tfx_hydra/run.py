@@ -174,9 +174,11 @@ def record_launch(tracker, cfg: DictConfig, output_dir: str, launch_dir: str) ->
     resolved = OmegaConf.to_container(cfg, resolve=True)
     resolved.pop("hydra", None)
     OmegaConf.save(OmegaConf.create(resolved), os.path.join(output_dir, "config_resolved.yaml"))
+    tracking.mask_files(output_dir)  # credentials never reach the saved configs (nor MLflow)
     tracker.log_artifact(os.path.join(output_dir, "config_resolved.yaml"))
     hydra_dir = os.path.join(output_dir, ".hydra")
     if os.path.isdir(hydra_dir):
+        tracking.mask_files(hydra_dir)  # Hydra's own copies: config, overrides, hydra.yaml
         tracker.log_artifacts(hydra_dir, ".hydra")
     environment_dir = os.path.join(output_dir, "environment")
     os.makedirs(environment_dir, exist_ok=True)

@@ -144,6 +144,7 @@ class _Parent:
                               tags=[RunTag(k, str(v)) for k, v in tags.items()])
         if jobs:
             write_summary(jobs, self.sweep_dir, self.metric, best)
+        tracking.mask_files(self.sweep_dir)  # Hydra's multirun.yaml holds the sweep's overrides
         for name in (SUMMARY_CSV, SUMMARY_PNG, *SWEEP_RECORDS):
             if os.path.exists(os.path.join(self.sweep_dir, name)):
                 self.client.log_artifact(self.run_id, os.path.join(self.sweep_dir, name))
