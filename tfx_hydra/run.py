@@ -118,7 +118,7 @@ def build(node: DictConfig, key: str, **kwargs: Any) -> Any:
         cause = err.__cause__
         if isinstance(cause, TfxHydraError):
             raise cause from None
-        if isinstance(cause, TypeError) or cause is None:  # unknown/missing argument, bad _target_
+        if isinstance(cause, (TypeError, ValueError)) or cause is None:  # a bad argument or value, bad _target_
             raise ConfigError(f"cannot build '{key}' from its config: {cause or err}",
                               fix=f"check the keys under '{key}' (python -m tfx_hydra --cfg job --package {key})"
                               ) from None
@@ -247,6 +247,9 @@ def compile_model(model, optimizer_cfg: DictConfig, settings: Settings, policy: 
 
     trainer, precision = settings.trainer, settings.precision
     optimizer_args: dict[str, Any] = {}
+    learning_rate = optimizer_cfg.get("learning_rate")
+    if isinstance(learning_rate, int) and not isinstance(learning_rate, bool):
+        optimizer_args["learning_rate"] = float(learning_rate)  # Keras rejects an int (optimizer.learning_rate=1)
     if trainer.scale_lr_with_replicas and plan.replicas > 1:
         if optimizer_cfg.get("learning_rate") is None:
             raise ConfigError("trainer.scale_lr_with_replicas=true needs optimizer.learning_rate to scale.",
@@ -311,7 +314,7 @@ def train(model, datasets, trainer: TrainerConfig, tracker, plan: BatchPlan | No
     callbacks = [
         keras.callbacks.LambdaCallback(on_epoch_begin=clock.start, on_epoch_end=clock.stop),
         keras.callbacks.LambdaCallback(on_epoch_end=tracker.log_epoch),  # after the clock: logs its figures
-        keras.callbacks.TerminateOnNaN(),
+        stop_on_non_finite_loss(model, plan, backup_dir if trainer.backup else None),
     ]
     stopping = trainer.early_stopping
     if stopping.enabled:
@@ -337,6 +340,43 @@ def train(model, datasets, trainer: TrainerConfig, tracker, plan: BatchPlan | No
         tracker.log_metrics({"train_seconds": seconds,
                              "train_examples_per_sec": datasets.num_train * len(losses) / seconds})
     return history
+
+
+def stop_on_non_finite_loss(model, plan: BatchPlan | None, backup_dir: str | None):
+    """A callback that fails the run at the first NaN/inf loss, saying where and what to try.
+
+    Keras' TerminateOnNaN only sets stop_training: fit() then ends as if it had finished and
+    BackupAndRestore deletes its backup, the last good weights. Raising instead leaves the
+    backup (the last completed epoch) on disk, and the run ends FAILED with this message.
+    """
+    import keras
+
+    steps = plan.steps_per_execution if plan else 1
+
+    class StopOnNonFiniteLoss(keras.callbacks.Callback):
+        epoch = 0
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epoch = epoch
+
+        def on_train_batch_end(self, batch, logs=None):
+            loss = (logs or {}).get("loss")
+            if loss is None or math.isfinite(float(loss)):
+                return
+            where = (f"epoch {self.epoch + 1}, batch {batch + 1}" +
+                     (f" (losses are seen every steps_per_execution={steps} batches)" if steps > 1 else ""))
+            kept = (f" The weights of the last completed epoch (epoch {self.epoch}) are kept in {backup_dir}."
+                    if backup_dir and self.epoch > 0 else " No epoch completed, so no checkpoint was kept.")
+            learning_rate = float(keras.ops.convert_to_numpy(model.optimizer.learning_rate))
+            policy = keras.config.dtype_policy().name
+            scaling = ("" if policy != "mixed_float16" or type(model.optimizer).__name__ == "LossScaleOptimizer"
+                       else ", or keep loss scaling on with mixed_float16 (precision.loss_scale=dynamic)")
+            raise TrainingError(
+                f"the training loss became {float(loss)} in {where}; training stopped.{kept}",
+                fix=f"lower optimizer.learning_rate (it is {learning_rate:g}), check the data for NaN/inf values"
+                f"{scaling}, or use precision=fp32 (the policy is {policy})")
+
+    return StopOnNonFiniteLoss()
 
 
 def out_of_memory(err, trainer: TrainerConfig, plan: BatchPlan | None) -> TrainingError:

@@ -141,6 +141,27 @@ def test_a_nan_loss_stops_training_and_fails_with_a_hint(data):
         train(compiled(trainer), data, trainer, RecordingTracker())
 
 
+def test_a_nan_in_a_later_epoch_names_epoch_and_batch_and_keeps_the_last_good_backup(data, tmp_path):
+    import tensorflow as tf
+
+    completed = tf.Variable(0)  # epochs completed so far: the data turns bad in the third one
+
+    class CountingTracker(RecordingTracker):
+        def log_epoch(self, epoch, logs):
+            completed.assign(epoch + 1)
+
+    data.train = data.train.map(lambda x, y: (tf.where(completed >= 2, x * math.nan, x), y))
+    trainer = TrainerConfig(epochs=5, verbose=False)
+    backup = tmp_path / "backup"
+    with pytest.raises(TrainingError) as failure:
+        train(compiled(trainer), data, trainer, CountingTracker(), BatchPlan(32, 1, 1), backup_dir=str(backup))
+    message = str(failure.value)
+    assert message.startswith("TrainingError: the training loss became nan in epoch 3, batch 1; training stopped. "
+                              f"The weights of the last completed epoch (epoch 2) are kept in {backup}.")
+    assert "Fix: lower optimizer.learning_rate (it is 0.01), check the data for NaN/inf values" in message
+    assert any(backup.rglob("*.weights.h5"))  # Keras' TerminateOnNaN would have let BackupAndRestore delete it
+
+
 def test_evaluate_adds_the_test_split(data):
     trainer = TrainerConfig(epochs=1, verbose=False)
     model = compiled(trainer)
