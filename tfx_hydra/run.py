@@ -61,8 +61,14 @@ def run(cfg: DictConfig) -> float:
     launch_dir, output_dir = cfg.paths.launch_dir, cfg.paths.output_dir
     chief = is_chief(cfg.strategy.get("_target_"), cfg.strategy.get("cluster", "tf_config"))
     track = settings.tracking if chief else dataclasses.replace(settings.tracking, enabled=False)
+    job = sweep.current_job()
+    if job is not None:  # a re-run of an interrupted sweep: a job that already finished is not run again
+        finished = tracking.finished_sweep_job(track, launch_dir, resume_key(cfg), job.parent_run_id)
+        if finished is not None and sweep.OBJECTIVE_METRIC in finished.data.metrics:
+            console.info(f"sweep job {job.num} already finished as MLflow run {finished.info.run_id}: skipped")
+            return finished.data.metrics[sweep.OBJECTIVE_METRIC]
     with tracking.tracked_run(track, launch_dir, tags=launch_tags(cfg), resume_key=resume_key(cfg),
-                              sweep_job=sweep.current_job(),
+                              sweep_job=job,
                               offline_dir=os.path.join(output_dir, tracking.OFFLINE_DIR)) as tracker:
         record_launch(tracker, cfg, output_dir, launch_dir)
 

@@ -500,6 +500,19 @@ def find_interrupted_run(client, experiment_id: str, resume_key: str):
     return None
 
 
+def finished_sweep_job(config: TrackingConfig, launch_dir: str, resume_key: str, parent_run_id: str):
+    """The FINISHED child run of this sweep (same parent, i.e. the same sweep dir) with this
+    config, or None: re-running an interrupted sweep skips the jobs that already finished."""
+    if not config.enabled:
+        return None
+    uri = resolve_tracking_uri(config, launch_dir)
+    client, experiment_id = open_store(uri, config.experiment, resolve_artifact_location(config, launch_dir, uri))
+    runs = client.search_runs([experiment_id], max_results=1, order_by=["attributes.start_time DESC"],
+                              filter_string=f"tags.`resume.key` = '{resume_key}' and "
+                              f"tags.`mlflow.parentRunId` = '{parent_run_id}' and attributes.status = 'FINISHED'")
+    return runs[0] if runs else None
+
+
 def describe_error(err: BaseException) -> str:
     """'Kind: message', once (our errors already start with their kind)."""
     text = str(err)

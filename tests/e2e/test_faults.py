@@ -109,3 +109,38 @@ def test_planted_secrets_reach_neither_mlflow_nor_the_saved_configs(tmp_path):
             leaks += [f"{secret} in {path}" for secret in [*SECRETS, "ENV_SECRET_4"] if secret.encode() in content]
     assert leaks == []
     assert searched > 20 and (tmp_path / "mlflow.db").exists()
+
+
+def test_an_interrupted_sweep_rerun_skips_finished_jobs_and_resumes_the_killed_one(tmp_path):
+    command = [sys.executable, "-m", "tfx_hydra", "-m", f"hydra.sweep.dir={tmp_path / 'sweep'}", "model.units=32,48,64",
+               "data=synthetic", "data.num_examples=20000", "data.input_shape=[16,16]", "trainer.epochs=4",
+               "trainer.steps_per_execution=1", "export=none", "export.mlflow_model=false"]
+    sweep = subprocess.Popen(command, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
+    seen_job_1 = False
+    for line in sweep.stdout:  # Ctrl-C during job 1's second epoch
+        seen_job_1 = seen_job_1 or "#1 : model.units=48" in line
+        if seen_job_1 and line.startswith("epoch 2/4"):
+            sweep.send_signal(signal.SIGINT)
+            break
+    sweep.stdout.read()
+    assert sweep.wait(timeout=120) != 0
+    runs = {r.info.run_name: r for r in mlflow_runs(tmp_path)}
+    assert runs["0: model.units=32"].info.status == "FINISHED"
+    assert runs["1: model.units=48"].info.status == "KILLED"
+    assert "2: model.units=64" not in runs
+    parent = next(r for n, r in runs.items() if n.startswith("sweep"))
+    assert parent.info.status == "KILLED"  # closed by the exit hook, not left RUNNING
+
+    done = subprocess.run(command, cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"sweep job 0 already finished as MLflow run {runs['0: model.units=32'].info.run_id}: skipped" in done.stdout
+    assert f"resuming MLflow run {runs['1: model.units=48'].info.run_id}" in done.stdout
+    after = {r.info.run_name: r for r in mlflow_runs(tmp_path)}
+    assert len(after) == 4  # the same parent, the same three children: nothing ran twice
+    assert {r.info.status for r in after.values()} == {"FINISHED"}
+    assert after["0: model.units=32"].info.end_time == runs["0: model.units=32"].info.end_time  # not re-run
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    resumed = after["1: model.units=48"].info.run_id
+    assert [m.step for m in client.get_metric_history(resumed, "val_accuracy")] == [0, 1, 2, 3]
+    assert after[parent.info.run_name].data.tags["sweep.finished"] == "3"
