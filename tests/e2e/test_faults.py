@@ -144,3 +144,23 @@ def test_an_interrupted_sweep_rerun_skips_finished_jobs_and_resumes_the_killed_o
     resumed = after["1: model.units=48"].info.run_id
     assert [m.step for m in client.get_metric_history(resumed, "val_accuracy")] == [0, 1, 2, 3]
     assert after[parent.info.run_name].data.tags["sweep.finished"] == "3"
+
+
+def test_eight_parallel_jobs_on_one_fresh_sqlite_store_land_with_every_metric(tmp_path):
+    assert not (tmp_path / "mlflow.db").exists()  # a fresh store: the first-use migration happens once, first
+    done = run_cli(["hydra/launcher=parallel", "hydra.launcher.n_jobs=4", "model.units=16,32,48,64",
+                    "optimizer.learning_rate=0.01,0.001", "trainer.epochs=2", "data.limit=200", "export=none",
+                    "export.mlflow_model=false"], cwd=tmp_path, multirun=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "database is locked" not in done.stdout + done.stderr
+    runs = mlflow_runs(tmp_path)
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(children) == 8 and {r.info.status for r in runs} == {"FINISHED"}
+    per_epoch = {"loss", "accuracy", "val_loss", "val_accuracy", "examples_per_sec", "epoch_seconds"}
+    once = {"test_loss", "test_accuracy", "train_seconds", "train_examples_per_sec", "objective"}
+    with sqlite3.connect(tmp_path / "mlflow.db") as db:  # every metric row, counted in the store itself
+        rows = db.execute("SELECT run_uuid, key, step FROM metrics").fetchall()
+    for child in children:
+        mine = [(key, step) for run, key, step in rows if run == child.info.run_id]
+        assert sorted(mine) == sorted([(k, s) for k in per_epoch for s in (0, 1)] + [(k, 0) for k in once])
+    assert len(rows) == 8 * (2 * len(per_epoch) + len(once)) + 4  # + the parent's jobs, finished, failed, best
