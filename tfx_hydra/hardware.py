@@ -57,6 +57,7 @@ class HardwareInfo:
     per_replica_batch_size: int = 32  # used when trainer.batch_size=auto
     steps_per_execution: int = 1  # used when trainer.steps_per_execution=auto
     mismatch: str | None = None  # why the machine does not match the profile, if it does not
+    strict: bool = False  # hardware.strict: a request the machine cannot satisfy is an error, not a warning
 
     @property
     def device_type(self) -> str:
@@ -202,7 +203,7 @@ def setup_hardware(config: HardwareConfig, seed: int, deterministic: bool = Fals
         )
     tuned = {k: getattr(profile, k) if getattr(profile, k) is not None else v for k, v in FALLBACKS.items()}
     return HardwareInfo(profile=profile.name, requested=config.name, reason=reason, gpus=visible,
-                        mismatch=mismatch, **tuned)
+                        mismatch=mismatch, strict=config.strict, **tuned)
 
 
 def gpu_memory_gb() -> dict[int, float]:

@@ -106,6 +106,8 @@ def run(cfg: DictConfig) -> float:
 def preflight(cfg: DictConfig) -> Settings:
     """Everything that can be checked without TensorFlow, checked before it is imported."""
     settings = validate(cfg)
+    if cfg.mode == "train":
+        check_sweep_metric(settings)
     data_path = cfg.data.get("path")
     if data_path and not os.path.exists(data_path):
         raise DataError(f"data.path={data_path} does not exist.", fix="data.path=/abs/path/to/the/data")
@@ -113,6 +115,17 @@ def preflight(cfg: DictConfig) -> Settings:
         uri = tracking.resolve_tracking_uri(settings.tracking, cfg.paths.launch_dir)
         tracking.check_store_reachable(uri, settings.tracking.connect_timeout)
     return settings
+
+
+def check_sweep_metric(settings: Settings) -> None:
+    """sweep.metric must be something the run will log: found out after training, the run would be lost."""
+    names = ["loss", *settings.trainer.metrics]
+    known = [f"{prefix}{name}" for prefix in ("val_", "", "test_") for name in names]
+    known += ["train_seconds", "train_examples_per_sec", "examples_per_sec", "epoch_seconds"]
+    if settings.sweep.metric not in known:
+        raise ConfigError(f"sweep.metric={settings.sweep.metric} is not a metric this run logs "
+                          f"(trainer.metrics={list(settings.trainer.metrics)}).",
+                          fix=f"one of: {', '.join(known)}; or add the metric to trainer.metrics")
 
 
 def build(node: DictConfig, key: str, **kwargs: Any) -> Any:

@@ -11,6 +11,7 @@ import json
 import os
 
 from tfx_hydra.errors import ConfigError, HardwareMismatch
+from tfx_hydra.console import warn
 from tfx_hydra.hardware import HardwareInfo
 
 CROSS_DEVICE_OPS = ("nccl", "hierarchical_copy", "reduce_to_one")
@@ -52,7 +53,16 @@ def mirrored_strategy(
     if devices is not None:
         devices = list(devices)
         _require_known_devices(devices)
-    return tf.distribute.MirroredStrategy(devices=devices, cross_device_ops=_cross_device_ops(cross_device_ops))
+    strategy = tf.distribute.MirroredStrategy(devices=devices, cross_device_ops=_cross_device_ops(cross_device_ops))
+    if strategy.num_replicas_in_sync < 2:
+        found = ", ".join(strategy.extended.worker_devices)
+        message = (f"strategy=mirrored has one device to mirror over ({found}): it trains like one device, "
+                   "with mirroring's overhead.")
+        if hardware.strict:
+            raise HardwareMismatch(message, fix="strategy=auto (it picks one_device here), run on a machine with 2+ "
+                                   "GPUs (hardware.gpus=[0,1]), or drop hardware.strict=true")
+        warn(message)
+    return strategy
 
 
 def multi_worker_strategy(hardware: HardwareInfo, cluster: str = "tf_config", communication: str = "auto",

@@ -52,5 +52,5 @@ def test_sweep_parallel_runs_quick_and_prints_the_ratio(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "wall time ratio parallel/basic:" in done.stdout
     report = json.loads(out.read_text())
-    assert report["basic"]["jobs"] == report["parallel"]["jobs"] == 4
+    assert report["basic"]["jobs"] == report["parallel"]["jobs"] == 2
     assert report["ratio"] == pytest.approx(report["parallel"]["wall_seconds"] / report["basic"]["wall_seconds"])
