@@ -15,8 +15,9 @@ from omegaconf import DictConfig
 
 REPO = Path(__file__).resolve().parents[1]
 
-# Small, fast settings for CLI runs: a few hundred digits, 2 epochs.
-QUICK = ["trainer.epochs=2", "data.limit=300", "trainer.batch_size=32"]
+# Small, fast settings for CLI runs: a few hundred digits, 2 epochs, no MLflow model (~4 s per run;
+# the tests about it ask for it).
+QUICK = ["trainer.epochs=2", "data.limit=300", "trainer.batch_size=32", "export.mlflow_model=false"]
 
 
 def write_mnist_npz(path: Path, train: int = 400, test: int = 100, seed: int = 0) -> Path:

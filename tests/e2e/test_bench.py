@@ -44,13 +44,3 @@ def test_seed_vs_framework_runs_quick_and_prints_the_ratios(tmp_path):
     assert report["median_ratio"] == pair["ratio"]
     assert 0 < report["startup"]["ratio"] < 1
 
-
-def test_sweep_parallel_runs_quick_and_prints_the_ratio(tmp_path):
-    out = tmp_path / "sweep.json"
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "sweep_parallel.py"), "--quick", "--json", str(out)],
-                          cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "wall time ratio parallel/basic:" in done.stdout
-    report = json.loads(out.read_text())
-    assert report["basic"]["jobs"] == report["parallel"]["jobs"] == 2
-    assert report["ratio"] == pytest.approx(report["parallel"]["wall_seconds"] / report["basic"]["wall_seconds"])

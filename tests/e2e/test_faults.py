@@ -86,7 +86,7 @@ def test_a_tracking_server_killed_mid_run_loses_nothing(tmp_path):
 
 def test_an_interrupted_sweep_rerun_skips_finished_jobs_and_resumes_the_killed_one(tmp_path):
     command = [sys.executable, "-m", "tfx_hydra", "-m", f"hydra.sweep.dir={tmp_path / 'sweep'}", "model.units=32,48,64",
-               "data=synthetic", "data.num_examples=20000", "data.input_shape=[16,16]", "trainer.epochs=4",
+               "data=synthetic", "data.num_examples=12000", "data.input_shape=[16,16]", "trainer.epochs=4",
                "trainer.steps_per_execution=1", "export=none", "export.mlflow_model=false"]
     sweep = subprocess.Popen(command, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True)
@@ -129,6 +129,8 @@ def test_eight_parallel_jobs_on_one_fresh_sqlite_store_land_with_every_metric(tm
     runs = mlflow_runs(tmp_path)
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
     assert len(children) == 8 and {r.info.status for r in runs} == {"FINISHED"}
+    assert {r.data.tags["sweep.launcher"] for r in runs if "sweep.dir" in r.data.tags} == {
+        "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"}
     per_epoch = {"loss", "accuracy", "val_loss", "val_accuracy", "examples_per_sec", "epoch_seconds"}
     once = {"test_loss", "test_accuracy", "train_seconds", "train_examples_per_sec", "objective"}
     with sqlite3.connect(tmp_path / "mlflow.db") as db:  # every metric row, counted in the store itself

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_mlflow_models_serve_answers_like_the_trained_model(tmp_path):
-    done = run_cli([*QUICK, "export.register_as=digits_mlp"], cwd=tmp_path)
+    done = run_cli([*QUICK, "export.mlflow_model=true", "export.register_as=digits_mlp"], cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     (run,) = mlflow_runs(tmp_path)
     assert run.data.tags["mlflow.model_uri"] == f"runs:/{run.info.run_id}/model"
