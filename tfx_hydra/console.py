@@ -71,6 +71,6 @@ def print_summary(metrics: dict[str, float], run_id: str | None, exports: list, 
         table.add_row(f"export ({result.kind})", result.path)
     table.add_row("weights sha256", weights_sha256)
     table.add_row("mlflow run", run_id or "not tracked (tracking=none, or not the chief worker)")
-    if ui_command:
-        table.add_row("browse", ui_command)
     console.print(table)
+    if ui_command:  # outside the table: a narrow terminal would fold the command in two
+        console.print(f"browse: {ui_command}", markup=False)
