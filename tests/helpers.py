@@ -104,3 +104,19 @@ def wait_for_http(url: str, process: subprocess.Popen, timeout: float, what: str
             assert process.poll() is None, f"{what} exited"
             assert time.time() < deadline, f"{what} did not come up in {timeout:.0f} s"
             time.sleep(1)
+
+
+def wait_for_backup_of_epoch(backup: Path, epoch: int, timeout: float = 120) -> None:
+    """Until BackupAndRestore has completely written `epoch` (its metadata follows the weights)."""
+    import json
+    import time
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if json.loads((backup / "training_metadata.json").read_text()).get("epoch", 0) >= epoch:
+                return
+        except (OSError, ValueError):  # not there yet, or being written
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"no backup of epoch {epoch} in {backup} after {timeout} s")

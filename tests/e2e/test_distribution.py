@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import cli_env, compose, free_ports, mlflow_client, mlflow_runs
+from tests.helpers import cli_env, compose, free_ports, mlflow_client, mlflow_runs, wait_for_backup_of_epoch
 
 pytestmark = pytest.mark.slow
 
@@ -69,12 +69,13 @@ def test_a_killed_run_resumes_from_its_last_epoch_in_the_same_mlflow_run(tmp_pat
     command = [sys.executable, "-m", "tfx_hydra", *RESUME]
     first = subprocess.Popen(command, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
-    epoch_seconds = None
     for line in first.stdout:
         if line.startswith("epoch 2/5"):
-            epoch_seconds = float(re.search(r"([\d.]+)s$", line.strip()).group(1))
             break
-    time.sleep(max(0.2, epoch_seconds / 2))  # into the middle of epoch 3
+    # Kill once epoch 2's backup is completely written (its metadata is saved after the weights),
+    # i.e. early in epoch 3: a fixed sleep raced the backup write on a loaded machine.
+    (output_dir,) = [p for p in (tmp_path / "outputs").glob("*/*") if p.is_dir()]
+    wait_for_backup_of_epoch(output_dir / "backup", 2)
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=30)
     (crashed,) = mlflow_runs(tmp_path)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.helpers import cli_env, free_ports, mlflow_runs, run_cli, wait_for_http
+from tests.helpers import cli_env, free_ports, mlflow_runs, run_cli, wait_for_backup_of_epoch, wait_for_http
 
 pytestmark = pytest.mark.slow
 
@@ -91,9 +91,10 @@ def test_an_interrupted_sweep_rerun_skips_finished_jobs_and_resumes_the_killed_o
     sweep = subprocess.Popen(command, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True)
     seen_job_1 = False
-    for line in sweep.stdout:  # Ctrl-C during job 1's second epoch
+    for line in sweep.stdout:  # Ctrl-C early in job 1's third epoch, once epoch 2's backup is written
         seen_job_1 = seen_job_1 or "#1 : model.units=48" in line
         if seen_job_1 and line.startswith("epoch 2/4"):
+            wait_for_backup_of_epoch(tmp_path / "sweep" / "1" / "backup", 2)
             sweep.send_signal(signal.SIGINT)
             break
     sweep.stdout.read()

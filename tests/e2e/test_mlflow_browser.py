@@ -97,6 +97,7 @@ def test_the_sweep_is_nested_in_the_mlflow_ui_and_a_job_shows_params_and_metrics
             child_links[1].click()
             page.get_by_text("Parent run").first.wait_for(timeout=60_000)
             page.get_by_text(f"Parameters ({len(child.data.params)})").wait_for(timeout=30_000)
+            page.get_by_role("link", name=parent.info.run_name).wait_for(timeout=30_000)  # fetched after the page
             page.screenshot(path=str(SCREENSHOTS / "mlflow_ui_sweep_job.png"))
             assert page.url.endswith(f"/runs/{child.info.run_id}")
             text = page.inner_text("body")
