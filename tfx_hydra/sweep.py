@@ -79,7 +79,7 @@ class SweepCallback(Callback):
         os.makedirs(sweep_dir, exist_ok=True)
         run_id = _reopen_parent(client, sweep_dir)  # the same sweep dir re-run: the same parent
         if run_id is None:
-            run = client.create_run(experiment_id, run_name=_sweep_name(config, sweep_dir),
+            run = client.create_run(experiment_id, run_name=_sweep_name(sweep_dir),
                                     tags=tracking.mask_secrets(sweep_tags(config, sweep_dir)))
             run_id = run.info.run_id
         with open(os.path.join(sweep_dir, PARENT_RUN_FILE), "w", encoding="utf-8") as record:
@@ -124,7 +124,7 @@ class _Parent:
         if self.closed:
             return
         self.closed = True
-        jobs = summarize_jobs(self.client, self.run_id, self.metric)
+        jobs = summarize_jobs(self.client, self.run_id)
         counts = {state: sum(j["status"] == state for j in jobs) for state in ("FINISHED", "FAILED", "KILLED")}
         if status == "FINISHED" and jobs and counts["FINISHED"] == 0:
             status = "FAILED"
@@ -153,7 +153,7 @@ class _Parent:
     def close_unfinished(self) -> None:
         """Exit hook: the sweep stopped before Hydra's end (a failed job under the basic sweeper, Ctrl-C)."""
         try:
-            killed = any(j["status"] == "KILLED" for j in summarize_jobs(self.client, self.run_id, self.metric))
+            killed = any(j["status"] == "KILLED" for j in summarize_jobs(self.client, self.run_id))
             self.close("KILLED" if killed else "FAILED",
                        note="the sweep ended with an error: Hydra's sweeper stops after the batch of jobs in which "
                        "one failed or was interrupted (see the FAILED/KILLED child runs); later batches did not run")
@@ -197,7 +197,7 @@ def job_name(num: int, overrides: list[str], keys: list[str]) -> str:
     return f"{num}: {' '.join(own)}"[:200] if own else f"job {num}"
 
 
-def summarize_jobs(client, parent_run_id: str, metric: str) -> list[dict[str, Any]]:
+def summarize_jobs(client, parent_run_id: str) -> list[dict[str, Any]]:
     """One row per child run: its job number, name, status, objective and error."""
     parent = client.get_run(parent_run_id)
     children = client.search_runs([parent.info.experiment_id],
@@ -242,7 +242,7 @@ def _in_multirun(config: DictConfig) -> bool:
     return config.hydra.mode == RunMode.MULTIRUN
 
 
-def _sweep_name(config: DictConfig, sweep_dir: str) -> str:
+def _sweep_name(sweep_dir: str) -> str:
     """'sweep 2026-11-30/23-01-02-123456' (the sweep dir under multirun/)."""
     parts = sweep_dir.rstrip(os.sep).split(os.sep)
     return "sweep " + "/".join(parts[-2:])
