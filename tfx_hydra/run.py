@@ -341,7 +341,7 @@ def train(model, datasets, trainer: TrainerConfig, tracker, plan: BatchPlan | No
                                                        mode=stopping.mode,
                                                        restore_best_weights=stopping.restore_best_weights))
     if trainer.backup and backup_dir:  # last: an epoch is backed up once everything else has seen it
-        callbacks.append(keras.callbacks.BackupAndRestore(backup_dir, save_freq="epoch", delete_checkpoint=True))
+        callbacks.append(uninterrupted_backup(backup_dir))
     started = time.perf_counter()
     try:
         history = model.fit(datasets.train, validation_data=datasets.validation, epochs=trainer.epochs,
@@ -359,6 +359,19 @@ def train(model, datasets, trainer: TrainerConfig, tracker, plan: BatchPlan | No
         tracker.log_metrics({"train_seconds": seconds,
                              "train_examples_per_sec": datasets.num_train * len(losses) / seconds})
     return history
+
+
+def uninterrupted_backup(backup_dir: str):
+    """Keras' BackupAndRestore, whose per-epoch write Ctrl-C/SIGTERM cannot cut in half: the
+    signal waits until the epoch is backed up, so the backup a KILLED run keeps resumes."""
+    import keras
+
+    class UninterruptedBackup(keras.callbacks.BackupAndRestore):
+        def on_epoch_end(self, epoch, logs=None):
+            with tracking.uninterrupted():
+                super().on_epoch_end(epoch, logs)
+
+    return UninterruptedBackup(backup_dir, save_freq="epoch", delete_checkpoint=True)
 
 
 def stop_on_non_finite_loss(model, plan: BatchPlan | None, backup_dir: str | None):
