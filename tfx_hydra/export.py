@@ -76,7 +76,7 @@ def _write_serving_archive(model, spec, path: str) -> None:
     archive.track(model)
 
     def serve(inputs):
-        probabilities = model(tf.cast(inputs, tf.float32) * spec.input_scale, training=False)
+        probabilities = model(spec.normalize(tf.cast(inputs, tf.float32)), training=False)
         return {"probabilities": probabilities, "class": tf.argmax(probabilities, axis=-1)}
 
     archive.add_endpoint("serving_default", serve,
@@ -96,7 +96,7 @@ def _check_serving_signature(model, path: str, datasets) -> float:
         raise ExportError(f"serving_default has inputs {sorted(signature.inputs)} and outputs "
                           f"{sorted(signature.outputs)}, not inputs -> probabilities, class.")
     scaled, _ = next(iter(datasets.validation))
-    served = tf.saved_model.load(path).signatures["serving_default"](inputs=scaled / datasets.spec.input_scale)
+    served = tf.saved_model.load(path).signatures["serving_default"](inputs=datasets.spec.denormalize(scaled))
     expected = np.asarray(model(scaled, training=False))
     diff = float(np.max(np.abs(served["probabilities"].numpy() - expected)))
     _require_parity("SavedModel", diff, PARITY)
@@ -397,7 +397,7 @@ def evaluate_saved_model(path: str, datasets) -> dict[str, float]:
     serve = tf.saved_model.load(path).signatures["serving_default"]
     losses, hits, total = [], 0, 0
     for scaled, labels in datasets.test:
-        outputs = serve(inputs=scaled / datasets.spec.input_scale)
+        outputs = serve(inputs=datasets.spec.denormalize(scaled))
         probabilities = outputs["probabilities"] if "probabilities" in outputs else next(iter(outputs.values()))
         losses.append(np.asarray(keras.losses.sparse_categorical_crossentropy(labels, probabilities)))
         hits += int(np.sum(np.argmax(probabilities.numpy(), axis=-1) == labels.numpy()))

@@ -61,10 +61,14 @@ def test_build_passes_our_errors_through_unwrapped():
 
 
 def test_build_names_the_group_of_an_unknown_argument():
-    node = OmegaConf.create({"_target_": "tfx_hydra.data.digits", "input_shape": [8, 8], "num_classes": 10,
+    node = OmegaConf.create({"_target_": "tfx_hydra.models.mlp", "name": "mlp", "input_shape": [8, 8],
+                             "num_classes": 10, "colour": "red"})
+    with pytest.raises(ConfigError, match=r"cannot build 'model' from its config: .*unexpected keyword argument 'colour'"):
+        build(node, "model")
+    data = OmegaConf.create({"_target_": "tfx_hydra.data.digits", "input_shape": [8, 8], "num_classes": 10,
                              "batch_size": 32, "seed": 0, "colour": "red"})
-    with pytest.raises(ConfigError, match=r"cannot build 'data' from its config: .*unexpected keyword argument 'colour'"):
-        build(node, "data")
+    with pytest.raises(ConfigError, match=r"data.colour is not an option of this data source"):
+        build(data, "data")
 
 
 def test_build_reports_data_errors_as_data_errors(tmp_path):

@@ -1,0 +1,273 @@
+"""Data sources on tiny files the tests write: TFRecords (and the converter), image folders, CSV,
+Keras' built-ins from a local .npz, TensorFlow Datasets; and each bad-data case, said clearly."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from PIL import Image
+
+from tfx_hydra.data import csv, digits, image_folder, keras_dataset, tfds, tfrecord
+from tfx_hydra.data.to_tfrecord import main as to_tfrecord
+from tfx_hydra.errors import ConfigError, DataError
+
+
+def labels(dataset) -> np.ndarray:
+    return np.concatenate([y.numpy() for _, y in dataset])
+
+
+def inputs(dataset) -> np.ndarray:
+    return np.concatenate([x.numpy() for x, _ in dataset])
+
+
+# --- TFRecord -------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def digits_tfrecords(tmp_path_factory):
+    """The digits written by the converter, as a user would: 3 shards per split."""
+    folder = tmp_path_factory.mktemp("tfr")
+    assert to_tfrecord([str(folder), "--shards", "3", "data=digits"]) == 0
+    return folder
+
+
+def test_to_tfrecord_writes_shards_and_the_config_that_reads_them(digits_tfrecords, capsys):
+    names = sorted(os.listdir(digits_tfrecords))
+    assert "train-00000-of-00003.tfrecord" in names and "test-00002-of-00003.tfrecord" in names
+    text = (digits_tfrecords / "tfrecord.yaml").read_text()
+    assert "_target_: tfx_hydra.data.tfrecord" in text and "raw_scale: 0.0625" in text
+    assert "1293 train, 144 validation, 360 test examples" in text
+
+
+def test_tfrecord_reads_back_exactly_what_the_in_memory_source_gives(digits_tfrecords):
+    files = {split: str(digits_tfrecords / f"{split}-*.tfrecord") for split in ("train", "validation", "test")}
+    data = tfrecord(files["train"], files["test"], [8, 8], 10, batch_size=32, seed=0,
+                    validation_files=files["validation"], raw_scale=1 / 16)
+    memory = digits([8, 8], 10, batch_size=32, seed=42)  # the converter ran with the config's seed
+    assert (data.num_train, data.num_validation, data.num_test) == (1293, 144, 360)
+    assert data.spec == memory.spec
+    # same examples (the test split was written round-robin over 3 shards and is read interleaved)
+    assert sorted(map(tuple, inputs(data.test).reshape(360, -1).round(6))) == \
+        sorted(map(tuple, inputs(memory.test).reshape(360, -1).round(6)))
+    x, y = next(iter(data.train))
+    assert x.shape == (32, 8, 8) and x.dtype == tf.float32 and y.dtype == tf.int64 and float(tf.reduce_max(x)) <= 1
+
+
+def test_tfrecord_order_is_deterministic_and_seeded(digits_tfrecords):
+    pattern = str(digits_tfrecords / "train-*.tfrecord")
+    first = tfrecord(pattern, None, [8, 8], 10, batch_size=64, seed=1, deterministic=True)
+    again = tfrecord(pattern, None, [8, 8], 10, batch_size=64, seed=1, deterministic=True)
+    assert np.array_equal(labels(first.train), labels(again.train))
+    assert (first.num_train, first.num_validation, first.num_test) == (905, 129, 259)  # carved off the train files
+    assert np.array_equal(labels(first.test), labels(again.test))  # held-out splits never shuffle
+
+
+def test_tfrecord_cache_file_limit_and_a_training_run(digits_tfrecords, tmp_path):
+    import keras
+
+    pattern = str(digits_tfrecords / "train-*.tfrecord")
+    data = tfrecord(pattern, str(digits_tfrecords / "test-*.tfrecord"), [8, 8], 10, batch_size=32, seed=0,
+                    raw_scale=1 / 16, cache=str(tmp_path / "cache"), limit=320, map_parallelism=2, prefetch=2)
+    assert data.num_train == 320 and len(labels(data.train)) == 320
+    model = keras.Sequential([keras.Input((8, 8)), keras.layers.Flatten(), keras.layers.Dense(10, "softmax")])
+    model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
+    history = model.fit(data.train, validation_data=data.validation, epochs=3, verbose=0)
+    assert history.history["accuracy"][-1] > history.history["accuracy"][0]
+    assert any(name.startswith("cache.train") for name in os.listdir(tmp_path))  # the file cache was written
+
+
+def test_tfrecord_images_as_encoded_png(tmp_path):
+    rng = np.random.default_rng(0)
+    with tf.io.TFRecordWriter(str(tmp_path / "img.tfrecord")) as writer:
+        for i in range(40):
+            png = tf.io.encode_png(rng.integers(0, 256, (6, 5, 3), dtype=np.uint8)).numpy()
+            writer.write(tf.train.Example(features=tf.train.Features(feature={
+                "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[png])),
+                "y": tf.train.Feature(int64_list=tf.train.Int64List(value=[i % 2]))})).SerializeToString())
+    data = tfrecord(str(tmp_path / "*.tfrecord"), None, [6, 5, 3], 2, batch_size=8, seed=0, kind="image",
+                    inputs_key="image", label_key="y", validation_split=0.2, test_split=0.2)
+    x, _ = next(iter(data.train))
+    assert x.shape == (8, 6, 5, 3) and 0 <= float(tf.reduce_min(x)) and float(tf.reduce_max(x)) <= 1
+    assert data.spec.input_scale == pytest.approx(1 / 255)
+
+
+def test_tfrecord_empty_glob(tmp_path):
+    with pytest.raises(DataError, match=r"data.train_files: no file matches .*nothing-\*.tfrecord") as caught:
+        tfrecord(str(tmp_path / "nothing-*.tfrecord"), None, [8, 8], 10, batch_size=32, seed=0)
+    assert "to_tfrecord" in str(caught.value)
+
+
+def test_a_corrupt_tfrecord_is_named(digits_tfrecords, tmp_path):
+    good = (digits_tfrecords / "train-00000-of-00003.tfrecord").read_bytes()
+    (tmp_path / "a.tfrecord").write_bytes(good)
+    (tmp_path / "b.tfrecord").write_bytes(good[: len(good) // 2])  # truncated mid-record, as by a full disk
+    with pytest.raises(DataError, match=r"the TFRecord file .*b.tfrecord is corrupt or truncated"):
+        tfrecord(str(tmp_path / "*.tfrecord"), None, [8, 8], 10, batch_size=32, seed=0)
+
+
+def test_tfrecord_keys_or_shape_that_do_not_match_the_files(digits_tfrecords):
+    pattern = str(digits_tfrecords / "train-*.tfrecord")
+    with pytest.raises(DataError, match=r"does not parse as data.inputs_key=pixels"):
+        tfrecord(pattern, None, [8, 8], 10, batch_size=32, seed=0, inputs_key="pixels")
+    with pytest.raises(DataError, match=r"data.input_shape=\[28, 28\]"):
+        tfrecord(pattern, None, [28, 28], 10, batch_size=32, seed=0)
+
+
+def test_tfrecord_fewer_examples_than_a_batch(digits_tfrecords):
+    with pytest.raises(DataError, match=r"the training split has 50 examples, fewer than one batch"):
+        tfrecord(str(digits_tfrecords / "train-*.tfrecord"), None, [8, 8], 10, batch_size=64, seed=0, limit=50)
+
+
+# --- image folders ---------------------------------------------------------------------------------
+
+def write_images(root, sizes_by_class: dict[str, list[tuple[int, int]]]):
+    rng = np.random.default_rng(0)
+    for name, sizes in sizes_by_class.items():
+        os.makedirs(root / name, exist_ok=True)
+        for i, (w, h) in enumerate(sizes):
+            bright = 200 if name == "cats" else 30  # a learnable difference
+            pixels = np.clip(rng.normal(bright, 20, (h, w, 3)), 0, 255).astype(np.uint8)
+            Image.fromarray(pixels).save(root / name / f"{i:03d}.png")
+    return root
+
+
+def test_image_folder_resizes_splits_and_augments(tmp_path):
+    root = write_images(tmp_path / "pets", {"cats": [(12, 10)] * 20 + [(9, 9)] * 5, "dogs": [(10, 12)] * 25})
+    data = image_folder(str(root), [8, 8, 3], 2, batch_size=8, seed=0,
+                        augmentation={"flip": "horizontal", "rotation": 0.1, "zoom": 0.1})
+    assert (data.num_train, data.num_validation, data.num_test) == (36, 4, 10)
+    x, y = next(iter(data.train))
+    assert x.shape == (8, 8, 8, 3) and float(tf.reduce_max(x)) <= 1.0
+    test_labels = labels(data.test)
+    assert sorted(set(test_labels)) == [0, 1]  # cats = 0, dogs = 1 (sorted folder names), stratified
+    cats = inputs(data.test)[test_labels == 0]
+    assert cats.mean() > 0.6  # decoded pixels, not noise: cats are bright
+    first, second = inputs(data.train), inputs(data.train)
+    assert not np.allclose(np.sort(first.ravel()), np.sort(second.ravel()))  # fresh augmentation each epoch
+
+
+def test_image_folder_gray_with_a_test_directory(tmp_path):
+    train = write_images(tmp_path / "train", {"a": [(6, 6)] * 10, "b": [(6, 6)] * 10})
+    test = write_images(tmp_path / "test", {"a": [(6, 6)] * 3, "b": [(6, 6)] * 3})
+    data = image_folder(str(train), [6, 6], 2, batch_size=4, seed=0, test_directory=str(test), resize=False)
+    assert (data.num_train, data.num_validation, data.num_test) == (18, 2, 6)
+    assert next(iter(data.test))[0].shape == (4, 6, 6)
+
+
+def test_image_folder_mixed_sizes_without_resize(tmp_path):
+    root = write_images(tmp_path / "pets", {"cats": [(8, 8)] * 4, "dogs": [(8, 8)] * 3 + [(9, 7)]})
+    with pytest.raises(DataError, match=r"003.png is 9x7 .* data.resize=false: the images have mixed sizes") as caught:
+        image_folder(str(root), [8, 8, 3], 2, batch_size=2, seed=0, resize=False)
+    assert "data.resize=true" in str(caught.value)
+
+
+def test_image_folder_missing_or_empty_or_wrong_classes(tmp_path):
+    with pytest.raises(DataError, match=r"data.directory=.*nowhere is not a folder"):
+        image_folder(str(tmp_path / "nowhere"), [8, 8, 3], 2, batch_size=2, seed=0)
+    (tmp_path / "empty" / "cats").mkdir(parents=True)
+    with pytest.raises(DataError, match=r"has no images in class sub-folders"):
+        image_folder(str(tmp_path / "empty"), [8, 8, 3], 2, batch_size=2, seed=0)
+    root = write_images(tmp_path / "three", {"a": [(4, 4)] * 3, "b": [(4, 4)] * 3, "c": [(4, 4)] * 3})
+    with pytest.raises(DataError, match=r"data.num_classes=2 does not match .*3 class folders \(a, b, c\)"):
+        image_folder(str(root), [4, 4, 3], 2, batch_size=2, seed=0)
+    with pytest.raises(ConfigError, match=r"data.augmentation.flip=sideways is unknown"):
+        image_folder(str(root), [4, 4, 3], 3, batch_size=2, seed=0, augmentation={"flip": "sideways"})
+
+
+# --- CSV ---------------------------------------------------------------------------------------------
+
+def write_csv(path, rows: int = 120):
+    rng = np.random.default_rng(0)
+    lines = ["height,weight,note_id,species"]
+    for i in range(rows):
+        species = ["setosa", "virginica", "versicolor"][i % 3]
+        lines.append(f"{100 + 10 * (i % 3) + rng.normal():.3f},{rng.normal(50, 5):.3f},{i},{species}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_csv_standardizes_and_numbers_class_names(tmp_path):
+    path = write_csv(tmp_path / "iris.csv")
+    data = csv(str(path), "species", [2], 3, batch_size=16, seed=0, feature_columns=["height", "weight"])
+    x = inputs(data.train)
+    assert x.shape[1] == 2 and abs(x.mean()) < 1e-5 and np.allclose(x.std(axis=0), 1, atol=1e-5)
+    assert data.spec.input_offset[0] == pytest.approx(110, abs=2)  # the raw mean, kept for exports
+    raw = np.asarray(data.spec.denormalize(x))
+    assert raw[:, 0].min() > 95 and raw[:, 1].mean() == pytest.approx(50, abs=2)
+    assert sorted(set(labels(data.test))) == [0, 1, 2]  # setosa, versicolor, virginica
+
+
+def test_csv_missing_label_column_and_bad_values(tmp_path):
+    path = write_csv(tmp_path / "iris.csv")
+    with pytest.raises(DataError, match=r"data.label_column=class is not a column of .*iris.csv \(columns: height, "
+                                        r"weight, note_id, species\)"):
+        csv(str(path), "class", [3], 3, batch_size=16, seed=0)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b,label\n1,2,0\n3,oops,1\n")
+    with pytest.raises(DataError, match=r"bad.csv, row 3, column b: 'oops' is not a number"):
+        csv(str(bad), "label", [2], 2, batch_size=1, seed=0)
+    with pytest.raises(DataError, match=r"data.path=.*missing.csv does not exist"):
+        csv(str(tmp_path / "missing.csv"), "label", [2], 2, batch_size=1, seed=0)
+    with pytest.raises(DataError, match=r"data.input_shape=\[2\] does not match the data: train examples have "
+                                        r"shape \[3\]"):
+        csv(str(path), "species", [2], 3, batch_size=16, seed=0)
+
+
+# --- Keras built-ins, TFDS ----------------------------------------------------------------------------
+
+def test_cifar10_from_a_local_npz_with_column_labels(tmp_path):
+    rng = np.random.default_rng(0)
+    path = tmp_path / "cifar10.npz"
+    np.savez(path, x_train=rng.integers(0, 256, (100, 32, 32, 3), dtype=np.uint8),
+             y_train=rng.integers(0, 10, (100, 1)), x_test=rng.integers(0, 256, (20, 32, 32, 3), dtype=np.uint8),
+             y_test=rng.integers(0, 10, (20, 1)))  # Keras' CIFAR labels are (n, 1)
+    data = keras_dataset("cifar10", str(path), [32, 32, 3], 10, batch_size=10, seed=0)
+    assert (data.num_train, data.num_validation, data.num_test) == (90, 10, 20)
+    x, y = next(iter(data.train))
+    assert x.shape == (10, 32, 32, 3) and y.shape == (10,) and float(tf.reduce_max(x)) <= 1.0
+    with pytest.raises(ConfigError, match=r"data.name=imagenet is not a Keras built-in dataset"):
+        keras_dataset("imagenet", str(path), [32, 32, 3], 10, batch_size=10, seed=0)
+
+
+def test_tfds_a_dataset_that_is_not_downloaded(tmp_path):
+    pytest.importorskip("tensorflow_datasets")
+    with pytest.raises(DataError, match=r"the TFDS dataset mnist is not in .*\(data.download=false\)") as caught:
+        tfds("mnist", [28, 28, 1], 10, batch_size=32, seed=0, data_dir=str(tmp_path))
+    assert "data.download=true" in str(caught.value)
+
+
+def test_tfds_reads_a_prepared_dataset(tmp_path):
+    tensorflow_datasets = pytest.importorskip("tensorflow_datasets")
+    # TFDS' own test helper: mnist's real builder, feature spec and split metadata serving random
+    # examples; it stands in for the download (download=true calls its no-op download_and_prepare).
+    with tensorflow_datasets.testing.mock_data(num_examples=64, data_dir=str(tmp_path)):
+        data = tfds("mnist", [28, 28, 1], 10, batch_size=16, seed=0, data_dir=str(tmp_path), download=True,
+                    train_split="train", validation_split="test", test_split="test", limit=48)
+        x, y = next(iter(data.train))
+        assert data.num_train == 48 and x.shape == (16, 28, 28, 1) and y.dtype == tf.int64
+        assert float(tf.reduce_max(x)) <= 1.0
+
+
+def test_tfds_not_installed_says_how_to_install(monkeypatch):
+    # Fault injection: hide the installed package, as on a machine without the extra.
+    monkeypatch.setitem(sys.modules, "tensorflow_datasets", None)
+    with pytest.raises(DataError, match=r"data=tfds needs TensorFlow Datasets") as caught:
+        tfds("mnist", [28, 28, 1], 10, batch_size=32, seed=0)
+    assert 'pip install "tfx_hydra[tfds]"' in str(caught.value)
+
+
+def test_common_options_are_checked():
+    with pytest.raises(ConfigError, match=r"data.shard_policy=files is unknown"):
+        digits([8, 8], 10, batch_size=32, seed=0, shard_policy="files")
+    with pytest.raises(ConfigError, match=r"data.map_parallelism=0 is invalid"):
+        digits([8, 8], 10, batch_size=32, seed=0, map_parallelism=0)
+    with pytest.raises(ConfigError, match=r"data.normalization=zscore is unknown"):
+        digits([8, 8], 10, batch_size=32, seed=0, normalization="zscore")
+    data = digits([8, 8], 10, batch_size=32, seed=0, normalization="standardize", shard_policy="off")
+    options = data.train.options()
+    assert options.experimental_distribute.auto_shard_policy == tf.data.experimental.AutoShardPolicy.OFF
+    assert abs(inputs(data.train).mean()) < 0.05
