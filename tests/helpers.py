@@ -120,3 +120,35 @@ def wait_for_backup_of_epoch(backup: Path, epoch: int, timeout: float = 120) -> 
             pass
         time.sleep(0.05)
     raise AssertionError(f"no backup of epoch {epoch} in {backup} after {timeout} s")
+
+
+def save_tiny_hub_model(path, input_shape=(8, 8), units=16, seed=0) -> str:
+    """A SavedModel in TF Hub's Reusable SavedModel form, like a feature-vector model:
+    `__call__(inputs, training)` returning (batch, units) features, `.variables` and
+    `.trainable_variables`, and a non-trainable batch statistic that only a training call
+    updates (like batch norm's moving mean)."""
+    import tensorflow as tf
+
+    size = int(np.prod(input_shape))
+    rng = np.random.default_rng(seed)
+    kernel = tf.Variable(rng.normal(0, 0.3, (size, units)).astype("float32"), name="dense/kernel")
+    bias = tf.Variable(np.zeros(units, "float32"), name="dense/bias")
+    moving_mean = tf.Variable(np.zeros(units, "float32"), trainable=False, name="bn/moving_mean")
+
+    @tf.function
+    def call(inputs, training=False):
+        features = tf.matmul(tf.reshape(inputs, (-1, size)), kernel) + bias
+        if training:
+            moving_mean.assign(0.9 * moving_mean + 0.1 * tf.reduce_mean(features, axis=0))
+        return tf.nn.relu(features - moving_mean)
+
+    spec = tf.TensorSpec((None, *input_shape), tf.float32)
+    for training in (True, False):
+        call.get_concrete_function(spec, training=training)
+    root = tf.train.Checkpoint()
+    root.__call__ = call
+    root.kernel, root.moving_mean = kernel, moving_mean
+    root.variables = [kernel, bias, moving_mean]
+    root.trainable_variables = [kernel, bias]
+    tf.saved_model.save(root, str(path))
+    return str(path)

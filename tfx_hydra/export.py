@@ -132,6 +132,8 @@ class KerasExport:
         _make_parent(self.path, "export.keras.export_dir")
         model.save(self.path)
         inputs, _ = next(iter(datasets.validation))
+        import tfx_hydra.models.layers  # noqa: F401  (registers HubLayer, Preprocess for loading)
+
         reloaded = keras.models.load_model(self.path)
         diff = float(np.max(np.abs(np.asarray(reloaded(inputs)) - np.asarray(model(inputs, training=False)))))
         _require_parity("keras", diff, PARITY)

@@ -87,10 +87,21 @@ def run(cfg: DictConfig) -> float:
             model = build(cfg.model, "model")
             compile_model(model, cfg.optimizer, settings, policy, hardware, plan, tracker)
 
+        record_model(tracker, model, output_dir)
+
         backup_dir = choose_backup_dir(tracker, output_dir, chief)
-        history = train(model, datasets, settings.trainer, tracker, plan, backup_dir)
-        if not chief:
-            shutil.rmtree(backup_dir, ignore_errors=True)
+        tensorboard_dir = os.path.join(output_dir, "tensorboard") if chief else None
+        history = None
+        if not finetuning_backup_exists(backup_dir, settings.trainer):  # else phase one finished before a crash
+            history = train(model, datasets, settings.trainer, tracker, plan, backup_dir, tensorboard_dir)
+        if settings.trainer.finetune_epochs:
+            with strategy.scope():
+                start_finetuning(model, cfg.optimizer, settings, policy, hardware, plan, tracker)
+            history = merge_histories(history, train(model, datasets, settings.trainer, tracker, plan,
+                                                     os.path.join(backup_dir, FINETUNE_BACKUP), tensorboard_dir,
+                                                     phase="finetune"))
+        remove_backup(backup_dir, chief)
+        record_tensorboard(tracker, tensorboard_dir)
         metrics = evaluate(model, datasets, history, tracker)
         record_plots(model, datasets, history, tracker, output_dir)
         exports = export_model(model, datasets, cfg.export, tracker, chief)
@@ -257,7 +268,7 @@ def plan_batches(trainer: TrainerConfig, hardware, strategy) -> BatchPlan:
 # --- 5. model ------------------------------------------------------------------------------
 
 def compile_model(model, optimizer_cfg: DictConfig, settings: Settings, policy: str, hardware, plan: BatchPlan,
-                  tracker) -> None:
+                  tracker, learning_rate: float | None = None) -> None:
     """Compile with the configured optimizer (scaled, accumulated, loss-scaled as asked), loss,
     metrics, XLA and steps_per_execution; say so when XLA was asked for and Keras turned it off."""
     import keras
@@ -266,14 +277,17 @@ def compile_model(model, optimizer_cfg: DictConfig, settings: Settings, policy: 
 
     trainer, precision = settings.trainer, settings.precision
     optimizer_args: dict[str, Any] = {}
-    learning_rate = optimizer_cfg.get("learning_rate")
-    if isinstance(learning_rate, int) and not isinstance(learning_rate, bool):
-        optimizer_args["learning_rate"] = float(learning_rate)  # Keras rejects an int (optimizer.learning_rate=1)
+    if learning_rate is None:
+        configured = optimizer_cfg.get("learning_rate")
+        if isinstance(configured, int) and not isinstance(configured, bool):
+            optimizer_args["learning_rate"] = float(configured)  # Keras rejects an int (optimizer.learning_rate=1)
+    else:  # the fine-tuning phase's
+        optimizer_args["learning_rate"] = float(learning_rate)
     if trainer.scale_lr_with_replicas and plan.replicas > 1:
         if optimizer_cfg.get("learning_rate") is None:
             raise ConfigError("trainer.scale_lr_with_replicas=true needs optimizer.learning_rate to scale.",
                               fix="optimizer.learning_rate=0.001, or trainer.scale_lr_with_replicas=false")
-        optimizer_args["learning_rate"] = optimizer_cfg.learning_rate * plan.replicas
+        optimizer_args["learning_rate"] = optimizer_args.get("learning_rate", optimizer_cfg.learning_rate) * plan.replicas
     if trainer.grad_accum_steps > 1:
         optimizer_args["gradient_accumulation_steps"] = trainer.grad_accum_steps
     optimizer = build(optimizer_cfg, "optimizer", **optimizer_args)
@@ -293,8 +307,9 @@ def compile_model(model, optimizer_cfg: DictConfig, settings: Settings, policy: 
                   if trainer.deterministic else "a layer of the model does not support XLA")
         xla_note = f"XLA was asked for by {asked} but is off: {reason}."
         console.warn(xla_note)
+    lr_tag = "optimizer.learning_rate" if learning_rate is None else "finetune.optimizer.learning_rate"
     tracker.set_tags({"xla": "on" if model.jit_compile else "off", "xla.note": xla_note,
-                      "optimizer.learning_rate": float(keras.ops.convert_to_numpy(optimizer.learning_rate)),
+                      lr_tag: float(keras.ops.convert_to_numpy(optimizer.learning_rate)),
                       "optimizer.gradient_accumulation_steps": trainer.grad_accum_steps,
                       "optimizer.loss_scale": type(model.optimizer).__name__ == "LossScaleOptimizer"})
 
@@ -311,6 +326,27 @@ def _require_keras_name(key: str, name: str, module, example: str) -> None:
                           fix=f"{key}={example} (or another name from {module.__name__})") from None
 
 
+def record_model(tracker, model, output_dir: str) -> None:
+    """The model summary (model/summary.txt in the output dir, `model_summary/` in MLflow) and its
+    parameter counts as tags: what a reader compares first between runs."""
+    folder = os.path.join(output_dir, "model")
+    os.makedirs(folder, exist_ok=True)
+    lines: list[str] = []
+    model.summary(print_fn=lambda line, *args, **kwargs: lines.append(line), line_length=110, expand_nested=True)
+    with open(os.path.join(folder, "summary.txt"), "w", encoding="utf-8") as summary:
+        summary.write("\n".join(lines) + "\n")
+    trainable, frozen = count_params(model.trainable_weights), count_params(model.non_trainable_weights)
+    tracker.set_tags({"model.params.total": trainable + frozen, "model.params.trainable": trainable,
+                      "model.params.non_trainable": frozen})
+    tracker.log_artifacts(folder, "model_summary")
+
+
+def count_params(weights) -> int:
+    import numpy as np
+
+    return int(sum(np.prod(w.shape) for w in weights))
+
+
 # --- 6. train ------------------------------------------------------------------------------
 
 def choose_backup_dir(tracker, output_dir: str, chief: bool) -> str:
@@ -324,17 +360,22 @@ def choose_backup_dir(tracker, output_dir: str, chief: bool) -> str:
 
 
 def train(model, datasets, trainer: TrainerConfig, tracker, plan: BatchPlan | None = None,
-          backup_dir: str | None = None):
-    """model.fit with per-epoch timing, tracking, backup, NaN stop and optional early stopping."""
+          backup_dir: str | None = None, tensorboard_dir: str | None = None, phase: str = "train"):
+    """model.fit with per-epoch timing, tracking, backup, NaN stop, TensorBoard and optional early
+    stopping. phase="finetune" runs trainer.finetune_epochs more epochs, numbered on from the first phase."""
     import keras
     import tensorflow as tf
 
-    clock = console.EpochClock(datasets.num_train, trainer.epochs, trainer.verbose)
+    first_epoch, last_epoch = ((trainer.epochs, trainer.epochs + trainer.finetune_epochs) if phase == "finetune"
+                               else (0, trainer.epochs))
+    clock = console.EpochClock(datasets.num_train, trainer.epochs + trainer.finetune_epochs, trainer.verbose)
     callbacks = [
         keras.callbacks.LambdaCallback(on_epoch_begin=clock.start, on_epoch_end=clock.stop),
         keras.callbacks.LambdaCallback(on_epoch_end=tracker.log_epoch),  # after the clock: logs its figures
         stop_on_non_finite_loss(model, plan, backup_dir if trainer.backup else None),
     ]
+    if trainer.tensorboard and tensorboard_dir:
+        callbacks.append(tensorboard_callback(trainer, tensorboard_dir))
     stopping = trainer.early_stopping
     if stopping.enabled:
         callbacks.append(keras.callbacks.EarlyStopping(monitor=stopping.monitor, patience=stopping.patience,
@@ -344,8 +385,9 @@ def train(model, datasets, trainer: TrainerConfig, tracker, plan: BatchPlan | No
         callbacks.append(uninterrupted_backup(backup_dir))
     started = time.perf_counter()
     try:
-        history = model.fit(datasets.train, validation_data=datasets.validation, epochs=trainer.epochs,
-                            callbacks=callbacks, shuffle=False, verbose=0)  # the pipeline shuffles, seeded
+        history = model.fit(datasets.train, validation_data=datasets.validation, epochs=last_epoch,
+                            initial_epoch=first_epoch, callbacks=callbacks, shuffle=False,
+                            verbose=0)  # the pipeline shuffles, seeded
     except tf.errors.ResourceExhaustedError as err:
         raise out_of_memory(err, trainer, plan) from None
     seconds = time.perf_counter() - started
@@ -356,9 +398,91 @@ def train(model, datasets, trainer: TrainerConfig, tracker, plan: BatchPlan | No
             fix="lower optimizer.learning_rate, check the data for NaN/inf, or use precision=fp32",
         )
     if losses:
-        tracker.log_metrics({"train_seconds": seconds,
-                             "train_examples_per_sec": datasets.num_train * len(losses) / seconds})
+        prefix = "finetune_" if phase == "finetune" else "train_"
+        tracker.log_metrics({f"{prefix}seconds": seconds,
+                             f"{prefix}examples_per_sec": datasets.num_train * len(losses) / seconds})
     return history
+
+
+def tensorboard_callback(trainer: TrainerConfig, log_dir: str):
+    """Keras' TensorBoard: epoch scalars, weight histograms every `tensorboard_histogram_freq`
+    epochs, the graph, and a profile of `tensorboard_profile_batches` ([first, last]) if asked.
+
+    Keras 3 writes only the conceptual graph (the model config; its docs: write_graph "not
+    supported at this time"), so the op-level graph of the forward pass is traced and written
+    here once, for TensorBoard's Graphs tab.
+    """
+    import keras
+    import tensorflow as tf
+
+    class TensorBoardWithGraph(keras.callbacks.TensorBoard):
+        def on_train_begin(self, logs=None):
+            super().on_train_begin(logs)
+            forward = tf.function(lambda inputs: self.model(inputs, training=False))
+            spec = tf.TensorSpec((None, *self.model.inputs[0].shape[1:]), tf.float32)
+            with self._train_writer.as_default():
+                tf.summary.graph(forward.get_concrete_function(spec).graph)
+
+    profile = trainer.tensorboard_profile_batches
+    return TensorBoardWithGraph(log_dir=log_dir, histogram_freq=trainer.tensorboard_histogram_freq,
+                                write_graph=True, update_freq="epoch", profile_batch=tuple(profile) if profile else 0)
+
+
+def record_tensorboard(tracker, tensorboard_dir: str | None) -> None:
+    """The TensorBoard logs go to MLflow's `tensorboard/`: `tensorboard --logdir <output dir>/tensorboard`
+    reads them locally, and they stay with the run when the output dir is gone."""
+    if tensorboard_dir and os.path.isdir(tensorboard_dir):
+        tracker.log_artifacts(tensorboard_dir, "tensorboard")
+
+
+# --- 6b. fine-tune (transfer learning) --------------------------------------------------------
+
+FINETUNE_BACKUP = "finetune"  # phase two's backup, inside the run's backup folder
+
+
+def finetuning_backup_exists(backup_dir: str, trainer: TrainerConfig) -> bool:
+    """A run killed in its fine-tuning phase resumes there: phase one's result is in that backup."""
+    resuming = bool(trainer.finetune_epochs and trainer.backup and
+                    os.path.isdir(os.path.join(backup_dir, FINETUNE_BACKUP)))
+    if resuming:
+        console.info("resuming in the fine-tuning phase: the head-training phase finished before the interruption")
+    return resuming
+
+
+def start_finetuning(model, optimizer_cfg: DictConfig, settings: Settings, policy: str, hardware,
+                     plan: BatchPlan, tracker) -> None:
+    """Unfreeze the backbone (or its top trainer.finetune_layers layers) and recompile at
+    trainer.finetune_lr (default: a tenth of the first phase's): a fresh optimizer, so the
+    large first-phase steps do not carry momentum into the pretrained weights."""
+    from tfx_hydra.models import unfreeze_backbone
+
+    trainer = settings.trainer
+    trainable = unfreeze_backbone(model, trainer.finetune_layers)
+    base_lr = optimizer_cfg.get("learning_rate") or 0.001
+    learning_rate = trainer.finetune_lr if trainer.finetune_lr is not None else float(base_lr) / 10
+    compile_model(model, optimizer_cfg, settings, policy, hardware, plan, tracker, learning_rate=learning_rate)
+    console.info(f"fine-tuning: backbone unfrozen ({trainable} trainable weights), learning rate {learning_rate:g}, "
+                 f"{trainer.finetune_epochs} more epochs")
+    tracker.set_tags({"finetune.learning_rate": learning_rate, "finetune.layers": trainer.finetune_layers or "all",
+                      "model.params.trainable_finetune": count_params(model.trainable_weights)})
+
+
+def merge_histories(first, second):
+    """One history across both phases (the first is None when resuming in phase two)."""
+    if first is None:
+        return second
+    for key, values in second.history.items():
+        first.history.setdefault(key, []).extend(values)
+    first.epoch.extend(second.epoch)
+    return first
+
+
+def remove_backup(backup_dir: str, chief: bool) -> None:
+    """After success: Keras removed each phase's backup; drop the folder they lived in."""
+    if not chief:
+        shutil.rmtree(backup_dir, ignore_errors=True)
+    elif os.path.isdir(backup_dir) and not os.listdir(backup_dir):
+        os.rmdir(backup_dir)
 
 
 def uninterrupted_backup(backup_dir: str):

@@ -89,10 +89,29 @@ class TrainerConfig:
     deterministic: bool = False
     backup: bool = True
     early_stopping: EarlyStoppingConfig = field(default_factory=EarlyStoppingConfig)
+    finetune_epochs: int = 0
+    finetune_lr: Optional[float] = None
+    finetune_layers: Optional[int] = None
+    tensorboard: bool = True
+    tensorboard_histogram_freq: int = 1
+    tensorboard_profile_batches: Optional[List[int]] = None
     verbose: bool = True
 
     def __post_init__(self) -> None:
         _require_positive("trainer.epochs", self.epochs, 5)
+        for key, example in (("finetune_epochs", 3), ("tensorboard_histogram_freq", 1)):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"trainer.{key}={getattr(self, key)}: expected 0 (off) or more.",
+                                  fix=f"trainer.{key}={example}")
+        if self.finetune_lr is not None and not self.finetune_lr > 0:
+            raise ConfigError(f"trainer.finetune_lr={self.finetune_lr}: expected a positive learning rate or null "
+                              "(a tenth of optimizer.learning_rate).", fix="trainer.finetune_lr=1e-5")
+        if self.finetune_layers is not None:
+            _require_positive("trainer.finetune_layers", self.finetune_layers, 20)
+        profile = self.tensorboard_profile_batches
+        if profile is not None and (len(profile) != 2 or not 1 <= profile[0] <= profile[1]):
+            raise ConfigError(f"trainer.tensorboard_profile_batches={list(profile)}: expected [first, last] batch "
+                              "numbers, 1 <= first <= last, or null.", fix="trainer.tensorboard_profile_batches=[10,20]")
         _require_positive_or_auto("trainer.batch_size", self.batch_size, 32)
         _require_positive_or_auto("trainer.steps_per_execution", self.steps_per_execution, 1)
         _require_positive("trainer.grad_accum_steps", self.grad_accum_steps, 1)

@@ -1,0 +1,55 @@
+"""Transfer learning through the CLI: a TF Hub backbone (a SavedModel the test saves) frozen for
+the head's epochs, then fine-tuned; one MLflow run with both phases, the model summary, TensorBoard
+logs (scalars, histograms, graph), and exports that save and reload the hub layer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import mlflow_client, mlflow_runs, run_cli, save_tiny_hub_model
+
+pytestmark = pytest.mark.slow
+
+
+def test_head_then_fine_tuning_in_one_tracked_run(tmp_path):
+    handle = save_tiny_hub_model(tmp_path / "hub_model")
+    done = run_cli(["model=hub", f"model.handle={handle}", "trainer.epochs=2", "trainer.finetune_epochs=2",
+                    "trainer.finetune_lr=0.0005", "optimizer.learning_rate=0.01", "data.limit=320",
+                    "export=[savedmodel,keras]", "export.mlflow_model=false"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "epoch 2/4" in done.stdout and "epoch 4/4" in done.stdout
+    assert "fine-tuning: backbone unfrozen (4 trainable weights), learning rate 0.0005, 2 more epochs" in done.stdout
+    (run,) = mlflow_runs(tmp_path)
+    client = mlflow_client(tmp_path)
+    assert run.info.status == "FINISHED"
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "val_loss")] == [0, 1, 2, 3]  # both phases
+    tags = run.data.tags
+    head = 16 * 10 + 10  # the softmax head on 16 hub features
+    assert tags["model.params.trainable"] == str(head)  # phase one: the hub backbone frozen
+    assert tags["model.params.total"] == str(head + 64 * 16 + 16 + 16)
+    assert tags["model.params.trainable_finetune"] == str(head + 64 * 16 + 16)  # moving mean stays non-trainable
+    assert tags["finetune.learning_rate"] == "0.0005" and float(tags["optimizer.learning_rate"]) == pytest.approx(0.01)
+    assert "train_seconds" in run.data.metrics and "finetune_seconds" in run.data.metrics
+    assert run.data.metrics["export.keras.max_abs_diff"] < 1e-5  # the .keras file reloads the hub layer
+
+    artifacts = Path(run.info.artifact_uri)
+    summary = (artifacts / "model_summary" / "summary.txt").read_text()
+    assert "backbone (HubLayer)" in summary and "Total params" in summary
+    assert (artifacts / "export" / "savedmodel" / "saved_model.pb").is_file()
+    assert_tensorboard_logs(artifacts / "tensorboard")
+
+
+def assert_tensorboard_logs(folder: Path) -> None:
+    """Scalars per epoch for all four epochs, weight histograms and the graph, as TensorBoard reads them."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    train = EventAccumulator(str(folder / "train"), size_guidance={"tensors": 0}).Reload()
+    tags = train.Tags()
+    assert tags["graph"] is True and "keras" in tags["tensors"]  # op-level and conceptual graphs
+    assert [e.step for e in train.Tensors("epoch_loss")] == [0, 1, 2, 3]
+    histograms = [t for t in tags["tensors"] if t.endswith("histogram")]
+    assert any("predictions" in t for t in histograms), histograms
+    validation = EventAccumulator(str(folder / "validation"), size_guidance={"tensors": 0}).Reload()
+    assert [e.step for e in validation.Tensors("epoch_accuracy")] == [0, 1, 2, 3]

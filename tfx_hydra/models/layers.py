@@ -1,0 +1,133 @@
+"""Our Keras layers, registered for saving and loading (import this module before keras.models.load_model).
+
+HubLayer: a TF Hub model (a tfhub.dev/Kaggle handle or a SavedModel folder) as a Keras 3 layer.
+
+`hub.KerasLayer` subclasses tf_keras' Layer, which Keras 3 refuses ("Only instances of
+keras.Layer can be added to a Sequential model", tensorflow/hub#903, #920), and
+`keras.layers.TFSMLayer` copies variable names that Keras' optimizers reject (':0'). This
+layer loads the SavedModel with `hub.load` (which honours TFHUB_CACHE_DIR and downloads
+URL handles) and wraps each restored variable in a Keras variable that *is* that variable
+(Keras' TensorFlow backend keeps a tf.Variable initializer as its value): one set of
+weights, seen by the restored functions and by Keras' optimizer, trainable flags kept
+(batch-norm statistics stay non-trainable), `training` passed to models that take it.
+Saving: the config holds the handle; loading re-runs hub.load and then Keras' weights.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+import keras
+
+from tfx_hydra.errors import ConfigError
+
+
+@keras.saving.register_keras_serializable(package="tfx_hydra")
+class HubLayer(keras.layers.Layer):
+    """`handle`: a URL or a SavedModel folder. `output_key`: which output of a model returning a
+    dict (None: the only one). `signature`: call a named signature (TF1-style hub models)
+    instead of the model's __call__. `trainable=False` freezes the hub weights."""
+
+    def __init__(self, handle: str, output_key: str | None = None, signature: str | None = None,
+                 trainable: bool = False, **kwargs):
+        super().__init__(trainable=trainable, **kwargs)
+        self.handle, self.output_key, self.signature = handle, output_key, signature
+        self._module = load_module(handle)
+        if signature is not None and signature not in self._module.signatures:
+            raise ConfigError(f"model.signature={signature}: {handle} has signatures {list(self._module.signatures)}.",
+                              fix=f"model.signature={next(iter(self._module.signatures), 'null')} or null")
+        self._call_fn = self._module.signatures[signature] if signature else self._module
+        self._takes_training = signature is None and "training" in call_parameters(self._module)
+        variables = getattr(self._module, "variables", None)  # the Reusable SavedModel API's list
+        if variables is None and trainable:
+            raise ConfigError(f"model.handle={handle} cannot be fine-tuned: the SavedModel does not list its "
+                              "variables (TF Hub's Reusable SavedModel API: .variables, .trainable_variables).",
+                              fix="model.freeze_backbone=true (use it as a fixed feature extractor)")
+        for variable in variables or []:  # trainable and non-trainable alike
+            self._track_variable(keras.Variable(variable, trainable=variable.trainable, dtype=variable.dtype,
+                                                name=variable.name.split(":")[0].replace("/", "_")))
+        self.built = True
+
+    def call(self, inputs, training=None):
+        import tensorflow as tf
+
+        inputs = tf.cast(inputs, tf.float32)  # hub models compute in float32 whatever the policy
+        if self.signature:
+            outputs = self._call_fn(inputs)
+        elif self._takes_training:
+            outputs = self._call_fn(inputs, training=bool(training) and self.trainable)
+        else:
+            outputs = self._call_fn(inputs)
+        return self._select(outputs)
+
+    def _select(self, outputs):
+        if not isinstance(outputs, dict):
+            return outputs
+        if self.output_key is None and len(outputs) == 1:
+            return next(iter(outputs.values()))
+        if self.output_key not in outputs:
+            raise ConfigError(f"model.output_key={self.output_key}: {self.handle} returns {sorted(outputs)}.",
+                              fix=f"model.output_key={sorted(outputs)[0]}")
+        return outputs[self.output_key]
+
+    def compute_output_spec(self, inputs, training=None):
+        """Trace the restored function once on a symbolic batch: hub models declare no output shape."""
+        import tensorflow as tf
+
+        @tf.function(autograph=False)
+        def probe(x):
+            return self.call(x, training=False)
+
+        traced = probe.get_concrete_function(tf.TensorSpec(inputs.shape, tf.float32)).structured_outputs
+        return keras.KerasTensor(tuple(traced.shape), dtype=self.compute_dtype if traced.dtype.is_floating else
+                                 traced.dtype.name)
+
+    def get_config(self):
+        return {**super().get_config(), "handle": self.handle, "output_key": self.output_key,
+                "signature": self.signature}
+
+
+def load_module(handle: str):
+    """hub.load, with the two ways it fails here said plainly."""
+    import tensorflow_hub as hub
+
+    is_url = handle.startswith(("http://", "https://", "gs://"))
+    if not is_url and not os.path.isdir(os.path.expanduser(handle)):
+        raise ConfigError(f"model.handle={handle} is neither a URL nor a SavedModel folder.",
+                          fix="model.handle=https://tfhub.dev/... or the folder holding saved_model.pb")
+    try:
+        return hub.load(os.path.expanduser(handle) if not is_url else handle)
+    except Exception as err:  # network errors, 404s, a folder without saved_model.pb
+        cache = os.environ.get("TFHUB_CACHE_DIR", "(TFHUB_CACHE_DIR unset: a temp folder)")
+        raise ConfigError(
+            f"model.handle={handle} could not be loaded ({type(err).__name__}: {str(err).splitlines()[0][:300]}).",
+            fix="on a machine without internet, download the model elsewhere and point model.handle at its "
+            f"folder, or fill the TF Hub cache ({cache}) and keep the URL",
+        ) from None
+
+
+def call_parameters(module) -> list[str]:
+    """The parameter names of a restored model's __call__ ([] when it has none)."""
+    function = getattr(module, "__call__", None)
+    function_type = getattr(function, "function_type", None)
+    return list(function_type.parameters) if function_type is not None else []
+
+
+@keras.saving.register_keras_serializable(package="tfx_hydra")
+class Preprocess(keras.layers.Layer):
+    """keras.applications.<module>.preprocess_input of `architecture`, as a layer that saves and loads."""
+
+    def __init__(self, architecture: str, **kwargs):
+        super().__init__(**kwargs)
+        self.architecture = architecture
+        from tfx_hydra.models.pretrained import application
+
+        module = importlib.import_module(application(architecture).__module__)
+        self._preprocess = module.preprocess_input
+
+    def call(self, inputs):
+        return self._preprocess(inputs)
+
+    def get_config(self):
+        return {**super().get_config(), "architecture": self.architecture}
