@@ -240,8 +240,35 @@ def validate(cfg: DictConfig) -> Settings:
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ConfigError(f"seed={seed} is not a non-negative integer.", fix="seed=42")
     _require_choice("mode", cfg.get("mode", "train"), MODES)
+    require_mandatory_values(cfg)
     sections = {name: validate_section(cfg, name) for name in SECTIONS}
     return Settings(seed=seed, **sections)
+
+
+def require_mandatory_values(cfg: DictConfig) -> None:
+    """Keys a config option leaves for the user (`???`, e.g. data=tfrecord's train_files)."""
+    missing = sorted(key for key in _missing_keys(cfg) if not key.startswith("hydra."))
+    if missing:
+        group = missing[0].split(".")[0]
+        option = cfg.get(group, {}).get("_target_", "") if isinstance(cfg.get(group), DictConfig) else ""
+        chosen = f" ({option.rsplit('.', 1)[-1]} needs {'them' if len(missing) > 1 else 'it'})" if option else ""
+        raise ConfigError(f"{', '.join(missing)} {'have' if len(missing) > 1 else 'has'} no value{chosen}.",
+                          fix=" ".join(f"{key}=..." for key in missing) + f" (python -m tfx_hydra --cfg job "
+                          f"--package {group} shows the options)")
+
+
+def _missing_keys(node: DictConfig, prefix: str = "") -> list[str]:
+    """Dotted keys whose value is `???`, without resolving interpolations (OmegaConf.missing_keys
+    resolves them, and fails on the first that points at a missing value)."""
+    found = []
+    for key in node.keys():
+        if OmegaConf.is_missing(node, key):
+            found.append(f"{prefix}{key}")
+            continue
+        child = node._get_node(key)
+        if isinstance(child, DictConfig) and not OmegaConf.is_interpolation(node, key):
+            found += _missing_keys(child, f"{prefix}{key}.")
+    return found
 
 
 def validate_section(cfg: DictConfig, name: str) -> Any:

@@ -58,6 +58,18 @@ CASES = {
     "unknown strategy": (["strategy=horovod"], ["Could not find 'strategy/horovod'", "mirrored", "multi_worker"]),
     "unknown model": (["model=transformer"], ["Could not find 'model/transformer'", "cnn", "mlp"]),
     "unknown experiment": (["experiment=nope"], ["Could not find 'experiment/nope'", "seed_mnist_mlp"]),
+    # data and models that need files, checked before TensorFlow is imported
+    "tfrecord without its files": (["data=tfrecord"], ["data.input_shape, data.num_classes, data.train_files have no "
+                                                       "value (tfrecord needs them)", "Fix: data.input_shape=..."]),
+    "tfrecord glob matching nothing": (["data=tfrecord", "data.train_files=/nonexistent/train-*.tfrecord",
+                                        "data.input_shape=[8,8]", "data.num_classes=10"],
+                                       ["DataError: data.train_files: no file matches /nonexistent/train-*.tfrecord",
+                                        "python -m tfx_hydra.data.to_tfrecord"]),
+    "missing image folder": (["data=image_folder", "data.directory=/nonexistent/pets", "data.num_classes=2"],
+                             ["DataError: data.directory=/nonexistent/pets does not exist"]),
+    "hub model without a handle": (["model=hub"], ["model.handle has no value (hub needs it)"]),
+    "negative fine-tuning epochs": (["trainer.finetune_epochs=-2"], ["trainer.finetune_epochs=-2: expected 0 (off) or "
+                                                                     "more", "Fix: trainer.finetune_epochs=3"]),
     "unknown launcher": (["hydra/launcher=nope"], ["Could not find 'hydra/launcher/nope'", "joblib", "parallel"]),
     "unknown search": (["hparams_search=grid"], ["Could not find 'hparams_search/grid'", "optuna"]),
     # evaluate mode

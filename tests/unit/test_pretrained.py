@@ -154,3 +154,23 @@ def test_cnn_blocks_and_batch_norm():
     kinds = [type(layer).__name__ for layer in model.layers]
     assert kinds.count("Conv2D") == 4 and kinds.count("BatchNormalization") == 4 and kinds.count("MaxPooling2D") == 2
     assert model(np.zeros((1, 8, 8, 3), "float32")).shape == (1, 4)
+
+
+@pytest.mark.parametrize("preset", ["hub_mobilenet_v3", "hub_efficientnet_b0"])
+def test_hub_presets_load_their_url_from_tfhub_cache_dir(preset, tmp_path, monkeypatch):
+    """A URL handle already in TFHUB_CACHE_DIR (TF Hub keys it by the handle's SHA-1) loads with no
+    network: how a user brings the preset models to a machine without internet."""
+    import hashlib
+
+    from hydra.utils import instantiate
+
+    from tests.helpers import compose
+
+    cfg = compose([f"model={preset}"])
+    handle = cfg.model.handle
+    assert handle.startswith("https://tfhub.dev/") and cfg.model.resize_to == [224, 224]
+    save_tiny_hub_model(tmp_path / hashlib.sha1(handle.encode()).hexdigest(), input_shape=(224, 224, 3), units=8)
+    monkeypatch.setenv("TFHUB_CACHE_DIR", str(tmp_path))
+    model = instantiate(cfg.model)  # the digits' 8x8 gray inputs: made RGB and resized to 224 in the model
+    assert model.name == preset and model(np.zeros((2, 8, 8), "float32")).shape == (2, 10)
+    assert len(model.trainable_weights) == 2  # the backbone comes frozen

@@ -11,13 +11,29 @@ from tfx_hydra.schemas import validate
 GROUPS = ["hardware", "precision", "strategy", "data", "model", "optimizer", "tracking", "export"]
 
 
+def test_a_value_left_for_the_user_is_asked_for_by_name():
+    with pytest.raises(ConfigError, match=r"data.directory, data.num_classes have no value \(image_folder needs "
+                                          r"them\)") as caught:
+        validate(compose(["data=image_folder"]))
+    assert "Fix: data.directory=... data.num_classes=..." in str(caught.value)
+
+
 def options(group: str) -> list[str]:
     return sorted(p.stem for p in (REPO / "conf" / group).glob("*.yaml"))
 
 
+# what options with no default for a key (???) need from the user
+REQUIRED = {
+    ("data", "tfrecord"): ["data.train_files=/data/train-*.tfrecord", "data.input_shape=[8,8]", "data.num_classes=10"],
+    ("data", "csv"): ["data.path=/data/table.csv", "data.input_shape=[4]", "data.num_classes=3"],
+    ("data", "image_folder"): ["data.directory=/data/pets", "data.num_classes=2"],
+    ("model", "hub"): ["model.handle=/models/feature_vector"],
+}
+
+
 @pytest.mark.parametrize("group,option", [(g, o) for g in GROUPS for o in options(g)])
 def test_every_group_option_composes_and_validates(group, option):
-    cfg = compose([f"{group}={option}"])
+    cfg = compose([f"{group}={option}", *REQUIRED.get((group, option), [])])
     settings = validate(cfg)
     assert settings.trainer.epochs == 5
     if group == "precision":
