@@ -44,3 +44,16 @@ def test_seed_vs_framework_runs_quick_and_prints_the_ratios(tmp_path):
     assert report["median_ratio"] == pair["ratio"]
     assert 0 < report["startup"]["ratio"] < 1
 
+
+
+def test_input_pipeline_benchmark_runs_small_and_prints_the_ratios(tmp_path):
+    out = tmp_path / "input.json"
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "input_pipeline.py"), "--train", "3000", "--epochs",
+                           "2", "--repeats", "1", "--shards", "2", "--json", str(out)],
+                          cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "ratio TFRecord streamed / in-memory:" in done.stdout and "(target >= 0.95)" in done.stdout
+    report = json.loads(out.read_text())
+    rates = report["examples_per_sec"]
+    assert set(rates) == {"A in-memory", "B tfrecord streamed", "B' tfrecord cached"} and min(rates.values()) > 0
+    assert report["ratio_streamed"] == pytest.approx(rates["B tfrecord streamed"] / rates["A in-memory"])

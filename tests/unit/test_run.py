@@ -261,3 +261,21 @@ def test_scaling_the_learning_rate_needs_one_to_scale():
     with pytest.raises(ConfigError, match=r"trainer.scale_lr_with_replicas=true needs optimizer.learning_rate"):
         compile_model(model, optimizer, settings_with(TrainerConfig(scale_lr_with_replicas=True)), "float32",
                       HardwareInfo(profile="cpu"), BatchPlan(32, 2, 1), RecordingTracker())
+
+
+def test_tensorboard_histograms_every_n_epochs_and_a_profiled_batch_range(data, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    trainer = TrainerConfig(epochs=4, verbose=False, tensorboard_histogram_freq=2, tensorboard_profile_batches=[2, 3])
+    train(compiled(trainer), data, trainer, RecordingTracker(), tensorboard_dir=str(tmp_path))
+    events = EventAccumulator(str(tmp_path / "train"), size_guidance={"tensors": 0}).Reload()
+    assert [e.step for e in events.Tensors("epoch_loss")] == [0, 1, 2, 3]
+    assert [e.step for e in events.Tensors("dense_0/kernel/histogram")] == [0, 2]  # every 2nd epoch (Keras: epoch % 2 == 0)
+    assert events.Tags()["graph"] is True
+    assert list((tmp_path / "train" / "plugins" / "profile").glob("*/*.xplane.pb"))  # the profiled batches
+
+
+def test_tensorboard_off_writes_nothing(data, tmp_path):
+    trainer = TrainerConfig(epochs=1, verbose=False, tensorboard=False)
+    train(compiled(trainer), data, trainer, RecordingTracker(), tensorboard_dir=str(tmp_path / "tb"))
+    assert not (tmp_path / "tb").exists()
