@@ -70,6 +70,8 @@ def test_mnist_validation_split_zero_validates_on_the_test_split_like_the_seed(t
     data = mnist(path=str(path), input_shape=[28, 28], num_classes=10, batch_size=32, seed=0, validation_split=0)
     assert (data.num_train, data.num_validation, data.num_test) == (200, 50, 50)
     assert np.array_equal(labels(data.validation), labels(data.test))
+    x, _ = next(iter(data.validation))
+    assert float(np.max(x)) == 1.0  # scaled once, though it is the test split too
 
 
 def test_mnist_missing_file(tmp_path):

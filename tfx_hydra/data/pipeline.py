@@ -159,7 +159,7 @@ def normalize_arrays(splits: dict[str, Split], normalization: str, raw_scale: fl
         offset = train.mean(axis=axes)
         scale = 1.0 / np.maximum(train.std(axis=axes), 1e-7)
         offset, scale = tuple(float(v) for v in offset), tuple(float(v) for v in scale)
-    for split in splits.values():
+    for split in {id(split): split for split in splits.values()}.values():  # validation may be the test split
         split.x = ((split.x.astype("float32") - np.asarray(offset, "float32")) * np.asarray(scale, "float32"))
     return offset, scale
 
