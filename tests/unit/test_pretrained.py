@@ -174,3 +174,15 @@ def test_hub_presets_load_their_url_from_tfhub_cache_dir(preset, tmp_path, monke
     model = instantiate(cfg.model)  # the digits' 8x8 gray inputs: made RGB and resized to 224 in the model
     assert model.name == preset and model(np.zeros((2, 8, 8), "float32")).shape == (2, 10)
     assert len(model.trainable_weights) == 2  # the backbone comes frozen
+
+
+def test_hub_backbone_under_mixed_precision(tiny_hub):
+    """The SavedModel computes in float32; its output follows the policy, the head stays float32."""
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        model = hub("hub", tiny_hub, [8, 8], 10)
+        assert model.get_layer(BACKBONE).output.dtype == "float16"
+        outputs = model(np.ones((2, 8, 8), "float32"))
+        assert outputs.dtype == "float32" and np.allclose(np.sum(outputs, axis=-1), 1.0, atol=1e-3)
+    finally:
+        keras.config.set_dtype_policy("float32")

@@ -59,7 +59,8 @@ class HubLayer(keras.layers.Layer):
             outputs = self._call_fn(inputs, training=bool(training) and self.trainable)
         else:
             outputs = self._call_fn(inputs)
-        return self._select(outputs)
+        outputs = self._select(outputs)
+        return tf.cast(outputs, self.compute_dtype) if outputs.dtype.is_floating else outputs  # the policy's
 
     def _select(self, outputs):
         if not isinstance(outputs, dict):
