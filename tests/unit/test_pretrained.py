@@ -186,3 +186,16 @@ def test_hub_backbone_under_mixed_precision(tiny_hub):
         assert outputs.dtype == "float32" and np.allclose(np.sum(outputs, axis=-1), 1.0, atol=1e-3)
     finally:
         keras.config.set_dtype_policy("float32")
+
+
+def test_keras_app_imagenet_weights_download_or_say_how_to_work_offline():
+    """The real download: without internet (this project's machines) the error names the fix; with
+    internet Keras fetches the weights and the model builds."""
+    try:
+        model = keras_app("app", "MobileNetV3Small", [32, 32, 3], 10, weights="imagenet", freeze_backbone=True)
+    except ConfigError as err:
+        message = str(err)
+        assert "model.weights=imagenet: Keras could not load them (URL fetch failure" in message
+        assert "model.weights=/abs/path/<architecture>_notop.weights.h5" in message
+    else:
+        assert model(np.zeros((1, 32, 32, 3), "float32")).shape == (1, 10)
