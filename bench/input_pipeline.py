@@ -100,7 +100,7 @@ def main(argv=None) -> dict:
         "ratio_streamed": medians["B tfrecord streamed"] / medians["A in-memory"],
         "ratio_cached": medians["B' tfrecord cached"] / medians["A in-memory"],
     }
-    print(f"\nmedian examples/s: " + ", ".join(f"{k} {v:,.0f}" for k, v in medians.items()))
+    print("\nmedian examples/s: " + ", ".join(f"{k} {v:,.0f}" for k, v in medians.items()))
     print(f"ratio TFRecord streamed / in-memory: {summary['ratio_streamed']:.3f}  (target >= 0.95)")
     print(f"ratio TFRecord cached   / in-memory: {summary['ratio_cached']:.3f}")
     if args.json:

@@ -31,7 +31,7 @@ from typing import Any, Iterator
 from omegaconf import DictConfig, OmegaConf
 
 from tfx_hydra.errors import TrackingError
-from tfx_hydra.schemas import TrackingConfig, validate_section
+from tfx_hydra.schemas import TrackingConfig
 
 # Keys whose values never reach MLflow: DESIGN.md's "secrets never land in MLflow".
 SECRET_KEY = re.compile(r"pass(?:word|wd)?|token|secret|credential|api[_-]?key|private[_-]?key|access[_-]?key"

@@ -3,7 +3,6 @@ Keras' built-ins from a local .npz, TensorFlow Datasets; and each bad-data case,
 
 from __future__ import annotations
 
-import io
 import os
 import sys
 

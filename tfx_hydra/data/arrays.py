@@ -6,15 +6,12 @@ import os
 
 import numpy as np
 
-from tfx_hydra.data.pipeline import Datasets, from_arrays, hold_out_validation, options_from, split_three_ways
+from tfx_hydra.data.pipeline import PIXEL_SCALE, Datasets, from_arrays, hold_out_validation, options_from, split_three_ways
 from tfx_hydra.errors import ConfigError, DataError
 
-KERAS_KEYS = ("x_train", "y_train", "x_test", "y_test")
-MNIST_KEYS = KERAS_KEYS  # the local-file layout of every Keras dataset
+KERAS_KEYS = ("x_train", "y_train", "x_test", "y_test")  # also the layout of a local data.path .npz
 KERAS_DATASETS = ("mnist", "fashion_mnist", "cifar10", "cifar100")
 DIGITS_SCALE = 1 / 16.0  # the digits' pixels run 0..16
-PIXEL_SCALE = 1 / 255.0  # 8-bit images
-MNIST_SCALE = PIXEL_SCALE
 
 
 def digits(input_shape, num_classes, batch_size, seed, test_split=0.2, validation_split=0.1,

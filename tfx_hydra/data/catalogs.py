@@ -3,14 +3,15 @@ tensorflow-datasets pulls a dozen packages most runs never need."""
 
 from __future__ import annotations
 
-from tfx_hydra.data.pipeline import DataSpec, Datasets, finish, options_from, require_a_batch, require_choice
+from tfx_hydra.data.pipeline import (PIXEL_SCALE, DataSpec, Datasets, finish, options_from, require_a_batch,
+                                     require_choice)
 from tfx_hydra.errors import DataError
 
 TFDS_NORMALIZATIONS = ("scale", "none")
 
 
 def tfds(name, input_shape, num_classes, batch_size, seed, data_dir=None, download=False, train_split="train",
-         validation_split="validation", test_split="test", normalization="scale", raw_scale=1 / 255.0,
+         validation_split="validation", test_split="test", normalization="scale", raw_scale=PIXEL_SCALE,
          **pipeline) -> Datasets:
     """`tensorflow_datasets` builder `name` (e.g. mnist, cifar10, tf_flowers) as (input, label) pairs.
 

@@ -16,11 +16,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from tfx_hydra.data.pipeline import (
+    PIXEL_SCALE,
     DataSpec,
     Datasets,
     PipelineOptions,
     Split,
-    check_against_spec,
     finish,
     from_arrays,
     options_from,
@@ -31,7 +31,6 @@ from tfx_hydra.data.pipeline import (
 )
 from tfx_hydra.errors import ConfigError, DataError
 
-PIXEL_SCALE = 1 / 255.0
 FEATURE_KINDS = ("image", "dense")
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif")
 FILE_NORMALIZATIONS = ("scale", "none")  # standardizing a stream needs a pass over it: convert to a CSV or arrays

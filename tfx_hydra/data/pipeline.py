@@ -10,6 +10,7 @@ functions: config validation must not pay for it.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -18,6 +19,7 @@ import numpy as np
 from tfx_hydra.errors import ConfigError, DataError
 
 SHARD_POLICIES = ("auto", "file", "data", "off")
+PIXEL_SCALE = 1 / 255.0  # 8-bit images to [0, 1]
 
 
 @dataclass(frozen=True)
@@ -215,8 +217,8 @@ def from_arrays(splits: dict[str, Split], input_shape, num_classes, options: Pip
         dataset = tf.data.Dataset.from_tensor_slices((split.x, split.y.astype("int64")))
         # in-memory data has no files to shard: DATA unless the user said otherwise
         shard = "data" if options.shard_policy == "auto" else options.shard_policy
-        return finish(dataset, PipelineOptions(**{**options.__dict__, "shard_policy": shard}),
-                      training=training, num_examples=len(split.x), cache_suffix=f".{name}")
+        return finish(dataset, dataclasses.replace(options, shard_policy=shard), training=training,
+                      num_examples=len(split.x), cache_suffix=f".{name}")
 
     return Datasets(train=pipeline("train", True), validation=pipeline("validation", False),
                     test=pipeline("test", False), spec=spec, num_train=len(splits["train"].x),
