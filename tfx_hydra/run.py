@@ -37,6 +37,7 @@ from omegaconf import DictConfig, OmegaConf
 from tfx_hydra import console, sweep, tracking
 from tfx_hydra.errors import ConfigError, DataError, ExportError, TfxHydraError, TrainingError
 from tfx_hydra.schemas import Settings, SweepConfig, TrainerConfig, validate
+from tfx_hydra.models import require_backbone
 from tfx_hydra.strategy import is_chief
 
 
@@ -86,7 +87,8 @@ def run(cfg: DictConfig) -> float:
         with strategy.scope():  # variables (model and optimizer) live where the strategy puts them
             model = build(cfg.model, "model")
             compile_model(model, cfg.optimizer, settings, policy, hardware, plan, tracker)
-
+        if settings.trainer.finetune_epochs:  # said now, not after the first phase's training
+            require_backbone(model)
         record_model(tracker, model, output_dir)
 
         backup_dir = choose_backup_dir(tracker, output_dir, chief)
@@ -319,7 +321,7 @@ def compile_model(model, optimizer_cfg: DictConfig, settings: Settings, policy: 
                   if trainer.deterministic else "a layer of the model does not support XLA")
         xla_note = f"XLA was asked for by {asked} but is off: {reason}."
         console.warn(xla_note)
-    lr_tag = "optimizer.learning_rate" if learning_rate is None else "finetune.optimizer.learning_rate"
+    lr_tag = "optimizer.learning_rate" if learning_rate is None else "finetune.learning_rate"
     tracker.set_tags({"xla": "on" if model.jit_compile else "off", "xla.note": xla_note,
                       lr_tag: float(keras.ops.convert_to_numpy(optimizer.learning_rate)),
                       "optimizer.gradient_accumulation_steps": trainer.grad_accum_steps,
@@ -466,16 +468,20 @@ def start_finetuning(model, optimizer_cfg: DictConfig, settings: Settings, polic
     """Unfreeze the backbone (or its top trainer.finetune_layers layers) and recompile at
     trainer.finetune_lr (default: a tenth of the first phase's): a fresh optimizer, so the
     large first-phase steps do not carry momentum into the pretrained weights."""
+    import keras
+
     from tfx_hydra.models import unfreeze_backbone
 
     trainer = settings.trainer
     trainable = unfreeze_backbone(model, trainer.finetune_layers)
-    base_lr = optimizer_cfg.get("learning_rate") or 0.001
+    base_lr = optimizer_cfg.get("learning_rate")  # unscaled; compile_model scales it with the replicas again
+    if base_lr is None:  # the optimizer's own default
+        base_lr = float(keras.ops.convert_to_numpy(model.optimizer.learning_rate))
     learning_rate = trainer.finetune_lr if trainer.finetune_lr is not None else float(base_lr) / 10
     compile_model(model, optimizer_cfg, settings, policy, hardware, plan, tracker, learning_rate=learning_rate)
     console.info(f"fine-tuning: backbone unfrozen ({trainable} trainable weights), learning rate {learning_rate:g}, "
                  f"{trainer.finetune_epochs} more epochs")
-    tracker.set_tags({"finetune.learning_rate": learning_rate, "finetune.layers": trainer.finetune_layers or "all",
+    tracker.set_tags({"finetune.layers": trainer.finetune_layers or "all",
                       "model.params.trainable_finetune": count_params(model.trainable_weights)})
 
 

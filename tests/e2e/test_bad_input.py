@@ -70,6 +70,8 @@ CASES = {
     "hub model without a handle": (["model=hub"], ["model.handle has no value (hub needs it)"]),
     "negative fine-tuning epochs": (["trainer.finetune_epochs=-2"], ["trainer.finetune_epochs=-2: expected 0 (off) or "
                                                                      "more", "Fix: trainer.finetune_epochs=3"]),
+    "fine-tuning a model without a backbone": (["trainer.finetune_epochs=2"], [
+        "trainer.finetune_epochs needs a model with a pretrained backbone; mlp has none", "Fix: model=keras_app"]),
     "unknown launcher": (["hydra/launcher=nope"], ["Could not find 'hydra/launcher/nope'", "joblib", "parallel"]),
     "unknown search": (["hparams_search=grid"], ["Could not find 'hparams_search/grid'", "optuna"]),
     # evaluate mode

@@ -11,7 +11,7 @@ scope. Whatever the precision policy, the last layer computes in float32
 cross-entropy needs. Keras is imported inside the builders (validation must not pay for it).
 """
 
-from tfx_hydra.models.pretrained import BACKBONE, hub, keras_app, unfreeze_backbone
+from tfx_hydra.models.pretrained import BACKBONE, hub, keras_app, require_backbone, unfreeze_backbone
 from tfx_hydra.models.small import cnn, mlp, resnet_small
 
-__all__ = ["BACKBONE", "cnn", "hub", "keras_app", "mlp", "resnet_small", "unfreeze_backbone"]
+__all__ = ["BACKBONE", "cnn", "hub", "keras_app", "mlp", "require_backbone", "resnet_small", "unfreeze_backbone"]

@@ -76,14 +76,19 @@ def hub(name, handle, input_shape, num_classes, freeze_backbone=True, output_key
     return keras.Model(inputs, classifier(x, num_classes), name=name)
 
 
-def unfreeze_backbone(model, top_layers: int | None = None) -> int:
-    """Make the backbone trainable again (only its last `top_layers` layers, when given);
-    returns how many weights are now trainable."""
+def require_backbone(model):
+    """The model's pretrained backbone layer, or the error that says which models have one."""
     try:
-        backbone = model.get_layer(BACKBONE)
+        return model.get_layer(BACKBONE)
     except ValueError:
         raise ConfigError(f"trainer.finetune_epochs needs a model with a pretrained backbone; {model.name} has none.",
                           fix="model=keras_app or model=hub (or trainer.finetune_epochs=0)") from None
+
+
+def unfreeze_backbone(model, top_layers: int | None = None) -> int:
+    """Make the backbone trainable again (only its last `top_layers` layers, when given);
+    returns how many weights are now trainable."""
+    backbone = require_backbone(model)
     backbone.trainable = True
     layers = getattr(backbone, "layers", None)
     if top_layers is not None and not layers:
