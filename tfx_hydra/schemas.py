@@ -261,13 +261,11 @@ def _missing_keys(node: DictConfig, prefix: str = "") -> list[str]:
     """Dotted keys whose value is `???`, without resolving interpolations (OmegaConf.missing_keys
     resolves them, and fails on the first that points at a missing value)."""
     found = []
-    for key in node.keys():
+    for key, value in node.items_ex(resolve=False):
         if OmegaConf.is_missing(node, key):
             found.append(f"{prefix}{key}")
-            continue
-        child = node._get_node(key)
-        if isinstance(child, DictConfig) and not OmegaConf.is_interpolation(node, key):
-            found += _missing_keys(child, f"{prefix}{key}.")
+        elif isinstance(value, DictConfig):
+            found += _missing_keys(value, f"{prefix}{key}.")
     return found
 
 

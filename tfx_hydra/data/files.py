@@ -28,6 +28,7 @@ from tfx_hydra.data.pipeline import (
     require_choice,
     require_fraction,
     split_three_ways,
+    split_two_ways,
 )
 from tfx_hydra.errors import ConfigError, DataError
 
@@ -250,10 +251,7 @@ def image_folder(directory, input_shape, num_classes, batch_size, seed, test_dir
             raise DataError(f"data.test_directory={test_directory} has classes {test_classes}, "
                             f"data.directory has {classes}.", fix="give both folders the same class folders")
         require_fraction("data.validation_split", validation_split)
-        from sklearn.model_selection import train_test_split
-
-        train_paths, val_paths, train_labels, val_labels = train_test_split(
-            paths, labels, test_size=validation_split, random_state=seed, stratify=stratify_or_none(labels))
+        train_paths, val_paths, train_labels, val_labels = split_two_ways(paths, labels, validation_split, seed)
         held = {"train": Split(train_paths, train_labels), "validation": Split(val_paths, val_labels),
                 "test": Split(test_paths, test_labels)}
     else:
@@ -294,10 +292,6 @@ def list_image_folder(key: str, directory: str) -> tuple[list[str], np.ndarray, 
         raise DataError(f"{key}={directory} has no images in class sub-folders ({', '.join(IMAGE_EXTENSIONS)}).",
                         fix=f"lay it out as {directory}/<class name>/<image>.png")
     return classes, np.asarray(paths), np.asarray(labels, dtype="int64")
-
-
-def stratify_or_none(labels: np.ndarray):
-    return labels if np.bincount(labels).min() >= 2 else None
 
 
 def check_image_sizes(paths: np.ndarray, shape: tuple[int, ...]) -> None:

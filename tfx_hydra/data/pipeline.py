@@ -171,12 +171,13 @@ def split_three_ways(x, y, test_split, validation_split, seed) -> dict[str, Spli
     can appear in every split (a tiny dataset falls back to a plain seeded split)."""
     require_fraction("data.test_split", test_split)
     require_fraction("data.validation_split", validation_split)
-    x_rest, x_test, y_rest, y_test = _split(x, y, test_split, seed)
-    x_train, x_val, y_train, y_val = _split(x_rest, y_rest, validation_split, seed)
+    x_rest, x_test, y_rest, y_test = split_two_ways(x, y, test_split, seed)
+    x_train, x_val, y_train, y_val = split_two_ways(x_rest, y_rest, validation_split, seed)
     return {"train": Split(x_train, y_train), "validation": Split(x_val, y_val), "test": Split(x_test, y_test)}
 
 
-def _split(x, y, fraction, seed):
+def split_two_ways(x, y, fraction, seed):
+    """(x_kept, x_held, y_kept, y_held): `fraction` held out, seeded, stratified where possible."""
     from sklearn.model_selection import train_test_split
 
     if len(y) and np.bincount(y).min() >= 2:
