@@ -270,3 +270,14 @@ def test_common_options_are_checked():
     options = data.train.options()
     assert options.experimental_distribute.auto_shard_policy == tf.data.experimental.AutoShardPolicy.OFF
     assert abs(inputs(data.train).mean()) < 0.05
+
+
+def test_tfrecord_shard_policy_auto_shards_by_file_unless_splits_are_carved(digits_tfrecords):
+    policy = tf.data.experimental.AutoShardPolicy
+    files = {split: str(digits_tfrecords / f"{split}-*.tfrecord") for split in ("train", "validation", "test")}
+    own = tfrecord(files["train"], files["test"], [8, 8], 10, batch_size=32, seed=0,
+                   validation_files=files["validation"])
+    assert own.train.options().experimental_distribute.auto_shard_policy == policy.AUTO  # files when enough
+    carved = tfrecord(files["train"], None, [8, 8], 10, batch_size=32, seed=0)
+    # take/skip carve the first records: per-worker file shards would each carve their own
+    assert carved.train.options().experimental_distribute.auto_shard_policy == policy.DATA

@@ -9,6 +9,7 @@ memory: tabular data small enough for a CSV is small enough for RAM.
 from __future__ import annotations
 
 import csv as csv_module
+import dataclasses
 import glob
 import os
 from typing import Any, Sequence
@@ -53,9 +54,8 @@ def tfrecord(train_files, test_files, input_shape, num_classes, batch_size, seed
     options = options_from(batch_size, seed, pipeline)
     require_choice("data.kind", kind, FEATURE_KINDS)
     require_choice("data.normalization", normalization, FILE_NORMALIZATIONS)
-    spec = DataSpec(tuple(int(d) for d in input_shape), int(num_classes))
     scale = (PIXEL_SCALE if kind == "image" else raw_scale) if normalization == "scale" else 1.0
-    spec = DataSpec(spec.input_shape, spec.num_classes, input_scale=scale)
+    spec = DataSpec(tuple(int(d) for d in input_shape), int(num_classes), input_scale=scale)
     sources = {"train": expand_globs("data.train_files", train_files),
                "validation": expand_globs("data.validation_files", validation_files) if validation_files else None,
                "test": expand_globs("data.test_files", test_files) if test_files else None}
@@ -71,6 +71,8 @@ def tfrecord(train_files, test_files, input_shape, num_classes, batch_size, seed
                                 num_parallel_calls=tf.data.AUTOTUNE, deterministic=options.deterministic)
 
     carved = carve_splits(counts, validation_split, test_split)
+    if carved and options.shard_policy == "auto":  # sharding by file would carve each worker's own records
+        options = dataclasses.replace(options, shard_policy="data")
     train_records = records(sources["train"], training=not carved)
     splits: dict[str, Any] = {}
     for name in ("test", "validation"):
