@@ -4,11 +4,15 @@ logs (scalars, histograms, graph), and exports that save and reload the hub laye
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import mlflow_client, mlflow_runs, run_cli, save_tiny_hub_model
+from tests.helpers import (compose, mlflow_client, mlflow_runs, run_cli, save_tiny_hub_model,
+                           wait_for_backup_of_epoch)
 
 pytestmark = pytest.mark.slow
 
@@ -54,3 +58,32 @@ def assert_tensorboard_logs(folder: Path) -> None:
     assert any("predictions" in t for t in histograms), histograms
     validation = EventAccumulator(str(folder / "validation"), size_guidance={"tensors": 0}).Reload()
     assert [e.step for e in validation.Tensors("epoch_accuracy")] == [0, 1, 2, 3]
+
+
+def test_a_run_interrupted_while_fine_tuning_resumes_in_that_phase(tmp_path):
+    """Ctrl-C (a real SIGINT) after the first fine-tuning epoch's backup; the same config run again
+    continues the same MLflow run in phase two, without training the head again."""
+    from tfx_hydra.run import run
+
+    handle = save_tiny_hub_model(tmp_path / "hub_model")
+    overrides = ["model=hub", f"model.handle={handle}", "data=synthetic", "data.num_examples=30000",
+                 "trainer.epochs=1", "trainer.finetune_epochs=4", "export=none", "export.mlflow_model=false",
+                 "trainer.tensorboard=false"]
+
+    def ctrl_c_after_the_first_fine_tuning_epoch():
+        wait_for_backup_of_epoch(tmp_path / "out" / "backup" / "finetune", 2)  # epochs 1 (head) and 2 done
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=ctrl_c_after_the_first_fine_tuning_epoch, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        run(compose(overrides, launch_dir=tmp_path))
+    (killed,) = mlflow_runs(tmp_path)
+    assert killed.info.status == "KILLED" and killed.data.tags["error"] == "interrupted (SIGINT)"
+
+    run(compose(overrides, launch_dir=tmp_path))
+    (resumed,) = mlflow_runs(tmp_path)
+    assert resumed.info.run_id == killed.info.run_id and resumed.info.status == "FINISHED"
+    history = mlflow_client(tmp_path).get_metric_history(resumed.info.run_id, "val_loss")
+    assert sorted(m.step for m in history) == [0, 1, 2, 3, 4]  # each epoch once: the head's was not redone
+    assert "train_seconds" in killed.data.metrics and "finetune_seconds" in resumed.data.metrics
+    assert not (tmp_path / "out" / "backup").exists()  # both phases' backups gone after success
