@@ -48,7 +48,7 @@ def test_seed_vs_framework_runs_quick_and_prints_the_ratios(tmp_path):
 
 def test_input_pipeline_benchmark_runs_small_and_prints_the_ratios(tmp_path):
     out = tmp_path / "input.json"
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "input_pipeline.py"), "--train", "3000", "--epochs",
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "input_pipeline.py"), "--train", "1500", "--epochs",
                            "2", "--repeats", "1", "--shards", "2", "--json", str(out)],
                           cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -17,6 +17,8 @@ import sys
 
 import numpy as np
 
+from hydra.errors import HydraException
+
 from tfx_hydra.errors import ConfigError, TfxHydraError
 
 SPLITS = ("train", "validation", "test")
@@ -31,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_intermixed_args(argv)
     try:
         written = convert(args.output_dir, args.shards, args.overrides)
-    except TfxHydraError as err:
+    except (TfxHydraError, HydraException) as err:  # a user mistake: the message, not a traceback
         print(f"Error: {err}", file=sys.stderr)
         return 1
     print(written)
@@ -41,8 +43,9 @@ def main(argv: list[str] | None = None) -> int:
 def convert(output_dir: str, shards: int, overrides: list[str]) -> str:
     """Write the shards and tfrecord.yaml; return the `python -m tfx_hydra` overrides that read them."""
     from hydra import compose, initialize_config_module
-    from hydra.utils import instantiate
     from omegaconf import OmegaConf
+
+    from tfx_hydra.run import build
 
     if shards < 1:
         raise ConfigError(f"--shards={shards}: expected at least 1.", fix="--shards 4")
@@ -50,7 +53,7 @@ def convert(output_dir: str, shards: int, overrides: list[str]) -> str:
         cfg = compose(config_name="config", overrides=list(overrides))
     data_cfg = OmegaConf.to_container(cfg.data, resolve=True)
     data_cfg.update(shuffle_buffer=0, cache=False)  # written in order; data.limit still applies
-    datasets = instantiate(data_cfg, batch_size=256)
+    datasets = build(OmegaConf.create(data_cfg), "data", batch_size=256)
     output_dir = os.path.abspath(output_dir)
     os.makedirs(output_dir, exist_ok=True)
     spec = datasets.spec
