@@ -1,10 +1,12 @@
 """Transfer learning through the CLI: a TF Hub backbone (a SavedModel the test saves) frozen for
-the head's epochs, then fine-tuned; one MLflow run with both phases, the model summary, TensorBoard
-logs (scalars, histograms, graph), and exports that save and reload the hub layer."""
+the head's epochs, then fine-tuned, on TFRecords the converter wrote; one MLflow run with both phases,
+the model summary, TensorBoard logs (scalars, histograms, graph), and exports that save and reload
+the hub layer."""
 
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import threading
 from pathlib import Path
@@ -13,21 +15,32 @@ import pytest
 
 from tests.helpers import (compose, mlflow_client, mlflow_runs, run_cli, save_tiny_hub_model,
                            wait_for_backup_of_epoch)
+from tfx_hydra.data.to_tfrecord import main as to_tfrecord
 
 pytestmark = pytest.mark.slow
 
 
-def test_head_then_fine_tuning_in_one_tracked_run(tmp_path):
+def test_head_then_fine_tuning_in_one_tracked_run_from_converted_tfrecords(tmp_path, capsys):
+    """Also the data fast path as a user takes it: the converter (its main(), in-process) writes the
+    digits as TFRecord shards and prints the overrides that read them; the CLI trains from those."""
+    assert to_tfrecord([str(tmp_path / "tfr"), "--shards", "2", "data=digits"]) == 0
+    printed = capsys.readouterr().out
+    assert "wrote {'train': 1293, 'validation': 144, 'test': 360} examples" in printed
+    command = next(line.strip() for line in printed.splitlines() if line.strip().startswith("python -m"))
+    data_overrides = shlex.split(command)[3:]  # after `python -m tfx_hydra`
+    assert data_overrides[0] == "data=tfrecord"
     handle = save_tiny_hub_model(tmp_path / "hub_model")
-    done = run_cli(["model=hub", f"model.handle={handle}", "trainer.epochs=2", "trainer.finetune_epochs=2",
-                    "trainer.finetune_lr=0.0005", "optimizer.learning_rate=0.01", "data.limit=320",
-                    "export=[savedmodel,keras]", "export.mlflow_model=false"], cwd=tmp_path)
+    done = run_cli([*data_overrides, "model=hub", f"model.handle={handle}", "trainer.epochs=2",
+                    "trainer.finetune_epochs=2", "trainer.finetune_lr=0.0005", "optimizer.learning_rate=0.01",
+                    "data.limit=320", "data.map_parallelism=2", "export=[savedmodel,keras]",
+                    "export.mlflow_model=false"], cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "epoch 2/4" in done.stdout and "epoch 4/4" in done.stdout
     assert "fine-tuning: backbone unfrozen (4 trainable weights), learning rate 0.0005, 2 more epochs" in done.stdout
     (run,) = mlflow_runs(tmp_path)
     client = mlflow_client(tmp_path)
     assert run.info.status == "FINISHED"
+    assert run.data.params["data._target_"] == "tfx_hydra.data.tfrecord"
     assert [m.step for m in client.get_metric_history(run.info.run_id, "val_loss")] == [0, 1, 2, 3]  # both phases
     tags = run.data.tags
     head = 16 * 10 + 10  # the softmax head on 16 hub features

@@ -281,3 +281,12 @@ def test_tfrecord_shard_policy_auto_shards_by_file_unless_splits_are_carved(digi
     carved = tfrecord(files["train"], None, [8, 8], 10, batch_size=32, seed=0)
     # take/skip carve the first records: per-worker file shards would each carve their own
     assert carved.train.options().experimental_distribute.auto_shard_policy == policy.DATA
+
+
+def test_the_converter_reports_user_mistakes_without_a_traceback(capsys, tmp_path):
+    assert to_tfrecord([str(tmp_path), "--shards", "0", "data=digits"]) == 1
+    assert "Error: ConfigError: --shards=0: expected at least 1." in capsys.readouterr().err
+    assert to_tfrecord([str(tmp_path), "data=imagenet"]) == 1
+    assert "Could not find 'data/imagenet'" in capsys.readouterr().err
+    assert to_tfrecord([str(tmp_path), "data=mnist", f"data.path={tmp_path}/missing.npz"]) == 1
+    assert f"DataError: data.path={tmp_path}/missing.npz does not exist." in capsys.readouterr().err
