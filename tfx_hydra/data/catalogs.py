@@ -3,8 +3,8 @@ tensorflow-datasets pulls a dozen packages most runs never need."""
 
 from __future__ import annotations
 
-from tfx_hydra.data.pipeline import (PIXEL_SCALE, DataSpec, Datasets, finish, options_from, require_a_batch,
-                                     require_choice)
+from tfx_hydra.data.pipeline import (PIXEL_SCALE, DataSpec, Datasets, options_from, require_choice,
+                                     streamed_datasets)
 from tfx_hydra.errors import DataError
 
 TFDS_NORMALIZATIONS = ("scale", "none")
@@ -57,9 +57,6 @@ def tfds(name, input_shape, num_classes, batch_size, seed, data_dir=None, downlo
             raise DataError(f"data.{role}_split={split}: {str(err).splitlines()[0]} (splits of {name}: "
                             f"{', '.join(builder.info.splits)}).",
                             fix=f"data.{role}_split=train[90%:] (a slice of another split)") from None
-    if options.limit is not None:
-        splits["train"], counts["train"] = splits["train"].take(options.limit), min(options.limit, counts["train"])
-    require_a_batch(counts["train"], options.batch_size)
     shape = tuple(builder.info.features[supervised[0]].shape)
     if None in shape or tuple(d for d in shape if d != 1) != tuple(d for d in spec.input_shape if d != 1):
         raise DataError(f"data.input_shape={list(spec.input_shape)} does not match {name}'s inputs {list(shape)}.",
@@ -68,8 +65,4 @@ def tfds(name, input_shape, num_classes, batch_size, seed, data_dir=None, downlo
     def prepare(inputs, label):
         return tf.reshape(tf.cast(inputs, tf.float32) * scale, spec.input_shape), tf.cast(label, tf.int64)
 
-    finished = {role: finish(ds.map(prepare, num_parallel_calls=options.parallel_calls), options,
-                             training=role == "train", num_examples=counts[role], cache_suffix=f".{role}")
-                for role, ds in splits.items()}
-    return Datasets(train=finished["train"], validation=finished["validation"], test=finished["test"], spec=spec,
-                    num_train=counts["train"], num_validation=counts["validation"], num_test=counts["test"])
+    return streamed_datasets(splits, counts, prepare, spec, options)

@@ -20,16 +20,14 @@ from tfx_hydra.data.pipeline import (
     PIXEL_SCALE,
     DataSpec,
     Datasets,
-    PipelineOptions,
     Split,
-    finish,
     from_arrays,
     options_from,
-    require_a_batch,
     require_choice,
     require_fraction,
     split_three_ways,
     split_two_ways,
+    streamed_datasets,
 )
 from tfx_hydra.errors import ConfigError, DataError
 
@@ -131,9 +129,6 @@ def carve_splits(counts: dict[str, int], validation_split: float, test_split: fl
     return carved
 
 
-PARSE_BATCH = 256  # dense records are parsed this many at a time: one parse_example call, not 256
-
-
 def example_parser(kind: str, inputs_key: str, label_key: str, spec: DataSpec):
     """tf.train.Example bytes -> (float32 input of the spec's shape, scaled; int64 label).
     Dense records parse in batches (`parse.batched`): per example, parsing 784 floats capped
@@ -193,33 +188,6 @@ def check_first_example(path: str, parse, spec: DataSpec, inputs_key: str, label
     if not 0 <= int(label) < spec.num_classes:
         raise DataError(f"data.num_classes={spec.num_classes} does not match the data: {path} has label {int(label)}.",
                         fix=f"data.num_classes={int(label) + 1} or more")
-
-
-def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spec: DataSpec,
-                      options: PipelineOptions, augment=None) -> Datasets:
-    """Parsed, limited, cached, shuffled, batched: the three splits of a streamed source."""
-    import tensorflow as tf
-
-    for name in ("train", "validation", "test"):
-        if counts[name] == 0:
-            raise DataError(f"the {name} split is empty.", fix="use more data or smaller split fractions")
-    if options.limit is not None:
-        splits["train"], counts["train"] = splits["train"].take(options.limit), min(options.limit, counts["train"])
-    require_a_batch(counts["train"], options.batch_size)
-    finished = {}
-    for name, dataset in splits.items():
-        if getattr(parse, "batched", False):
-            parsed = dataset.batch(PARSE_BATCH).map(parse, num_parallel_calls=options.parallel_calls,
-                                                    deterministic=options.deterministic).unbatch()
-        else:
-            parsed = dataset.map(parse, num_parallel_calls=options.parallel_calls,
-                                 deterministic=options.deterministic)
-        # the count is known (counted or listed): telling tf.data lets Keras size epochs and progress
-        parsed = parsed.apply(tf.data.experimental.assert_cardinality(counts[name]))
-        finished[name] = finish(parsed, options, training=name == "train", num_examples=counts[name],
-                                augment=augment, cache_suffix=f".{name}")
-    return Datasets(train=finished["train"], validation=finished["validation"], test=finished["test"], spec=spec,
-                    num_train=counts["train"], num_validation=counts["validation"], num_test=counts["test"])
 
 
 # --- a folder of class folders -------------------------------------------------------------------

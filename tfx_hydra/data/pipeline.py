@@ -20,6 +20,7 @@ from tfx_hydra.errors import ConfigError, DataError
 
 SHARD_POLICIES = ("auto", "file", "data", "off")
 PIXEL_SCALE = 1 / 255.0  # 8-bit images to [0, 1]
+PARSE_BATCH = 256  # a `parse.batched` parser gets this many records at a time: one parse_example call, not 256
 
 
 @dataclass(frozen=True)
@@ -38,11 +39,11 @@ class DataSpec:
 
     def normalize(self, raw):
         """Raw inputs (a tensor or an array) -> what the model was trained on."""
-        return (raw - self.input_offset) * self.input_scale if self.input_offset != 0.0 else raw * self.input_scale
+        return (raw - self.input_offset) * self.input_scale
 
     def denormalize(self, inputs):
         """The pipeline's inputs -> the raw values a served model takes."""
-        return inputs / self.input_scale + self.input_offset if self.input_offset != 0.0 else inputs / self.input_scale
+        return inputs / self.input_scale + self.input_offset
 
 
 @dataclass
@@ -224,6 +225,34 @@ def from_arrays(splits: dict[str, Split], input_shape, num_classes, options: Pip
     return Datasets(train=pipeline("train", True), validation=pipeline("validation", False),
                     test=pipeline("test", False), spec=spec, num_train=len(splits["train"].x),
                     num_validation=len(splits["validation"].x), num_test=len(splits["test"].x))
+
+
+def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spec: DataSpec,
+                      options: PipelineOptions, augment=None) -> Datasets:
+    """Parsed, limited, cached, shuffled, batched: the three splits of a streamed source (TFRecords,
+    image files, TFDS), each of a known size."""
+    import tensorflow as tf
+
+    for name in ("train", "validation", "test"):
+        if counts[name] == 0:
+            raise DataError(f"the {name} split is empty.", fix="use more data or smaller split fractions")
+    if options.limit is not None:
+        splits["train"], counts["train"] = splits["train"].take(options.limit), min(options.limit, counts["train"])
+    require_a_batch(counts["train"], options.batch_size)
+    finished = {}
+    for name, dataset in splits.items():
+        if getattr(parse, "batched", False):
+            parsed = dataset.batch(PARSE_BATCH).map(parse, num_parallel_calls=options.parallel_calls,
+                                                    deterministic=options.deterministic).unbatch()
+        else:
+            parsed = dataset.map(parse, num_parallel_calls=options.parallel_calls,
+                                 deterministic=options.deterministic)
+        # the count is known (counted or listed): telling tf.data lets Keras size epochs and progress
+        parsed = parsed.apply(tf.data.experimental.assert_cardinality(counts[name]))
+        finished[name] = finish(parsed, options, training=name == "train", num_examples=counts[name],
+                                augment=augment, cache_suffix=f".{name}")
+    return Datasets(train=finished["train"], validation=finished["validation"], test=finished["test"], spec=spec,
+                    num_train=counts["train"], num_validation=counts["validation"], num_test=counts["test"])
 
 
 # --- checks every source makes ------------------------------------------------------------------
