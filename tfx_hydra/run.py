@@ -382,11 +382,14 @@ def train(model, datasets, trainer: TrainerConfig, tracker, plan: BatchPlan | No
 
     first_epoch, last_epoch = ((trainer.epochs, trainer.epochs + trainer.finetune_epochs) if phase == "finetune"
                                else (0, trainer.epochs))
+    from tfx_hydra.callbacks import NonFiniteGuard
+
     clock = console.EpochClock(datasets.num_train, trainer.epochs + trainer.finetune_epochs, trainer.verbose)
-    callbacks = [
+    steps = plan.steps_per_execution if plan else 1
+    callbacks = [  # at an epoch's end, in this order: a diverged epoch is neither shown, logged nor backed up
+        NonFiniteGuard(steps, backup_dir if trainer.backup else None),
         keras.callbacks.LambdaCallback(on_epoch_begin=clock.start, on_epoch_end=clock.stop),
         keras.callbacks.LambdaCallback(on_epoch_end=tracker.log_epoch),  # after the clock: logs its figures
-        stop_on_non_finite_loss(model, plan, backup_dir if trainer.backup else None),
     ]
     if trainer.tensorboard and tensorboard_dir:
         callbacks.append(tensorboard_callback(trainer, tensorboard_dir))
@@ -514,43 +517,6 @@ def uninterrupted_backup(backup_dir: str):
                 super().on_epoch_end(epoch, logs)
 
     return UninterruptedBackup(backup_dir, save_freq="epoch", delete_checkpoint=True)
-
-
-def stop_on_non_finite_loss(model, plan: BatchPlan | None, backup_dir: str | None):
-    """A callback that fails the run at the first NaN/inf loss, saying where and what to try.
-
-    Keras' TerminateOnNaN only sets stop_training: fit() then ends as if it had finished and
-    BackupAndRestore deletes its backup, the last good weights. Raising instead leaves the
-    backup (the last completed epoch) on disk, and the run ends FAILED with this message.
-    """
-    import keras
-
-    steps = plan.steps_per_execution if plan else 1
-
-    class StopOnNonFiniteLoss(keras.callbacks.Callback):
-        epoch = 0
-
-        def on_epoch_begin(self, epoch, logs=None):
-            self.epoch = epoch
-
-        def on_train_batch_end(self, batch, logs=None):
-            loss = (logs or {}).get("loss")
-            if loss is None or math.isfinite(float(loss)):
-                return
-            where = (f"epoch {self.epoch + 1}, batch {batch + 1}" +
-                     (f" (losses are seen every steps_per_execution={steps} batches)" if steps > 1 else ""))
-            kept = (f" The weights of the last completed epoch (epoch {self.epoch}) are kept in {backup_dir}."
-                    if backup_dir and self.epoch > 0 else " No epoch completed, so no checkpoint was kept.")
-            learning_rate = float(keras.ops.convert_to_numpy(model.optimizer.learning_rate))
-            policy = keras.config.dtype_policy().name
-            scaling = ("" if policy != "mixed_float16" or type(model.optimizer).__name__ == "LossScaleOptimizer"
-                       else ", or keep loss scaling on with mixed_float16 (precision.loss_scale=dynamic)")
-            raise TrainingError(
-                f"the training loss became {float(loss)} in {where}; training stopped.{kept}",
-                fix=f"lower optimizer.learning_rate (it is {learning_rate:g}), check the data for NaN/inf values"
-                f"{scaling}, or use precision=fp32 (the policy is {policy})")
-
-    return StopOnNonFiniteLoss()
 
 
 def out_of_memory(err, trainer: TrainerConfig, plan: BatchPlan | None) -> TrainingError:
