@@ -105,3 +105,18 @@ def test_a_corrupt_npz_fails_the_started_run(tmp_path):
     (run,) = mlflow_runs(tmp_path)
     assert run.info.status == "FAILED"
     assert run.data.tags["error"].startswith("DataError: data.path=")
+
+
+def test_a_csv_with_nan_cells_fails_before_training_with_the_cell_named(tmp_path):
+    table = tmp_path / "n.csv"
+    table.write_text("a,b,c,label\n" + "".join(f"{i % 7},{'nan' if i == 5 else i % 3},{i % 5},{i % 2}\n"
+                                                for i in range(64)))
+    done = run_cli(["data=csv", f"data.path={table}", "data.input_shape=[3]", "data.num_classes=2",
+                    "data.normalization=none", "trainer.epochs=2", "export=none"], cwd=tmp_path)
+    assert done.returncode == 1
+    assert f"DataError: {table}, row 7, column b: nan is not a finite number; the inputs must be finite " \
+           "numbers." in done.stderr
+    assert "Fix: clean the data (drop or fill those values), or data.check_finite=false" in done.stderr
+    assert "Traceback" not in done.stderr and "epoch 1/" not in done.stdout  # no epoch trained
+    (run,) = mlflow_runs(tmp_path)
+    assert run.info.status == "FAILED" and run.data.tags["error"].startswith(f"DataError: {table}, row 7")

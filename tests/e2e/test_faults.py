@@ -140,3 +140,23 @@ def test_eight_parallel_jobs_on_one_fresh_sqlite_store_land_with_every_metric(tm
         mine = [(key, step) for run, key, step in rows if run == child.info.run_id]
         assert sorted(mine) == sorted([(k, s) for k in per_epoch for s in (0, 1)] + [(k, 0) for k in once])
     assert len(rows) == 8 * (2 * len(per_epoch) + len(once)) + 4  # + the parent's jobs, finished, failed, best
+
+
+def test_weights_that_turn_nan_end_the_run_failed_with_the_last_good_backup_kept(tmp_path):
+    """The CPU-independent form of a divergence the loss does not show (tests/planted.py): the
+    weights turn NaN in epoch 3 while every reported loss stays finite."""
+    import json
+
+    done = run_cli(["trainer.epochs=4", "data.limit=320", "trainer.batch_size=32", "export=none",
+                    "trainer.steps_per_execution=1", "model._target_=tests.planted.mlp_with_nan_after",
+                    "+model.nan_after_batches=21"], cwd=tmp_path)  # 10 batches an epoch: NaN in epoch 3
+    assert done.returncode == 1
+    assert "TrainingError: the model's weights became NaN/inf in epoch 3 (nan_after/planted), while the reported " \
+           "training loss was" in done.stderr, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    (run,) = mlflow_runs(tmp_path)
+    assert run.info.status == "FAILED" and "weights became NaN/inf in epoch 3" in run.data.tags["error"]
+    backup = Path(run.data.tags["resume.backup_dir"])
+    assert json.loads((backup / "training_metadata.json").read_text())["epoch"] == 2  # epochs 1-2 kept
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "loss")] == [0, 1]  # epoch 3 not logged

@@ -290,3 +290,83 @@ def test_the_converter_reports_user_mistakes_without_a_traceback(capsys, tmp_pat
     assert "Could not find 'data/imagenet'" in capsys.readouterr().err
     assert to_tfrecord([str(tmp_path), "data=mnist", f"data.path={tmp_path}/missing.npz"]) == 1
     assert f"DataError: data.path={tmp_path}/missing.npz does not exist." in capsys.readouterr().err
+
+
+# --- non-finite inputs: a DataError before training, named where it is -----------------------------
+
+def test_csv_cells_that_are_nan_or_inf_are_named_by_row_and_column(tmp_path):
+    path = write_csv(tmp_path / "iris.csv")
+    lines = path.read_text().splitlines()
+    lines[5] = "nan," + lines[5].split(",", 1)[1]  # data row 5: file line 6
+    lines[9] = lines[9].split(",")[0] + ",inf," + ",".join(lines[9].split(",")[2:])
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=r"iris.csv, row 6, column height: nan is not a finite number \(2 such cells "
+                                        r"in all\); the inputs must be finite numbers.\n  Fix: clean the data .*"
+                                        r"data.check_finite=false"):
+        csv(str(path), "species", [2], 3, batch_size=16, seed=0, feature_columns=["height", "weight"])
+    kept = csv(str(path), "species", [2], 3, batch_size=16, seed=0, feature_columns=["height", "weight"],
+               normalization="none", check_finite=False)  # a model that handles NaN itself
+    assert np.isnan(np.concatenate([inputs(kept.train), inputs(kept.validation), inputs(kept.test)])).sum() == 1
+
+
+def test_npz_arrays_with_nan_are_named_by_array_and_index(tmp_path):
+    rng = np.random.default_rng(0)
+    x_train, x_test = rng.random((60, 8, 8)).astype("float32"), rng.random((20, 8, 8)).astype("float32")
+    x_test[4, 2, 7] = np.inf
+    path = tmp_path / "floats.npz"
+    np.savez(path, x_train=x_train, y_train=rng.integers(0, 10, 60), x_test=x_test, y_test=rng.integers(0, 10, 20))
+    with pytest.raises(DataError, match=rf"data.path={path}: x_test\[4, 2, 7\] is inf \(1 non-finite value in "
+                                        r"x_test\); the inputs must be finite numbers"):
+        keras_dataset("mnist", str(path), [8, 8], 10, batch_size=10, seed=0, normalization="none")
+    x_train[17, 3, 5] = np.nan
+    x_train[30] = np.nan
+    np.savez(path, x_train=x_train, y_train=rng.integers(0, 10, 60), x_test=x_test, y_test=rng.integers(0, 10, 20))
+    with pytest.raises(DataError, match=r"x_train\[17, 3, 5\] is nan \(65 non-finite values in x_train\)"):
+        keras_dataset("mnist", str(path), [8, 8], 10, batch_size=10, seed=0, normalization="none")
+    data = keras_dataset("mnist", str(path), [8, 8], 10, batch_size=10, seed=0, normalization="none",
+                         check_finite=False)
+    assert data.num_train == 54
+
+
+def write_float_tfrecords(folder, files: int = 3, per_file: int = 50, nan_at: tuple[int, int] | None = None):
+    """`files` shards of `per_file` 8x8 float records; NaN planted at (file, record), position [2, 3]."""
+    rng = np.random.default_rng(0)
+    for f in range(files):
+        with tf.io.TFRecordWriter(str(folder / f"train-{f}.tfrecord")) as writer:
+            for r in range(per_file):
+                values = rng.random(64).astype("float32")
+                if (f, r) == nan_at:
+                    values[2 * 8 + 3] = np.nan
+                feature = {"inputs": tf.train.Feature(float_list=tf.train.FloatList(value=values)),
+                           "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[r % 10]))}
+                writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    return str(folder / "train-*.tfrecord")
+
+
+def test_tfrecord_nan_is_named_by_file_and_record_within_the_checked_batches(tmp_path):
+    pattern = write_float_tfrecords(tmp_path, nan_at=(1, 7))  # record 57 in file order
+    with pytest.raises(DataError, match=rf"data.train_files: record 7 of {tmp_path}/train-1.tfrecord has nan in its "
+                                        r"inputs at \[2, 3\]; the inputs must be finite numbers"):
+        tfrecord(pattern, None, [8, 8], 10, batch_size=16, seed=0)  # default: 10 batches of 16 = 160 records
+    # opt-in depth: the first 3 batches (48 records) do not reach record 57; off checks nothing
+    assert tfrecord(pattern, None, [8, 8], 10, batch_size=16, seed=0, check_finite_batches=3).num_train == 105
+    assert tfrecord(pattern, None, [8, 8], 10, batch_size=16, seed=0, check_finite=False).num_train == 105
+    with pytest.raises(ConfigError, match=r"data.check_finite_batches=0: expected a positive number of batches"):
+        tfrecord(pattern, None, [8, 8], 10, batch_size=16, seed=0, check_finite_batches=0)
+
+
+def test_a_streamed_split_with_nan_is_named_by_source_split_and_example():
+    from tfx_hydra.data.pipeline import DataSpec, PipelineOptions, streamed_datasets
+
+    x = np.random.default_rng(0).random((100, 4)).astype("float32")
+    x[42, 1] = np.nan
+    clean = tf.data.Dataset.from_tensor_slices((x[:40], np.zeros(40, "int64")))
+    splits = {"train": clean, "validation": clean, "test": tf.data.Dataset.from_tensor_slices((x, np.zeros(100, "int64")))}
+    counts = {"train": 40, "validation": 40, "test": 100}
+    with pytest.raises(DataError, match=r"data=tfds data.name=floats: example 42 of the test split \(in reading "
+                                        r"order\) has nan in its inputs at \[1\]"):
+        streamed_datasets(dict(splits), dict(counts), lambda a, b: (a, b), DataSpec((4,), 2),
+                          PipelineOptions(batch_size=8), check_finite_as="data=tfds data.name=floats")
+    data = streamed_datasets(dict(splits), dict(counts), lambda a, b: (a, b), DataSpec((4,), 2),
+                             PipelineOptions(batch_size=8, check_finite_batches=5), check_finite_as="data=tfds")
+    assert data.num_test == 100  # 5 batches of 8: example 42 lies beyond what was checked

@@ -6,7 +6,8 @@ import os
 
 import numpy as np
 
-from tfx_hydra.data.pipeline import PIXEL_SCALE, Datasets, from_arrays, hold_out_validation, options_from, split_three_ways
+from tfx_hydra.data.pipeline import (PIXEL_SCALE, Datasets, from_arrays, hold_out_validation, options_from,
+                                     require_finite_arrays, split_three_ways)
 from tfx_hydra.errors import ConfigError, DataError
 
 KERAS_KEYS = ("x_train", "y_train", "x_test", "y_test")  # also the layout of a local data.path .npz
@@ -53,6 +54,9 @@ def keras_dataset(name, path, input_shape, num_classes, batch_size, seed, valida
                           fix=f"one of {', '.join(KERAS_DATASETS)}; or data=tfds data.name={name}")
     options = options_from(batch_size, seed, pipeline)
     arrays = load_npz(path) if path else download_keras_dataset(name)
+    if options.check_finite:  # Keras' own downloads are 8-bit images: nothing to check, at no cost
+        require_finite_arrays({k: arrays[k] for k in ("x_train", "x_test")},
+                              f"data.path={path}" if path else f"keras.datasets.{name}")
     x_train, y_train, x_test, y_test = (arrays[k] for k in KERAS_KEYS)
     splits = hold_out_validation(x_train, y_train.reshape(-1).astype("int64"), x_test,
                                  y_test.reshape(-1).astype("int64"), validation_split)  # cifar labels are (n, 1)

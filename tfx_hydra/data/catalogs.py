@@ -65,4 +65,6 @@ def tfds(name, input_shape, num_classes, batch_size, seed, data_dir=None, downlo
     def prepare(inputs, label):
         return tf.reshape(tf.cast(inputs, tf.float32) * scale, spec.input_shape), tf.cast(label, tf.int64)
 
-    return streamed_datasets(splits, counts, prepare, spec, options)
+    floating = tf.as_dtype(builder.info.features[supervised[0]].dtype).is_floating  # images are integers
+    return streamed_datasets(splits, counts, prepare, spec, options,
+                             check_finite_as=f"data=tfds data.name={name}" if floating else None)

@@ -17,10 +17,14 @@ from typing import Any, Sequence
 import numpy as np
 
 from tfx_hydra.data.pipeline import (
+    NON_FINITE_FIX,
+    PARSE_BATCH,
     PIXEL_SCALE,
     DataSpec,
     Datasets,
     Split,
+    checked_examples,
+    first_non_finite,
     from_arrays,
     options_from,
     require_choice,
@@ -57,9 +61,14 @@ def tfrecord(train_files, test_files, input_shape, num_classes, batch_size, seed
     sources = {"train": expand_globs("data.train_files", train_files),
                "validation": expand_globs("data.validation_files", validation_files) if validation_files else None,
                "test": expand_globs("data.test_files", test_files) if test_files else None}
-    counts = {name: count_records(files) for name, files in sources.items() if files}
+    per_file = {name: record_counts(files) for name, files in sources.items() if files}
+    counts = {name: sum(files) for name, files in per_file.items()}
     parse = example_parser(kind, inputs_key, label_key, spec)
     check_first_example(sources["train"][0], parse, spec, inputs_key, label_key)
+    if options.check_finite and kind == "dense":  # decoded images are integers: never NaN
+        for name, files in sources.items():
+            if files:
+                require_finite_records(files, per_file[name], parse, f"data.{name}_files", options)
 
     def records(files: list[str], training: bool):
         names = tf.data.Dataset.from_tensor_slices(files)
@@ -99,20 +108,36 @@ def expand_globs(key: str, patterns: str | Sequence[str]) -> list[str]:
     return files
 
 
-def count_records(files: list[str]) -> int:
-    """Records per file, read in full: the count sizes the splits, and a truncated or corrupt
+def record_counts(files: list[str]) -> list[int]:
+    """Records per file, read in full: the counts size the splits, and a truncated or corrupt
     file fails here, named, instead of in the middle of epoch 3."""
     import tensorflow as tf
 
-    total = 0
+    counts = []
     for path in files:
         try:
-            total += int(tf.data.TFRecordDataset(path).reduce(np.int64(0), lambda count, _: count + 1))
+            counts.append(int(tf.data.TFRecordDataset(path).reduce(np.int64(0), lambda count, _: count + 1)))
         except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as err:
             raise DataError(f"the TFRecord file {path} is corrupt or truncated ({err.message.splitlines()[0]}).",
                             fix="write it again (python -m tfx_hydra.data.to_tfrecord), or leave it out of the glob"
                             ) from None
-    return total
+    return counts
+
+
+def require_finite_records(files: list[str], counts: list[int], parse, key: str, options) -> None:
+    """The first data.check_finite_batches x batch_size records of `files`, in file order, hold
+    finite inputs: a NaN is named by its file and record, before training."""
+    import tensorflow as tf
+
+    records = tf.data.TFRecordDataset(files).batch(PARSE_BATCH).map(parse).unbatch()
+    bad = first_non_finite(records, checked_examples(options))
+    if bad is None:
+        return
+    index, position, value = bad
+    file_number = int(np.searchsorted(np.cumsum(counts), index, side="right"))
+    record = index - sum(counts[:file_number])
+    raise DataError(f"{key}: record {record} of {files[file_number]} has {value} in its inputs at "
+                    f"[{', '.join(map(str, position))}]; the inputs must be finite numbers.", fix=NON_FINITE_FIX)
 
 
 def carve_splits(counts: dict[str, int], validation_split: float, test_split: float) -> dict[str, int]:
@@ -333,6 +358,8 @@ def csv(path, label_column, input_shape, num_classes, batch_size, seed, feature_
         raise DataError(f"data.feature_columns: {', '.join(missing)} not in {path} (columns: {', '.join(header)}).",
                         fix="list columns the file has, or data.feature_columns=null for all but the label")
     x = numeric_columns(path, header, rows, features)
+    if options.check_finite:
+        require_finite_cells(path, x, features)
     y = label_indices(path, [row[header.index(label_column)] for row in rows])
     splits = split_three_ways(x, y, test_split, validation_split, seed)
     return from_arrays(splits, input_shape, num_classes, options, normalization)
@@ -362,6 +389,16 @@ def numeric_columns(path: str, header: list[str], rows: list[list[str]], columns
                 raise DataError(f"{path}, row {r + 2}, column {columns[c]}: '{value}' is not a number.",
                                 fix="fix the file, or leave the column out with data.feature_columns=[...]") from None
     return x
+
+
+def require_finite_cells(path: str, x: np.ndarray, columns: list[str]) -> None:
+    """Cells such as `nan` or `inf` parse as numbers; as inputs they make NaN weights."""
+    bad = np.argwhere(~np.isfinite(x))
+    if len(bad):
+        row, column = (int(i) for i in bad[0])
+        more = f" ({len(bad):,} such cells in all)" if len(bad) > 1 else ""
+        raise DataError(f"{path}, row {row + 2}, column {columns[column]}: {x[row, column]} is not a finite "
+                        f"number{more}; the inputs must be finite numbers.", fix=NON_FINITE_FIX)
 
 
 def label_indices(path: str, values: list[str]) -> np.ndarray:

@@ -70,6 +70,8 @@ class PipelineOptions:
     deterministic: bool = True  # false lets parallel maps hand out examples as they finish
     shard_policy: str = "auto"
     limit: int | None = None
+    check_finite: bool = True  # NaN/inf inputs are a DataError before training (false: let them through)
+    check_finite_batches: int | None = 10  # streamed sources: the first N batches of each split (null: all)
 
     def __post_init__(self) -> None:
         if self.shard_policy not in SHARD_POLICIES:
@@ -83,6 +85,13 @@ class PipelineOptions:
         if self.limit is not None and (not isinstance(self.limit, int) or self.limit < 1):
             raise ConfigError(f"data.limit={self.limit}: expected a positive number of examples or null.",
                               fix="data.limit=null")
+        if not isinstance(self.check_finite, bool):
+            raise ConfigError(f"data.check_finite={self.check_finite!r}: expected true or false.",
+                              fix="data.check_finite=true")
+        batches = self.check_finite_batches
+        if batches is not None and (not isinstance(batches, int) or isinstance(batches, bool) or batches < 1):
+            raise ConfigError(f"data.check_finite_batches={batches!r}: expected a positive number of batches or "
+                              "null (every batch).", fix="data.check_finite_batches=10")
         if not isinstance(self.shuffle_buffer, int) or self.shuffle_buffer < 0:
             raise ConfigError(f"data.shuffle_buffer={self.shuffle_buffer!r}: expected a non-negative integer "
                               "(0 = no shuffling).", fix="data.shuffle_buffer=2048")
@@ -228,9 +237,11 @@ def from_arrays(splits: dict[str, Split], input_shape, num_classes, options: Pip
 
 
 def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spec: DataSpec,
-                      options: PipelineOptions, augment=None) -> Datasets:
+                      options: PipelineOptions, augment=None, check_finite_as: str | None = None) -> Datasets:
     """Parsed, limited, cached, shuffled, batched: the three splits of a streamed source (TFRecords,
-    image files, TFDS), each of a known size."""
+    image files, TFDS), each of a known size. `check_finite_as` (the source's name, for the
+    message) checks the first data.check_finite_batches batches of each split for NaN/inf before
+    training; sources that check their own way, or whose inputs cannot be NaN, pass None."""
     import tensorflow as tf
 
     for name in ("train", "validation", "test"):
@@ -249,10 +260,21 @@ def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spe
                                  deterministic=options.deterministic)
         # the count is known (counted or listed): telling tf.data lets Keras size epochs and progress
         parsed = parsed.apply(tf.data.experimental.assert_cardinality(counts[name]))
+        if check_finite_as and options.check_finite:
+            require_finite_stream(parsed, name, check_finite_as, options)
         finished[name] = finish(parsed, options, training=name == "train", num_examples=counts[name],
                                 augment=augment, cache_suffix=f".{name}")
     return Datasets(train=finished["train"], validation=finished["validation"], test=finished["test"], spec=spec,
                     num_train=counts["train"], num_validation=counts["validation"], num_test=counts["test"])
+
+
+def require_finite_stream(dataset, split: str, source: str, options: PipelineOptions) -> None:
+    bad = first_non_finite(dataset, checked_examples(options))
+    if bad is not None:
+        index, position, value = bad
+        raise DataError(f"{source}: example {index} of the {split} split (in reading order) has {value} in its "
+                        f"inputs at [{', '.join(map(str, position))}]; the inputs must be finite numbers.",
+                        fix=NON_FINITE_FIX)
 
 
 # --- checks every source makes ------------------------------------------------------------------
@@ -273,6 +295,50 @@ def check_against_spec(name: str, shape: Sequence[int], count: int, labels: np.n
             f"[{labels.min()}, {labels.max()}].",
             fix=f"data.num_classes={int(labels.max()) + 1}",
         )
+
+
+NON_FINITE_FIX = ("clean the data (drop or fill those values), or data.check_finite=false if the model handles "
+                  "NaN/inf itself")
+
+
+def require_finite_arrays(arrays: dict[str, np.ndarray], source: str) -> None:
+    """In-memory inputs hold only finite numbers, checked once when loaded (integer arrays, such as
+    8-bit images, cannot hold NaN/inf and cost nothing). A NaN that reaches training makes NaN
+    weights, and on some CPUs a loss that still looks finite."""
+    for name, array in arrays.items():
+        if not np.issubdtype(array.dtype, np.floating) or np.isfinite(array).all():
+            continue
+        index = tuple(int(i) for i in np.argwhere(~np.isfinite(array))[0])
+        count = int(array.size - np.count_nonzero(np.isfinite(array)))
+        raise DataError(f"{source}: {name}[{', '.join(map(str, index))}] is {array[index]} ({count:,} non-finite "
+                        f"value{'s' if count > 1 else ''} in {name}); the inputs must be finite numbers.",
+                        fix=NON_FINITE_FIX)
+
+
+def first_non_finite(dataset, examples: int | None):
+    """(example index, position, value) of the first example among the first `examples` of an
+    unbatched (inputs, label) dataset whose inputs hold NaN/inf, in the dataset's order; or None."""
+    import tensorflow as tf
+
+    if examples is not None:
+        dataset = dataset.take(examples)
+    seen = 0
+    for inputs, _ in dataset.batch(PARSE_BATCH):
+        finite = tf.reshape(tf.math.is_finite(inputs), (tf.shape(inputs)[0], -1))
+        rows = tf.reduce_all(finite, axis=1)
+        if not bool(tf.reduce_all(rows)):
+            row = int(tf.argmin(tf.cast(rows, tf.int32)))
+            values = np.asarray(inputs[row])
+            position = tuple(int(i) for i in np.argwhere(~np.isfinite(values))[0])
+            return seen + row, position, values[position]
+        seen += int(tf.shape(inputs)[0])
+    return None
+
+
+def checked_examples(options: PipelineOptions) -> int | None:
+    """How many examples of each split a streamed source checks for NaN/inf before training."""
+    batches = options.check_finite_batches
+    return None if batches is None else batches * options.batch_size
 
 
 def require_a_batch(num_train: int, batch_size: int) -> None:
