@@ -12,6 +12,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from tfx_hydra.metrics import EPOCH_SECONDS, EPOCH_TIMING, EXAMPLES_PER_SEC, summary_names
+
 console = Console(highlight=False, soft_wrap=True)  # long paths stay whole in logs
 
 
@@ -42,11 +44,11 @@ class EpochClock:
     def stop(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         seconds = time.perf_counter() - self._started
         if logs is not None:
-            logs["epoch_seconds"] = seconds
-            logs["examples_per_sec"] = self.num_examples / seconds if seconds > 0 else 0.0
+            logs[EPOCH_SECONDS] = seconds
+            logs[EXAMPLES_PER_SEC] = self.num_examples / seconds if seconds > 0 else 0.0
         if self.verbose:
             shown = "  ".join(f"{k} {_format(v)}" for k, v in (logs or {}).items()
-                              if k not in ("epoch_seconds", "examples_per_sec"))
+                              if k not in EPOCH_TIMING)
             console.print(f"epoch {epoch + 1}/{self.epochs}  {shown}  "
                           f"[dim]{self.num_examples / max(seconds, 1e-9):,.0f} ex/s  {seconds:.1f}s[/]")
             console.file.flush()  # shows up at once in piped logs (Slurm, nohup) too
@@ -64,7 +66,7 @@ def print_summary(metrics: dict[str, float], run_id: str | None, exports: list, 
     table = Table(title="tfx_hydra: run complete", show_header=False, title_justify="left")
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
-    for key in sorted(k for k in metrics if k.startswith(("val_", "test_"))):
+    for key in summary_names(metrics):
         table.add_row(key, _format(metrics[key]))
     table.add_row("outputs", output_dir)
     for result in exports:

@@ -36,6 +36,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from tfx_hydra import console, sweep, tracking
 from tfx_hydra.errors import ConfigError, DataError, ExportError, TfxHydraError, TrainingError
+from tfx_hydra.metrics import FINETUNE_PHASE, TEST, TRAIN_PHASE, end_of_run, end_of_run_names, phase_timing
 from tfx_hydra.schemas import Settings, SweepConfig, TrainerConfig, validate
 from tfx_hydra.models import require_backbone
 from tfx_hydra.strategy import is_chief
@@ -101,7 +102,7 @@ def run(cfg: DictConfig) -> float:
                 start_finetuning(model, cfg.optimizer, settings, policy, hardware, plan, tracker)
             history = merge_histories(history, train(model, datasets, settings.trainer, tracker, plan,
                                                      os.path.join(backup_dir, FINETUNE_BACKUP), tensorboard_dir,
-                                                     phase="finetune"))
+                                                     phase=FINETUNE_PHASE))
         remove_backup(backup_dir, chief)
         record_tensorboard(tracker, tensorboard_dir)
         metrics = evaluate(model, datasets, history, tracker)
@@ -143,10 +144,8 @@ def check_data_files(data: DictConfig) -> None:
 
 
 def check_sweep_metric(settings: Settings) -> None:
-    """sweep.metric must be something the run will log: found out after training, the run would be lost."""
-    names = ["loss", *settings.trainer.metrics]
-    known = [f"{prefix}{name}" for prefix in ("val_", "", "test_") for name in names]
-    known += ["train_seconds", "train_examples_per_sec", "examples_per_sec", "epoch_seconds"]
+    """sweep.metric must be something the run will report: found out after training, the run would be lost."""
+    known = end_of_run_names(settings.trainer)
     if settings.sweep.metric not in known:
         raise ConfigError(f"sweep.metric={settings.sweep.metric} is not a metric this run logs "
                           f"(trainer.metrics={list(settings.trainer.metrics)}).",
@@ -374,13 +373,13 @@ def choose_backup_dir(tracker, output_dir: str, chief: bool) -> str:
 
 
 def train(model, datasets, trainer: TrainerConfig, tracker, plan: BatchPlan | None = None,
-          backup_dir: str | None = None, tensorboard_dir: str | None = None, phase: str = "train"):
+          backup_dir: str | None = None, tensorboard_dir: str | None = None, phase: str = TRAIN_PHASE):
     """model.fit with per-epoch timing, tracking, backup, NaN stop, TensorBoard and optional early
     stopping. phase="finetune" runs trainer.finetune_epochs more epochs, numbered on from the first phase."""
     import keras
     import tensorflow as tf
 
-    first_epoch, last_epoch = ((trainer.epochs, trainer.epochs + trainer.finetune_epochs) if phase == "finetune"
+    first_epoch, last_epoch = ((trainer.epochs, trainer.epochs + trainer.finetune_epochs) if phase == FINETUNE_PHASE
                                else (0, trainer.epochs))
     from tfx_hydra.callbacks import NonFiniteGuard
 
@@ -414,10 +413,11 @@ def train(model, datasets, trainer: TrainerConfig, tracker, plan: BatchPlan | No
             f"the training loss became {losses[-1]} in epoch {history.epoch[-1] + 1}; training stopped.",
             fix="lower optimizer.learning_rate, check the data for NaN/inf, or use precision=fp32",
         )
+    history.timings = {}  # the phase's wall time and throughput: end-of-run metrics, logged once
     if losses:
-        prefix = "finetune_" if phase == "finetune" else "train_"
-        tracker.log_metrics({f"{prefix}seconds": seconds,
-                             f"{prefix}examples_per_sec": datasets.num_train * len(losses) / seconds})
+        seconds_name, throughput_name = phase_timing(phase)
+        history.timings = {seconds_name: seconds, throughput_name: datasets.num_train * len(losses) / seconds}
+        tracker.log_metrics(history.timings)
     return history
 
 
@@ -495,6 +495,7 @@ def merge_histories(first, second):
     for key, values in second.history.items():
         first.history.setdefault(key, []).extend(values)
     first.epoch.extend(second.epoch)
+    first.timings = {**getattr(first, "timings", {}), **getattr(second, "timings", {})}
     return first
 
 
@@ -534,12 +535,13 @@ def out_of_memory(err, trainer: TrainerConfig, plan: BatchPlan | None) -> Traini
 # --- 7. evaluate ---------------------------------------------------------------------------
 
 def evaluate(model, datasets, history, tracker) -> dict[str, float]:
-    """The last epoch's metrics plus the test split's, logged as test_*."""
+    """The run's results (metrics.end_of_run): the last epoch's metrics, each phase's timing, and
+    the test split's, logged as test_*."""
     test = model.evaluate(datasets.test, return_dict=True, verbose=0)
-    test_metrics = {f"test_{k}": float(v) for k, v in test.items()}
-    tracker.log_metrics(test_metrics)
     last_epoch = {k: float(v[-1]) for k, v in history.history.items() if v}
-    return last_epoch | test_metrics
+    results = end_of_run(last_epoch, getattr(history, "timings", {}), test)
+    tracker.log_metrics({k: v for k, v in results.items() if k.startswith(TEST)})
+    return results
 
 
 def record_plots(model, datasets, history, tracker, output_dir: str) -> None:

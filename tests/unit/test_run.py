@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 from tfx_hydra.data import digits
 from tfx_hydra.errors import ConfigError, DataError, TrainingError
 from tfx_hydra.hardware import HardwareInfo
+from tfx_hydra.metrics import end_of_run_names
 from tfx_hydra.models import mlp
 from tfx_hydra.run import BatchPlan, build, compile_model, evaluate, sweep_objective, train
 from tfx_hydra.schemas import (EarlyStoppingConfig, HardwareConfig, PrecisionConfig, Settings, SweepConfig,
@@ -288,6 +289,8 @@ def test_evaluate_adds_the_test_split(data):
     assert set(tracker.metrics) == {"test_loss", "test_accuracy"}
     assert metrics["test_accuracy"] == tracker.metrics["test_accuracy"]
     assert metrics["val_accuracy"] == history.history["val_accuracy"][-1]
+    assert sorted(metrics) == sorted(end_of_run_names(trainer))  # exactly what preflight accepts as sweep.metric
+    assert metrics["train_examples_per_sec"] == pytest.approx(data.num_train / metrics["train_seconds"])
 
 
 def test_the_objective_is_the_configured_metric():
