@@ -12,7 +12,7 @@ from tests.helpers import write_mnist_npz
 @pytest.fixture(scope="session", autouse=True)
 def two_logical_cpus():
     """Split the CPU into 2 logical devices before TensorFlow initialises, so MirroredStrategy
-    has 2 replicas on a machine without GPUs (DESIGN.md: multi-device behaviour is tested on CPU)."""
+    has 2 replicas on a machine without GPUs (ARCHITECTURE.md: multi-device behaviour is tested on CPU)."""
     import tensorflow as tf
 
     cpu = tf.config.list_physical_devices("CPU")[0]

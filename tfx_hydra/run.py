@@ -1,4 +1,4 @@
-"""run: one experiment, as the steps DESIGN.md lists, each a small function.
+"""run: one experiment, as the steps ARCHITECTURE.md lists, each a small function.
 
     0. preflight   validate settings, check paths and the tracking store (no TensorFlow yet)
     1. hardware    devices, profile, memory growth, threads, seeds    -> HardwareInfo

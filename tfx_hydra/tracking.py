@@ -1,4 +1,4 @@
-"""tracking: every run recorded in MLflow, the way DESIGN.md's tracking contract says.
+"""tracking: every run recorded in MLflow, the way ARCHITECTURE.md's tracking contract says.
 
 One MLflow run per experiment run: it starts before the hardware step, records the
 config and environment first, gets one batched metric write per epoch (a single
@@ -33,7 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 from tfx_hydra.errors import TrackingError
 from tfx_hydra.schemas import TrackingConfig
 
-# Keys whose values never reach MLflow: DESIGN.md's "secrets never land in MLflow".
+# Keys whose values never reach MLflow (ARCHITECTURE.md: secrets never land in MLflow).
 SECRET_KEY = re.compile(r"pass(?:word|wd)?|token|secret|credential|api[_-]?key|private[_-]?key|access[_-]?key"
                         r"|[_-]key\b", re.IGNORECASE)  # aws_key, encryption-key; not resume.key or key_path
 URI_CREDENTIALS = re.compile(r"(?<=://)[^/@\s:]+:[^/@\s]+@")
