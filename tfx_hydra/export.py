@@ -157,6 +157,12 @@ class TFLiteExport:
         if quantization not in self.QUANTIZATIONS:
             raise ConfigError(f"export.tflite.quantization={quantization} is not one of: "
                               f"{', '.join(self.QUANTIZATIONS)}.", fix="export.tflite.quantization=none")
+        if not isinstance(select_tf_ops, bool):
+            raise ConfigError(f"export.tflite.select_tf_ops={select_tf_ops}: expected true or false.",
+                              fix="export.tflite.select_tf_ops=false")
+        if not isinstance(representative_examples, int) or isinstance(representative_examples, bool):
+            raise ConfigError(f"export.tflite.representative_examples={representative_examples}: expected a number "
+                              "of examples.", fix="export.tflite.representative_examples=200")
         if quantization == "int8" and representative_examples < 1:
             raise ConfigError(f"export.tflite.quantization=int8 needs a representative dataset, but "
                               f"export.tflite.representative_examples={representative_examples}.",
@@ -221,6 +227,9 @@ class OnnxExport:
     kind = "onnx"
 
     def __init__(self, export_dir: str, model_name: str, opset: int | None = None) -> None:
+        if opset is not None and (not isinstance(opset, int) or isinstance(opset, bool) or opset < 1):
+            raise ConfigError(f"export.onnx.opset={opset}: expected an ONNX opset number (e.g. 17) or null "
+                              "(the converter's default).", fix="export.onnx.opset=null")
         self.path = os.path.join(export_dir, f"{model_name}.onnx")
         self.opset = opset
 

@@ -24,6 +24,12 @@ def phase_timing(phase: str) -> tuple[str, str]:
     return f"{phase}_seconds", f"{phase}_examples_per_sec"
 
 
+def epoch_names(metrics) -> list[str]:
+    """What Keras logs at every epoch's end, training and validation: what callbacks can monitor."""
+    compiled = compiled_names(metrics)
+    return compiled + [f"{VALIDATION}{n}" for n in compiled]
+
+
 def end_of_run_names(trainer) -> list[str]:
     """Every metric a finished training run reports: the last epoch's (training, validation,
     timing), each phase's timing, and the test split's."""

@@ -122,6 +122,7 @@ def preflight(cfg: DictConfig) -> Settings:
     settings = validate(cfg)
     if cfg.mode == "train":
         check_sweep_metric(settings)
+        check_exporters(cfg.export)
     check_data_files(cfg.data)
     if settings.tracking.enabled:
         uri = tracking.resolve_tracking_uri(settings.tracking, cfg.paths.launch_dir)
@@ -141,6 +142,39 @@ def check_data_files(data: DictConfig) -> None:
         value = data.get(key)
         if value:
             expand_globs(f"data.{key}", OmegaConf.to_object(value) if OmegaConf.is_list(value) else value)
+    cache = data.get("cache")
+    if isinstance(cache, str) and cache != "memory":  # a cache file: its folder must be there to write in
+        require_writable_folder("data.cache", cache, os.path.dirname(os.path.abspath(cache)), create=False)
+
+
+def check_exporters(export_cfg: DictConfig | None) -> None:
+    """Each selected exporter built now, from its settings alone (no TensorFlow): a typo in an
+    export value fails before training, not after the last epoch. Its folder must be creatable."""
+    for name, node in selected_exporters(export_cfg).items():
+        _instantiate(node, f"export.{name}")
+        if node.get("export_dir"):
+            require_writable_folder(f"export.{name}.export_dir", node.export_dir, node.export_dir, create=True)
+
+
+def selected_exporters(export_cfg: DictConfig | None) -> dict[str, DictConfig]:
+    """The exporters `export=[...]` selected: the entries of `export` with a `_target_`."""
+    return {name: node for name, node in (export_cfg or {}).items()
+            if isinstance(node, DictConfig) and "_target_" in node}
+
+
+def require_writable_folder(key: str, value: str, folder: str, create: bool) -> None:
+    """`folder` (where `key`=`value` writes) exists and is writable, or (create=True) its nearest
+    existing parent is a writable folder."""
+    path = os.path.abspath(os.path.expanduser(folder))
+    existing = path
+    while create and not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        what = "is a file" if os.path.exists(existing) else "does not exist"
+        raise ConfigError(f"{key}={value} cannot be written: {existing} {what}.", fix=f"{key}=<a writable folder>")
+    if not os.access(existing, os.W_OK):
+        raise ConfigError(f"{key}={value} cannot be written: {existing} is not writable.",
+                          fix=f"{key}=<a writable folder>")
 
 
 def check_sweep_metric(settings: Settings) -> None:
@@ -155,6 +189,10 @@ def check_sweep_metric(settings: Settings) -> None:
 def build(node: DictConfig, key: str, **kwargs: Any) -> Any:
     """`hydra.utils.instantiate`, with our errors passed through and bad arguments named by key."""
     console.info(f"{key}: {node.get('_target_')}")
+    return _instantiate(node, key, **kwargs)
+
+
+def _instantiate(node: DictConfig, key: str, **kwargs: Any) -> Any:
     try:
         return instantiate(node, **kwargs)
     except InstantiationException as err:
@@ -594,9 +632,7 @@ def export_model(model, datasets, export_cfg: DictConfig, tracker, chief: bool =
     every worker), into a throwaway folder that is deleted afterwards.
     """
     results, failures = [], {}
-    exporters = {name: node for name, node in (export_cfg or {}).items()
-                 if isinstance(node, DictConfig) and "_target_" in node}
-    for name, node in exporters.items():
+    for name, node in selected_exporters(export_cfg).items():
         if not chief:
             scratch = tempfile.mkdtemp(prefix="tfx_hydra-worker-export-")
             build(node, f"export.{name}", export_dir=scratch)(model, datasets)

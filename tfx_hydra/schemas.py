@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
 from tfx_hydra.errors import ConfigError
+from tfx_hydra.metrics import epoch_names
 from tfx_hydra.precision import POLICIES
 
 JIT_CHOICES = ("auto", True, False)
@@ -23,6 +24,17 @@ ALLOCATORS = (None, "cuda_malloc_async")
 MODES = ("train", "evaluate")
 DIRECTIONS = ("maximize", "minimize")
 EARLY_STOPPING_MODES = ("auto", "min", "max")
+# The data gives integer class labels and the models end in a softmax over the classes: only these
+# losses fit. Keras' others expect targets shaped like the outputs (one-hot, binary, regression)
+# and fail at the first batch with a shape error; they are named here so the message says why.
+INTEGER_LABEL_LOSSES = ("sparse_categorical_crossentropy",)
+OTHER_KERAS_LOSSES = (
+    "binary_crossentropy", "binary_focal_crossentropy", "categorical_crossentropy", "categorical_focal_crossentropy",
+    "categorical_hinge", "cosine_similarity", "ctc", "dice", "hinge", "huber", "kl_divergence", "kld", "log_cosh",
+    "logcosh", "mae", "mape", "mean_absolute_error", "mean_absolute_percentage_error", "mean_squared_error",
+    "mean_squared_logarithmic_error", "mse", "msle", "poisson", "squared_hinge", "tversky")
+# Store URIs MLflow takes (a bare path would be MLflow's deprecated file store, which raises)
+STORE_SCHEMES = ("sqlite:///", "http://", "https://", "postgresql", "mysql", "mssql", "databricks", "file:")
 
 
 def _require_positive(key: str, value: int, example: int) -> None:
@@ -116,6 +128,15 @@ class TrainerConfig:
         _require_positive_or_auto("trainer.steps_per_execution", self.steps_per_execution, 1)
         _require_positive("trainer.grad_accum_steps", self.grad_accum_steps, 1)
         _require_choice("trainer.jit_compile", self.jit_compile, JIT_CHOICES)
+        if self.loss in OTHER_KERAS_LOSSES:
+            raise ConfigError(f"trainer.loss={self.loss} expects targets shaped like the model's outputs, but the data "
+                              "gives integer class labels (and the model a softmax over the classes).",
+                              fix=f"trainer.loss={INTEGER_LABEL_LOSSES[0]}")
+        monitored = epoch_names(self.metrics)
+        if self.early_stopping.enabled and self.early_stopping.monitor not in monitored:
+            raise ConfigError(f"trainer.early_stopping.monitor={self.early_stopping.monitor} is not a metric logged "
+                              f"every epoch (trainer.metrics={list(self.metrics)}).",
+                              fix=f"one of: {', '.join(monitored)}")
 
 
 @dataclass
@@ -195,8 +216,13 @@ class TrackingConfig:
     tags: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not self.experiment:
+        if not self.experiment or not self.experiment.strip():
             raise ConfigError("tracking.experiment is empty.", fix="tracking.experiment=tfx_hydra")
+        if self.uri is not None and not self.uri.startswith(STORE_SCHEMES):
+            raise ConfigError(f"tracking.uri={self.uri} is not a store URI MLflow takes (a bare path would be "
+                              "MLflow's retired file store).",
+                              fix="tracking.uri=sqlite:///mlflow.db (a SQLite file; relative paths start in the launch "
+                              "dir), tracking.uri=http://host:5000 (a server), or drop it for the default store")
         if self.connect_timeout <= 0:
             raise ConfigError(
                 f"tracking.connect_timeout={self.connect_timeout} must be positive (seconds).",
@@ -242,7 +268,62 @@ def validate(cfg: DictConfig) -> Settings:
     _require_choice("mode", cfg.get("mode", "train"), MODES)
     require_mandatory_values(cfg)
     sections = {name: validate_section(cfg, name) for name in SECTIONS}
+    if "optimizer" in cfg:
+        validate_optimizer(cfg.optimizer)
+    validate_export_switches(cfg.get("export"))
     return Settings(seed=seed, **sections)
+
+
+# Ranges of the optimizer arguments Keras' optimizers share; Keras checks few of them itself
+# (a negative learning rate trains uphill without a word), and only once TensorFlow is loaded.
+OPTIMIZER_RANGES = {  # key: (lowest, highest, lowest allowed, highest allowed, example)
+    "learning_rate": (0.0, None, False, None, "0.001"),
+    "momentum": (0.0, 1.0, True, True, "0.9"),
+    "beta_1": (0.0, 1.0, True, False, "0.9"),
+    "beta_2": (0.0, 1.0, True, False, "0.999"),
+    "epsilon": (0.0, None, False, None, "1e-07"),
+    "weight_decay": (0.0, None, True, None, "0.004"),
+    "clipnorm": (0.0, None, False, None, "1.0"),
+    "clipvalue": (0.0, None, False, None, "1.0"),
+    "global_clipnorm": (0.0, None, False, None, "1.0"),
+}
+
+
+def validate_optimizer(node: DictConfig) -> None:
+    """The optimizer's numbers in range (a learning-rate schedule, itself a `_target_`, is left to Keras)."""
+    for key, (low, high, low_ok, high_ok, example) in OPTIMIZER_RANGES.items():
+        value = node.get(key) if isinstance(node, DictConfig) else None
+        if value is None or isinstance(value, DictConfig):
+            continue
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise ConfigError(f"optimizer.{key}={show(value)} is not a number.", fix=f"optimizer.{key}={example}")
+        inside = ((value > low or (low_ok and value == low))
+                  and (high is None or value < high or (high_ok and value == high)))
+        if not inside:
+            bounds = (f"{'[' if low_ok else '('}{low:g}, {high:g}{']' if high_ok else ')'}" if high is not None
+                      else f"{'>=' if low_ok else '>'} {low:g}")
+            raise ConfigError(f"optimizer.{key}={show(value)} is out of range: expected a number {bounds}.",
+                              fix=f"optimizer.{key}={example}")
+    if isinstance(node, DictConfig) and "nesterov" in node and not isinstance(node.nesterov, bool):
+        raise ConfigError(f"optimizer.nesterov={show(node.nesterov)}: expected true or false.",
+                          fix="optimizer.nesterov=false")
+
+
+EXPORT_SWITCHES = {"strict": bool, "mlflow_model": bool}
+
+
+def validate_export_switches(node: DictConfig | None) -> None:
+    """export.strict / mlflow_model are switches, register_as and source names: a typo such as
+    export.strict=yes must not read as true."""
+    if not isinstance(node, DictConfig):
+        return
+    for key, kind in EXPORT_SWITCHES.items():
+        if key in node and not isinstance(node[key], kind):
+            raise ConfigError(f"export.{key}={show(node[key])}: expected true or false.", fix=f"export.{key}=false")
+    for key in ("register_as", "source"):
+        value = node.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise ConfigError(f"export.{key}={show(value)}: expected a name or null.", fix=f"export.{key}=null")
 
 
 def require_mandatory_values(cfg: DictConfig) -> None:

@@ -81,6 +81,31 @@ CASES = {
     "a GPU index that does not exist": (["hardware.gpus=[3]"], ["hardware.gpus=[3]", "Fix: hardware=cpu"]),
     "mirrored over one device under strict hardware": (["strategy=mirrored", "hardware.strict=true"], [
         "HardwareMismatch: strategy=mirrored has one device to mirror over", "Fix: strategy=auto"]),
+    # values that trained on nonsense, or failed in a library's traceback, before preflight checked them
+    "negative learning rate": (["optimizer.learning_rate=-0.01"], [
+        "ConfigError: optimizer.learning_rate=-0.01 is out of range: expected a number > 0.",
+        "Fix: optimizer.learning_rate=0.001"]),
+    "learning rate not a number": (["optimizer.learning_rate=fast"], ["optimizer.learning_rate=fast is not a number"]),
+    "momentum above one": (["optimizer=sgd", "optimizer.momentum=1.5"], [
+        "optimizer.momentum=1.5 is out of range: expected a number [0, 1].", "Fix: optimizer.momentum=0.9"]),
+    "early stopping on a metric never logged": (["trainer.early_stopping.enabled=true",
+                                                 "trainer.early_stopping.monitor=val_acc"], [
+        "trainer.early_stopping.monitor=val_acc is not a metric logged every epoch",
+        "Fix: one of: loss, accuracy, val_loss, val_accuracy"]),
+    "a loss for other targets": (["trainer.loss=mse"], ["trainer.loss=mse expects targets shaped like the model's "
+                                                        "outputs", "Fix: trainer.loss=sparse_categorical_crossentropy"]),
+    "tracking uri that is a bare path": (["tracking.uri=mlflow.db"], [
+        "tracking.uri=mlflow.db is not a store URI MLflow takes", "Fix: tracking.uri=sqlite:///mlflow.db"]),
+    "cache file in a missing folder": (["data.cache=/nonexistent/dir/cache"], [
+        "ConfigError: data.cache=/nonexistent/dir/cache cannot be written: /nonexistent/dir does not exist."]),
+    "export switch that is not one": (["export.strict=yes"], ["export.strict=yes: expected true or false"]),
+    "export value checked before training": (["export=[tflite]", "export.tflite.quantization=int4",
+                                              "export.strict=true"], [
+        "ConfigError: export.tflite.quantization=int4 is not one of: none, float16, dynamic_range, int8."]),
+    "export dir under a file": (["export=[savedmodel]", "export.savedmodel.export_dir=/etc/hostname/export"], [
+        "export.savedmodel.export_dir=/etc/hostname/export cannot be written: /etc/hostname is a file."]),
+    "a fine-tuning metric without fine-tuning": (["sweep.metric=finetune_seconds"], [
+        "sweep.metric=finetune_seconds is not a metric this run logs"]),
 }
 
 

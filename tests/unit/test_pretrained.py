@@ -69,12 +69,19 @@ def test_fine_tuned_hub_backbone_learns_and_saves(tiny_hub, data, tmp_path):
     assert np.allclose(reloaded(x), model(x, training=False), atol=1e-6)  # the fine-tuned weights, not the hub's
 
 
-def test_hub_errors_are_clear(tmp_path, tiny_hub):
+def test_hub_errors_are_clear(tmp_path, tiny_hub, monkeypatch):
     with pytest.raises(ConfigError, match=r"model.handle=.*nowhere is neither a URL nor a SavedModel folder"):
         HubLayer(str(tmp_path / "nowhere"))
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ConfigError, match=r"model.handle=.*empty could not be loaded"):
+    monkeypatch.delenv("TFHUB_CACHE_DIR", raising=False)
+    with pytest.raises(ConfigError, match=r"model.handle=.*empty could not be loaded") as unset:
         HubLayer(str(tmp_path / "empty"))
+    assert "fill the TF Hub cache (set TFHUB_CACHE_DIR to a folder: unset, TF Hub caches in a temporary folder) " \
+           "and keep the URL" in str(unset.value)
+    monkeypatch.setenv("TFHUB_CACHE_DIR", str(tmp_path / "hub-cache"))
+    with pytest.raises(ConfigError) as cached:
+        HubLayer(str(tmp_path / "empty"))
+    assert f"fill the TF Hub cache (TFHUB_CACHE_DIR={tmp_path / 'hub-cache'}) and keep the URL" in str(cached.value)
     with pytest.raises(ConfigError, match=r"model.signature=serving: .* has signatures"):
         HubLayer(tiny_hub, signature="serving")
 

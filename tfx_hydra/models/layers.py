@@ -100,11 +100,13 @@ def load_module(handle: str):
     try:
         return hub.load(os.path.expanduser(handle) if not is_url else handle)
     except Exception as err:  # network errors, 404s, a folder without saved_model.pb
-        cache = os.environ.get("TFHUB_CACHE_DIR", "(TFHUB_CACHE_DIR unset: a temp folder)")
+        cache = os.environ.get("TFHUB_CACHE_DIR")
+        where = (f"TFHUB_CACHE_DIR={cache}" if cache
+                 else "set TFHUB_CACHE_DIR to a folder: unset, TF Hub caches in a temporary folder")
         raise ConfigError(
             f"model.handle={handle} could not be loaded ({type(err).__name__}: {str(err).splitlines()[0][:300]}).",
             fix="on a machine without internet, download the model elsewhere and point model.handle at its "
-            f"folder, or fill the TF Hub cache ({cache}) and keep the URL",
+            f"folder, or fill the TF Hub cache ({where}) and keep the URL",
         ) from None
 
 
