@@ -26,6 +26,7 @@ import atexit
 import csv
 import json
 import os
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,21 +165,37 @@ class _Parent:
 # --- what the parent records ------------------------------------------------------------
 
 def sweep_tags(config: DictConfig, sweep_dir: str) -> dict[str, str]:
-    """How the sweep was launched: its overrides, launcher and sweeper, and where it writes."""
-    overrides = list(config.hydra.overrides.task)
+    """How the sweep was launched: its overrides (Hydra's own first: launcher, sweeper, hydra.*),
+    launcher and sweeper, and where it writes. `command` re-runs the same sweep."""
+    overrides = sweep_overrides(config)
     tags = {
         "sweep.overrides": " ".join(overrides),
+        "sweep.hydra_overrides": " ".join(hydra_overrides(config)),
         "sweep.launcher": str(config.hydra.launcher.get("_target_", "")),
         "sweep.sweeper": str(config.hydra.sweeper.get("_target_", "")),
         "sweep.dir": sweep_dir,
         "sweep.metric": str(config.sweep.metric),
         "sweep.direction": str(config.sweep.direction),
-        "command": " ".join(["python -m tfx_hydra -m", *overrides]),
+        "command": " ".join(["python -m tfx_hydra -m", *(shlex.quote(o) for o in overrides)]),
     }
     params = config.hydra.sweeper.get("params")
     if params:
         tags["sweep.params"] = json.dumps(OmegaConf.to_container(params, resolve=False), sort_keys=True)
     return tags
+
+
+MULTIRUN_OVERRIDE = "hydra.mode=MULTIRUN"  # what Hydra adds for -m; the command says -m itself
+
+
+def hydra_overrides(config: DictConfig) -> list[str]:
+    """The overrides of Hydra's own config the user typed (hydra/launcher=..., hydra.launcher.*,
+    hydra.sweeper.*, hydra.sweep.dir=...): Hydra keeps them apart from the task's."""
+    return [o for o in config.hydra.overrides.get("hydra", []) if o != MULTIRUN_OVERRIDE]
+
+
+def sweep_overrides(config: DictConfig) -> list[str]:
+    """Every override of the sweep's command line: Hydra's own, then the task's."""
+    return [*hydra_overrides(config), *config.hydra.overrides.task]
 
 
 def swept_keys(config: DictConfig) -> list[str]:

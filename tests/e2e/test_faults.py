@@ -132,6 +132,10 @@ def test_eight_parallel_jobs_on_one_fresh_sqlite_store_land_with_every_metric(tm
     assert len(children) == 8 and {r.info.status for r in runs} == {"FINISHED"}
     assert {r.data.tags["sweep.launcher"] for r in runs if "sweep.dir" in r.data.tags} == {
         "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"}
+    (parent,) = [r for r in runs if "sweep.dir" in r.data.tags]
+    assert parent.data.tags["command"] == (  # the record re-runs the same sweep, launcher included
+        "python -m tfx_hydra -m hydra/launcher=parallel hydra.launcher.n_jobs=4 model.units=16,32,48,64 "
+        "optimizer.learning_rate=0.01,0.001 trainer.epochs=2 data.limit=200 export=none export.mlflow_model=false")
     per_epoch = {"loss", "accuracy", "val_loss", "val_accuracy", "examples_per_sec", "epoch_seconds"}
     once = {"test_loss", "test_accuracy", "train_seconds", "train_examples_per_sec", "objective"}
     with sqlite3.connect(tmp_path / "mlflow.db") as db:  # every metric row, counted in the store itself

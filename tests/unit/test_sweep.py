@@ -172,3 +172,39 @@ def test_tracking_none_makes_no_parent(tmp_path):
     callback.on_job_start(sweep_config(tmp_path))
     assert sweep.current_job() is None
     assert not (tmp_path / "mlflow.db").exists()
+
+
+# --- the parent's record re-runs the sweep: Hydra's own overrides are kept ------------------------
+
+def composed_sweep(overrides: list[str]):
+    """The launching process's config as Hydra composes it for `-m overrides` (hydra section included)."""
+    from hydra import initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    with initialize_config_module(config_module="tfx_hydra.conf", version_base="1.3"):
+        return GlobalHydra.instance().config_loader().load_configuration(
+            config_name="config", overrides=[*overrides, sweep.MULTIRUN_OVERRIDE], run_mode=RunMode.MULTIRUN)
+
+
+@pytest.mark.parametrize("overrides, launcher, sweeper", [
+    (["hydra/launcher=parallel", "model.units=64,128,256", "trainer.epochs=1"], "JoblibLauncher", "BasicSweeper"),
+    (["hydra/launcher=local_gpus", "optimizer.learning_rate=0.01,0.001"], "LocalLauncher", "BasicSweeper"),
+    (["hydra/launcher=slurm", "hydra.launcher.partition=gpu", "model.units=64,128"], "SlurmLauncher", "BasicSweeper"),
+    (["hparams_search=optuna", "hydra.sweeper.n_trials=5", "hydra.sweep.dir=multirun/search"], "BasicLauncher",
+     "OptunaSweeper"),
+])
+def test_the_parents_command_re_runs_the_same_sweep(overrides, launcher, sweeper, tmp_path):
+    import shlex
+
+    config = composed_sweep(overrides)
+    tags = sweep.sweep_tags(config, str(tmp_path))
+    hydra_own = [o for o in overrides if o.startswith("hydra")]
+    assert tags["sweep.hydra_overrides"] == " ".join(hydra_own)
+    assert tags["command"] == "python -m tfx_hydra -m " + " ".join(hydra_own + [o for o in overrides
+                                                                               if o not in hydra_own])
+    again = composed_sweep(shlex.split(tags["command"])[4:])  # after `python -m tfx_hydra -m`
+    assert again.hydra.launcher._target_.endswith(launcher) and again.hydra.sweeper._target_.endswith(sweeper)
+    unresolved = [OmegaConf.to_container(c, resolve=False) for c in (again, config)]  # ${now:} differs
+    for part in ("launcher", "sweeper"):
+        assert unresolved[0]["hydra"][part] == unresolved[1]["hydra"][part]
+    assert unresolved[0]["model"] == unresolved[1]["model"] and unresolved[0]["optimizer"] == unresolved[1]["optimizer"]
