@@ -27,6 +27,7 @@ import csv
 import json
 import os
 import shlex
+import shutil
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from tfx_hydra import tracking
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.schemas import validate_section
 
 PARENT_RUN_FILE = "mlflow_parent_run.json"  # in the sweep dir
@@ -68,6 +70,12 @@ class SweepCallback(Callback):
     # --- launching process ------------------------------------------------------------
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:
+            require_launcher_runs_here(config)  # before any record of a sweep that could not start
+        except ConfigError as err:
+            # Hydra turns a callback's exception into a warning and goes on to the launcher, which
+            # then fails with a traceback; SystemExit passes through, so this message is all there is.
+            raise SystemExit(str(err)) from None
         settings = validate_section(config, "tracking")  # a bad value: the same ConfigError a run gives
         if not settings.enabled:
             return
@@ -160,6 +168,18 @@ class _Parent:
                        "one failed or was interrupted (see the FAILED/KILLED child runs); later batches did not run")
         except Exception as err:  # at exit, say what was lost rather than raise into nothing
             print(f"tfx_hydra: could not close the sweep's MLflow parent run {self.run_id}: {err}")
+
+
+def require_launcher_runs_here(config: DictConfig) -> None:
+    """Slurm's launcher submits through `srun`/`sbatch`; off a cluster submitit fails deep in its
+    executor with a traceback, after the sweep has begun. Said here, first, with the way out."""
+    launcher = str(config.hydra.launcher.get("_target_", ""))
+    if launcher.endswith("SlurmLauncher") and shutil.which("srun") is None:
+        raise ConfigError("hydra/launcher=slurm submits every job to Slurm, but this machine has no Slurm "
+                          "(`srun` is not on PATH).",
+                          fix="run the sweep on the cluster's login node (where srun and sbatch are), or on this "
+                          "machine use hydra/launcher=local_gpus (one job per GPU) or hydra/launcher=parallel "
+                          "(local processes)")
 
 
 # --- what the parent records ------------------------------------------------------------

@@ -119,3 +119,14 @@ def test_optuna_search_runs_seeded_trials_as_child_runs(tmp_path):
     results = yaml.safe_load(open(client.download_artifacts(parent.info.run_id, "optimization_results.yaml",
                                                              str(tmp_path)), encoding="utf-8"))
     assert results["best_value"] == pytest.approx(parent.data.metrics["best_val_accuracy"])
+
+
+def test_the_slurm_launcher_off_a_cluster_is_one_message_and_leaves_no_parent(tmp_path):
+    done = run_cli(["hydra/launcher=slurm", "hydra.launcher.partition=gpu", "model.units=16,32", *FAST],
+                   cwd=tmp_path, multirun=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.startswith("ConfigError: hydra/launcher=slurm submits every job to Slurm, but this machine "
+                                  "has no Slurm (`srun` is not on PATH).\n  Fix: run the sweep on the cluster's login "
+                                  "node"), done.stderr
+    assert "hydra/launcher=local_gpus" in done.stderr and "Traceback" not in done.stderr
+    assert mlflow_runs(tmp_path) == [] and not (tmp_path / "multirun").exists()

@@ -208,3 +208,16 @@ def test_the_parents_command_re_runs_the_same_sweep(overrides, launcher, sweeper
     for part in ("launcher", "sweeper"):
         assert unresolved[0]["hydra"][part] == unresolved[1]["hydra"][part]
     assert unresolved[0]["model"] == unresolved[1]["model"] and unresolved[0]["optimizer"] == unresolved[1]["optimizer"]
+
+
+def test_the_slurm_launcher_is_refused_only_where_there_is_no_srun(tmp_path, monkeypatch):
+    slurm = composed_sweep(["hydra/launcher=slurm", "model.units=64,128"])
+    monkeypatch.setenv("PATH", str(tmp_path))  # no srun on it
+    with pytest.raises(ConfigError, match=r"hydra/launcher=slurm submits every job to Slurm, but this machine has "
+                                          r"no Slurm"):
+        sweep.require_launcher_runs_here(slurm)
+    sweep.require_launcher_runs_here(composed_sweep(["hydra/launcher=parallel", "model.units=64,128"]))
+    srun = tmp_path / "srun"  # a login node's srun
+    srun.write_text("#!/bin/sh\n")
+    srun.chmod(0o755)
+    sweep.require_launcher_runs_here(slurm)
