@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 
@@ -57,3 +58,18 @@ def test_input_pipeline_benchmark_runs_small_and_prints_the_ratios(tmp_path):
     rates = report["examples_per_sec"]
     assert set(rates) == {"A in-memory", "B tfrecord streamed", "B' tfrecord cached"} and min(rates.values()) > 0
     assert report["ratio_streamed"] == pytest.approx(rates["B tfrecord streamed"] / rates["A in-memory"])
+
+
+def test_nonfinite_guard_benchmark_runs_quick_and_prints_the_weight_checks_cost(tmp_path):
+    out = tmp_path / "guard.json"
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "nonfinite_guard.py"), "--quick", "--json", str(out)],
+                          cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "B/A" in done.stdout and "(target <= 1.01)" in done.stdout and "one weight check:" in done.stdout
+    report = json.loads(out.read_text())
+    sides = report["epoch_seconds"]
+    assert len(sides["A_without_weight_check"]) == 2 and len(sides["B_with_weight_check"]) == 2  # epochs 3, 5 / 2, 4
+    assert report["ratio_B_over_A"] == pytest.approx(
+        statistics.median(sides["B_with_weight_check"]) / statistics.median(sides["A_without_weight_check"]))
+    assert 0 < report["weight_check_seconds"] < min(sides["B_with_weight_check"])
+    assert report["data_check_seconds_60000x784"]["uint8"] < report["data_check_seconds_60000x784"]["float32"]
