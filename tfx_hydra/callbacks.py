@@ -61,7 +61,7 @@ class NonFiniteGuard(keras.callbacks.Callback):
         self._check_weights(f"in epoch {epoch + 1}")
 
     def on_train_end(self, logs=None):
-        self._check_weights("at the end of training")  # e.g. after EarlyStopping restored its best weights
+        self._check_weights("at the end of training")  # e.g. weights EarlyStopping restored after the epoch's check
 
     def _check_weights(self, when: str) -> None:
         if self._all_finite is None or bool(self._all_finite()):

@@ -9,6 +9,7 @@ model, optimizer, strategy, export) are checked by the factories they instantiat
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
@@ -223,6 +224,12 @@ class TrackingConfig:
                               "MLflow's retired file store).",
                               fix="tracking.uri=sqlite:///mlflow.db (a SQLite file; relative paths start in the launch "
                               "dir), tracking.uri=http://host:5000 (a server), or drop it for the default store")
+        if self.uri is not None and self.uri.startswith("file:") and os.environ.get("MLFLOW_ALLOW_FILE_STORE",
+                                                                                   "").lower() != "true":
+            raise ConfigError(f"tracking.uri={self.uri} is MLflow's retired file store, which MLflow refuses unless "
+                              "MLFLOW_ALLOW_FILE_STORE=true is set.",
+                              fix="tracking.uri=sqlite:///mlflow.db (MLflow's `mlflow migrate-filestore` moves old "
+                              "runs), or export MLFLOW_ALLOW_FILE_STORE=true")
         if self.connect_timeout <= 0:
             raise ConfigError(
                 f"tracking.connect_timeout={self.connect_timeout} must be positive (seconds).",

@@ -114,3 +114,33 @@ def test_validation_does_not_import_tensorflow_or_mlflow():
             "print(sorted(m for m in ('tensorflow', 'keras', 'mlflow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# --- values preflight now judges before TensorFlow (each was training on nonsense or a library's traceback) --
+
+@pytest.mark.parametrize("overrides, message", [
+    (["optimizer.learning_rate=0"], r"optimizer.learning_rate=0 is out of range: expected a number > 0."),
+    (["optimizer=sgd", "optimizer.momentum=-0.1"], r"optimizer.momentum=-0.1 is out of range: expected a number \[0, 1\]"),
+    (["optimizer=sgd", "optimizer.nesterov=maybe"], r"optimizer.nesterov=maybe: expected true or false"),
+    (["+optimizer.beta_1=1.0"], r"optimizer.beta_1=1.0 is out of range: expected a number \[0, 1\)"),
+    (["trainer.loss=categorical_crossentropy"], r"trainer.loss=categorical_crossentropy expects targets shaped like"),
+    (["trainer.early_stopping.enabled=true", "trainer.early_stopping.monitor=val_auc"],
+     r"trainer.early_stopping.monitor=val_auc is not a metric logged every epoch"),
+    (["tracking.uri=./mlruns"], r"tracking.uri=./mlruns is not a store URI MLflow takes"),
+    (["tracking.uri=file:///tmp/mlruns"], r"tracking.uri=file:///tmp/mlruns is MLflow's retired file store"),
+    (["export.mlflow_model=sometimes"], r"export.mlflow_model=sometimes: expected true or false"),
+    (["export.register_as=' '"], r"export.register_as= : expected a name or null"),
+])
+def test_values_a_user_mistypes_fail_in_validation(overrides, message, monkeypatch):
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    with pytest.raises(ConfigError, match=message):
+        validate(compose(overrides))
+
+
+def test_the_values_around_those_limits_pass(monkeypatch):
+    settings = validate(compose(["optimizer=sgd", "optimizer.momentum=0", "optimizer.learning_rate=1",
+                                 "trainer.early_stopping.enabled=true", "trainer.early_stopping.monitor=accuracy",
+                                 "tracking.uri=sqlite:///runs/mlflow.db", "export.register_as=digits"]))
+    assert settings.trainer.early_stopping.monitor == "accuracy"
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow's own opt-in to its file store
+    assert validate(compose(["tracking.uri=file:///tmp/mlruns"])).tracking.uri == "file:///tmp/mlruns"
