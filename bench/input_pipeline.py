@@ -60,16 +60,11 @@ def examples_per_second(datasets, epochs: int) -> float:
     return datasets.num_train * (epochs - 1) / (ends[-1] - ends[0])
 
 
-def main(argv=None) -> dict:
-    args = parse_args(argv)
-    import tensorflow as tf
-
-    tf.config.threading.set_intra_op_parallelism_threads(1)  # the cpu profile's settings
-    tf.config.threading.set_inter_op_parallelism_threads(2)
+def measure(folder: Path, args: argparse.Namespace) -> dict[str, list[float]]:
+    """Write the data into `folder`, then the examples/s of each side, repeats alternating."""
     from tfx_hydra.data import mnist, tfrecord
     from tfx_hydra.data.to_tfrecord import convert
 
-    folder = Path(tempfile.mkdtemp(prefix="tfx_hydra-bench-input-"))
     npz = make_mnist_like(folder / "mnist.npz", args.train + args.train // 9, 2000)  # 10 % goes to validation
     started = time.perf_counter()
     convert(str(folder / "tfr"), args.shards, ["data=mnist", f"data.path={npz}"])
@@ -93,6 +88,17 @@ def main(argv=None) -> dict:
             rate = examples_per_second(sides[name](), args.epochs)
             results[name].append(rate)
             print(f"repeat {repeat + 1}: {name:22s} {rate:10,.0f} ex/s", flush=True)
+    return results
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)  # the cpu profile's settings
+    tf.config.threading.set_inter_op_parallelism_threads(2)
+    with tempfile.TemporaryDirectory(prefix="tfx_hydra-bench-input-") as scratch:  # ~60 MB: gone on every exit
+        results = measure(Path(scratch), args)
     medians = {name: statistics.median(rates) for name, rates in results.items()}
     summary = {
         "examples": args.train, "epochs": args.epochs, "repeats": args.repeats, "shards": args.shards,

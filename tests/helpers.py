@@ -44,10 +44,12 @@ def cli_env() -> dict[str, str]:
     return env
 
 
-def run_cli(args: list[str], cwd: Path, timeout: float = 300, multirun: bool = False) -> subprocess.CompletedProcess:
-    """`python -m tfx_hydra ARGS` in `cwd`; output captured as text."""
+def run_cli(args: list[str], cwd: Path, timeout: float = 300, multirun: bool = False,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`python -m tfx_hydra ARGS` in `cwd` (`env`: variables to set on top of cli_env()); output captured as text."""
     command = [sys.executable, "-m", "tfx_hydra", *(["-m"] if multirun else []), *args]
-    return subprocess.run(command, cwd=cwd, env=cli_env(), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(command, cwd=cwd, env=cli_env() | (env or {}), capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def mlflow_runs(launch_dir: Path, experiment: str = "tfx_hydra") -> list:

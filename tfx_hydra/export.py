@@ -367,11 +367,13 @@ def _move_to_next_version(source: str, model_dir: str) -> str:
 
 # --- evaluating an export (mode=evaluate) -------------------------------------------------
 
-def resolve_export_source(source: str, tracking_config, launch_dir: str) -> str:
+def resolve_export_source(source: str, tracking_config, launch_dir: str, download_dir: str) -> str:
     """A local SavedModel folder for `source`: a folder (a TF Serving model folder means its newest
-    version), or runs:/<run id>, whose SavedModel export is fetched from the MLflow store."""
+    version), or runs:/<run id>, whose SavedModel export is fetched from the MLflow store into
+    `download_dir` (the evaluating run's own output dir: kept with the run it explains, never
+    left in the system's temp folder)."""
     if source.startswith("runs:/"):
-        source = _download_savedmodel(source, tracking_config, launch_dir)
+        source = _download_savedmodel(source, tracking_config, launch_dir, download_dir)
     if os.path.isdir(source) and not os.path.isfile(os.path.join(source, "saved_model.pb")) \
             and next_version(source) > 1:
         source = os.path.join(source, str(next_version(source) - 1))
@@ -382,7 +384,7 @@ def resolve_export_source(source: str, tracking_config, launch_dir: str) -> str:
     return source
 
 
-def _download_savedmodel(uri: str, tracking_config, launch_dir: str) -> str:
+def _download_savedmodel(uri: str, tracking_config, launch_dir: str, download_dir: str) -> str:
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
@@ -392,7 +394,8 @@ def _download_savedmodel(uri: str, tracking_config, launch_dir: str) -> str:
     client = MlflowClient(tracking_uri=resolve_tracking_uri(tracking_config, launch_dir))
     try:
         client.get_run(run_id)
-        return client.download_artifacts(run_id, "export/savedmodel", tempfile.mkdtemp(prefix="tfx_hydra-source-"))
+        os.makedirs(download_dir, exist_ok=True)
+        return client.download_artifacts(run_id, "export/savedmodel", download_dir)
     except MlflowException as err:
         raise ExportError(f"export.source={uri}: {err.message}",
                           fix="check the run id in the MLflow UI (and tracking.uri), or pass the export folder") \

@@ -634,9 +634,8 @@ def export_model(model, datasets, export_cfg: DictConfig, tracker, chief: bool =
     results, failures = [], {}
     for name, node in selected_exporters(export_cfg).items():
         if not chief:
-            scratch = tempfile.mkdtemp(prefix="tfx_hydra-worker-export-")
-            build(node, f"export.{name}", export_dir=scratch)(model, datasets)
-            shutil.rmtree(scratch, ignore_errors=True)
+            with tempfile.TemporaryDirectory(prefix="tfx_hydra-worker-export-") as scratch:  # gone on every exit
+                build(node, f"export.{name}", export_dir=scratch)(model, datasets)
             continue
         try:
             result = build(node, f"export.{name}")(model, datasets)
@@ -677,7 +676,8 @@ def evaluate_export(cfg: DictConfig, settings: Settings) -> float:
     with tracking.tracked_run(settings.tracking, cfg.paths.launch_dir, tags=tags,
                               offline_dir=os.path.join(cfg.paths.output_dir, tracking.OFFLINE_DIR)) as tracker:
         tracker.log_config(cfg)
-        path = resolve_export_source(source, settings.tracking, cfg.paths.launch_dir)  # before TensorFlow: fails fast
+        path = resolve_export_source(source, settings.tracking, cfg.paths.launch_dir,  # before TensorFlow: fails fast
+                                     download_dir=os.path.join(cfg.paths.output_dir, "export_source"))
         from tfx_hydra.hardware import setup_hardware
 
         setup_hardware(settings.hardware, settings.seed)

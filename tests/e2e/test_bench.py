@@ -49,10 +49,14 @@ def test_seed_vs_framework_runs_quick_and_prints_the_ratios(tmp_path):
 
 def test_input_pipeline_benchmark_runs_small_and_prints_the_ratios(tmp_path):
     out = tmp_path / "input.json"
+    temp = tmp_path / "system-temp"
+    temp.mkdir()
     done = subprocess.run([sys.executable, str(REPO / "bench" / "input_pipeline.py"), "--train", "1500", "--epochs",
                            "2", "--repeats", "1", "--shards", "2", "--json", str(out)],
-                          cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=600)
+                          cwd=tmp_path, env=cli_env() | {"TMPDIR": str(temp)}, capture_output=True, text=True,
+                          timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert [p.name for p in temp.iterdir() if p.name.startswith("tfx_hydra")] == []  # its data is gone
     assert "ratio TFRecord streamed / in-memory:" in done.stdout and "(target >= 0.95)" in done.stdout
     report = json.loads(out.read_text())
     rates = report["examples_per_sec"]

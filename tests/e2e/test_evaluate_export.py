@@ -15,10 +15,15 @@ def test_evaluating_the_export_reproduces_the_runs_test_metrics(tmp_path):
     assert trained.returncode == 0, trained.stderr[-3000:]
     (run,) = mlflow_runs(tmp_path)
     folder = run.data.tags["export.savedmodel.path"]
+    temp = tmp_path / "system-temp"  # the system's temp folder, as this run sees it
+    temp.mkdir()
     for source in (folder, f"runs:/{run.info.run_id}"):
-        done = run_cli(["mode=evaluate", f"export.source={source}"], cwd=tmp_path)
+        done = run_cli(["mode=evaluate", f"export.source={source}"], cwd=tmp_path, env={"TMPDIR": str(temp)})
         assert done.returncode == 0, done.stderr[-3000:]
+    assert [p.name for p in temp.iterdir() if p.name.startswith("tfx_hydra")] == []  # nothing left behind
     evaluations = [r for r in mlflow_runs(tmp_path) if r.data.tags.get("mode") == "evaluate"]
+    (downloaded,) = [r for r in evaluations if r.data.tags["export.source"].startswith("runs:/")]
+    assert downloaded.data.tags["export.source.path"].startswith(downloaded.data.params["paths.output_dir"])
     assert sorted(r.data.tags["export.source"] for r in evaluations) == sorted([folder, f"runs:/{run.info.run_id}"])
     for evaluation in evaluations:
         assert evaluation.info.status == "FINISHED"
