@@ -6,6 +6,7 @@ CompactHydraExceptions, so Hydra prints their message without a traceback and ex
 """
 
 import os
+import sys
 
 import hydra
 from omegaconf import DictConfig
@@ -14,10 +15,22 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # TensorFlow's INFO lines dr
 
 
 @hydra.main(version_base="1.3", config_path="pkg://tfx_hydra.conf", config_name="config")
-def main(cfg: DictConfig) -> float:
+def hydra_main(cfg: DictConfig) -> float:
     from tfx_hydra.run import run
 
     return run(cfg)
+
+
+def main() -> None:
+    """The command: Hydra's app, and an interrupt (Ctrl-C, or the SIGTERM Slurm sends at a time
+    limit) ended the way shells expect: one line saying what happened and how to resume, and
+    the status 128 + the signal's number (130, 143), not a traceback."""
+    try:
+        hydra_main()
+    except KeyboardInterrupt as interrupt:
+        hint = getattr(interrupt, "resume_hint", None) or "interrupted (SIGINT) before a run started: nothing to resume."
+        print(f"tfx_hydra: {hint}", file=sys.stderr)
+        sys.exit(getattr(interrupt, "exit_status", 130))
 
 
 if __name__ == "__main__":

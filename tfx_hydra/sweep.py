@@ -53,6 +53,7 @@ class SweepJob:
     parent_run_id: str
     num: int
     name: str
+    resume_command: str = ""  # the sweep's command with its sweep dir: what resumes it after an interrupt
 
 
 def current_job() -> SweepJob | None:
@@ -87,12 +88,13 @@ class SweepCallback(Callback):
         sweep_dir = os.path.abspath(str(config.hydra.sweep.dir))
         os.makedirs(sweep_dir, exist_ok=True)
         run_id = _reopen_parent(client, sweep_dir)  # the same sweep dir re-run: the same parent
+        tags = sweep_tags(config, sweep_dir)
         if run_id is None:
-            run = client.create_run(experiment_id, run_name=_sweep_name(sweep_dir),
-                                    tags=tracking.mask_secrets(sweep_tags(config, sweep_dir)))
+            run = client.create_run(experiment_id, run_name=_sweep_name(sweep_dir), tags=tracking.mask_secrets(tags))
             run_id = run.info.run_id
         with open(os.path.join(sweep_dir, PARENT_RUN_FILE), "w", encoding="utf-8") as record:
-            json.dump({"run_id": run_id, "uri": uri, "swept_keys": swept_keys(config)}, record)
+            json.dump({"run_id": run_id, "uri": uri, "swept_keys": swept_keys(config),
+                       "resume_command": tracking.mask_text(resume_command(tags["command"], sweep_dir))}, record)
         self._parent = _Parent(client, run_id, sweep_dir, config.sweep.metric, config.sweep.direction)
         atexit.register(self._parent.close_unfinished)
 
@@ -110,7 +112,8 @@ class SweepCallback(Callback):
         num = int(config.hydra.job.num)
         overrides = list(config.hydra.overrides.task)
         os.environ[JOB_ENV] = json.dumps({"parent_run_id": record["run_id"], "num": num,
-                                          "name": job_name(num, overrides, record["swept_keys"])})
+                                          "name": job_name(num, overrides, record["swept_keys"]),
+                                          "resume_command": record.get("resume_command", "")})
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         job = current_job()
@@ -202,6 +205,13 @@ def sweep_tags(config: DictConfig, sweep_dir: str) -> dict[str, str]:
     if params:
         tags["sweep.params"] = json.dumps(OmegaConf.to_container(params, resolve=False), sort_keys=True)
     return tags
+
+
+def resume_command(command: str, sweep_dir: str) -> str:
+    """The sweep's command pointed at its own sweep dir: finished jobs are skipped, the rest resume."""
+    if "hydra.sweep.dir=" in command:
+        return command
+    return f"{command} hydra.sweep.dir={shlex.quote(sweep_dir)}"
 
 
 MULTIRUN_OVERRIDE = "hydra.mode=MULTIRUN"  # what Hydra adds for -m; the command says -m itself

@@ -260,7 +260,7 @@ class MlflowTracker:
     """
 
     def __init__(self, client, run_id: str, uri: str, launch_dir: str, resumed_backup_dir: str | None = None,
-                 offline_dir: str | None = None) -> None:
+                 offline_dir: str | None = None, previous_error: str | None = None) -> None:
         self.client = client
         self.run_id = run_id
         self.uri = uri
@@ -268,6 +268,8 @@ class MlflowTracker:
         self.resumed_backup_dir = resumed_backup_dir  # set when this continues an interrupted run
         self.offline_dir = offline_dir or os.path.join(launch_dir, OFFLINE_DIR, run_id)
         self.journal: OfflineJournal | None = None  # set once MLflow fails
+        self.backup_dir: str | None = resumed_backup_dir  # the per-epoch backup (its tag, BACKUP_TAG)
+        self.previous_error = previous_error  # what ended the attempt this run resumes
 
     @property
     def ui_command(self) -> str:
@@ -285,6 +287,8 @@ class MlflowTracker:
             self._log_batch(params=items[start:start + MAX_PARAMS_PER_CALL])
 
     def set_tags(self, tags: dict[str, Any]) -> None:
+        if BACKUP_TAG in tags:
+            self.backup_dir = str(tags[BACKUP_TAG])
         items = [(k, v[:MAX_TAG_LENGTH]) for k, v in mask_secrets({k: str(v) for k, v in tags.items()}).items()]
         for start in range(0, len(items), MAX_TAGS_PER_CALL):
             self._log_batch(tags=items[start:start + MAX_TAGS_PER_CALL])
@@ -351,6 +355,9 @@ class MlflowTracker:
         with uninterrupted():  # a second Ctrl-C must not leave the run RUNNING
             if error:
                 self.set_tags({"error": error})
+            elif status == "FINISHED" and self.previous_error:  # the interruption is history, not the outcome
+                self.set_tags({"resume.interrupted_by": self.previous_error})
+                self._try(lambda: self.client.delete_tag(self.run_id, "error"))
             end_time = int(time.time() * 1000)
             if not self._try(lambda: self.client.set_terminated(self.run_id, status=status, end_time=end_time)):
                 self.journal.append({"op": "set_terminated", "status": status, "end_time": end_time})
@@ -453,8 +460,12 @@ def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str], r
                                        offline_dir)
         yield tracker
     except KeyboardInterrupt as err:
+        name = err.args[0] if err.args else "SIGINT"
         if tracker is not None:
-            _end_quietly(tracker, "KILLED", f"interrupted ({err.args[0] if err.args else 'KeyboardInterrupt'})")
+            _end_quietly(tracker, "KILLED", f"interrupted ({name})")
+        if isinstance(err, Interrupted):
+            command = sweep_job.resume_command if sweep_job is not None else tags.get("command")
+            err.resume_hint = resume_hint(name, tracker, command, in_sweep=sweep_job is not None)
         raise
     except BaseException as err:
         if tracker is not None:
@@ -466,13 +477,27 @@ def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str], r
         _restore_handlers(previous_handlers)
 
 
+def resume_hint(signal_name: str, tracker: MlflowTracker | None, command: str | None, in_sweep: bool = False) -> str:
+    """'interrupted (SIGTERM): MLflow run ... is KILLED, its last completed epoch backed up in ...;
+    resume it with: <command>' (for a sweep job, the sweep's command with its sweep dir)."""
+    what = "resume the sweep (finished jobs are skipped)" if in_sweep else "resume it"
+    again = f"{what} with: {command}" if command else "run the same command again to resume it"
+    if tracker is None:
+        return f"interrupted ({signal_name}) before the MLflow run started: nothing to resume."
+    backup = tracker.backup_dir
+    kept = (f", its last completed epoch backed up in {backup}" if backup and os.path.isdir(backup)
+            else ", before any epoch was backed up")
+    return f"interrupted ({signal_name}): MLflow run {tracker.run_id} is KILLED{kept}; {again}"
+
+
 def _start_or_resume(client, experiment_id: str, uri: str, launch_dir: str, run_name: str | None,
                      tags: dict[str, str], resume_key: str | None, offline_dir: str | None) -> MlflowTracker:
     interrupted = find_interrupted_run(client, experiment_id, resume_key) if resume_key else None
     if interrupted:
         client.update_run(interrupted.info.run_id, status="RUNNING")
         tracker = MlflowTracker(client, interrupted.info.run_id, uri, launch_dir,
-                                resumed_backup_dir=interrupted.data.tags[BACKUP_TAG], offline_dir=offline_dir)
+                                resumed_backup_dir=interrupted.data.tags[BACKUP_TAG], offline_dir=offline_dir,
+                                previous_error=interrupted.data.tags.get("error"))
         tracker.set_tags(tags)
         return tracker
     run = client.create_run(experiment_id, run_name=run_name, tags=mask_secrets(tags))
@@ -490,6 +515,22 @@ def limit_http_retries() -> None:
 # --- Ctrl-C and SIGTERM ------------------------------------------------------------------------
 
 INTERRUPTING_SIGNALS = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
+SIGNAL_NUMBERS = {name: number for number, name in INTERRUPTING_SIGNALS.items()}
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM during a run. `resume_hint` (set once the run is closed KILLED) is the one
+    line the user sees: what happened, where the backup is, the command that resumes."""
+
+    def __init__(self, signal_name: str) -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+        self.resume_hint: str | None = None
+
+    @property
+    def exit_status(self) -> int:
+        """The shell's convention for a process ended by a signal: 128 + its number (130, 143)."""
+        return 128 + SIGNAL_NUMBERS.get(self.signal_name, signal.SIGINT)
 _deferred = {"depth": 0, "pending": None}  # uninterrupted() sections open, and a signal that waits for them
 
 
@@ -505,7 +546,7 @@ def _interrupt_on_signals() -> dict | None:
         if _deferred["depth"]:
             _deferred["pending"] = _deferred["pending"] or name
             return
-        raise KeyboardInterrupt(name)
+        raise Interrupted(name)
     return {signum: signal.signal(signum, interrupt) for signum in INTERRUPTING_SIGNALS}
 
 
@@ -531,7 +572,7 @@ def uninterrupted() -> Iterator[None]:
         _deferred["depth"] -= 1
     if _deferred["depth"] == 0 and _deferred["pending"]:
         name, _deferred["pending"] = _deferred["pending"], None
-        raise KeyboardInterrupt(name)
+        raise Interrupted(name)
 
 
 BACKUP_TAG = "resume.backup_dir"  # where an unfinished run keeps its per-epoch backup

@@ -144,13 +144,19 @@ def test_ctrl_c_or_sigterm_during_training_ends_the_run_killed_with_its_backup(t
         if line.startswith("epoch 2/500"):
             break
     process.send_signal(signum)
+    rest = process.stdout.read()
     process.wait(timeout=60)
-    assert process.returncode != 0
+    assert process.returncode == 128 + signum  # the shell's convention: 143 for SIGTERM, 130 for Ctrl-C
     (run,) = mlflow_runs(tmp_path)
     assert run.info.status == "KILLED"
     assert run.data.tags["error"] == f"interrupted ({reason})"
     assert len(mlflow_client(tmp_path).get_metric_history(run.info.run_id, "loss")) >= 1
-    assert Path(run.data.tags["resume.backup_dir"]).is_dir()  # kept: the same command resumes it
+    backup = run.data.tags["resume.backup_dir"]
+    assert Path(backup).is_dir()  # kept: the same command resumes it
+    assert "Traceback" not in rest and "KeyboardInterrupt" not in rest  # an interrupt, not a crash
+    assert rest.rstrip().splitlines()[-1] == (
+        f"tfx_hydra: interrupted ({reason}): MLflow run {run.info.run_id} is KILLED, its last completed epoch backed "
+        f"up in {backup}; resume it with: python -m tfx_hydra {' '.join(command[3:])}")
 
 
 def test_several_exports_are_verified_and_logged(tmp_path):

@@ -97,8 +97,11 @@ def test_an_interrupted_sweep_rerun_skips_finished_jobs_and_resumes_the_killed_o
             wait_for_backup_of_epoch(tmp_path / "sweep" / "1" / "backup", 2)
             sweep.send_signal(signal.SIGINT)
             break
-    sweep.stdout.read()
-    assert sweep.wait(timeout=120) != 0
+    rest = sweep.stdout.read()
+    assert sweep.wait(timeout=120) == 130  # Ctrl-C's conventional status, and one line instead of a traceback
+    assert "Traceback" not in rest
+    assert "resume the sweep (finished jobs are skipped) with: python -m tfx_hydra -m " \
+           f"hydra.sweep.dir={tmp_path / 'sweep'} model.units=32,48,64" in rest
     runs = {r.info.run_name: r for r in mlflow_runs(tmp_path)}
     assert runs["0: model.units=32"].info.status == "FINISHED"
     assert runs["1: model.units=48"].info.status == "KILLED"
@@ -117,6 +120,8 @@ def test_an_interrupted_sweep_rerun_skips_finished_jobs_and_resumes_the_killed_o
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     resumed = after["1: model.units=48"].info.run_id
     assert [m.step for m in client.get_metric_history(resumed, "val_accuracy")] == [0, 1, 2, 3]
+    finished = client.get_run(resumed).data.tags  # the interruption is history once the run has finished
+    assert "error" not in finished and finished["resume.interrupted_by"] == "interrupted (SIGINT)"
     assert after[parent.info.run_name].data.tags["sweep.finished"] == "3"
 
 

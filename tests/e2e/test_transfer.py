@@ -96,6 +96,7 @@ def test_a_run_interrupted_while_fine_tuning_resumes_in_that_phase(tmp_path):
     run(compose(overrides, launch_dir=tmp_path))
     (resumed,) = mlflow_runs(tmp_path)
     assert resumed.info.run_id == killed.info.run_id and resumed.info.status == "FINISHED"
+    assert "error" not in resumed.data.tags and resumed.data.tags["resume.interrupted_by"] == "interrupted (SIGINT)"
     history = mlflow_client(tmp_path).get_metric_history(resumed.info.run_id, "val_loss")
     assert sorted(m.step for m in history) == [0, 1, 2, 3, 4]  # each epoch once: the head's was not redone
     assert "train_seconds" in killed.data.metrics and "finetune_seconds" in resumed.data.metrics
