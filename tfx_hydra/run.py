@@ -419,14 +419,13 @@ def train(model, datasets, trainer: TrainerConfig, tracker, plan: BatchPlan | No
 
     first_epoch, last_epoch = ((trainer.epochs, trainer.epochs + trainer.finetune_epochs) if phase == FINETUNE_PHASE
                                else (0, trainer.epochs))
-    from tfx_hydra.callbacks import NonFiniteGuard
+    from tfx_hydra.callbacks import EpochBackup, NonFiniteGuard
 
     clock = console.EpochClock(datasets.num_train, trainer.epochs + trainer.finetune_epochs, trainer.verbose)
     steps = plan.steps_per_execution if plan else 1
     callbacks = [  # at an epoch's end, in this order: a diverged epoch is neither shown, logged nor backed up
         NonFiniteGuard(steps, backup_dir if trainer.backup else None),
         keras.callbacks.LambdaCallback(on_epoch_begin=clock.start, on_epoch_end=clock.stop),
-        keras.callbacks.LambdaCallback(on_epoch_end=tracker.log_epoch),  # after the clock: logs its figures
     ]
     if trainer.tensorboard and tensorboard_dir:
         callbacks.append(tensorboard_callback(trainer, tensorboard_dir))
@@ -435,8 +434,13 @@ def train(model, datasets, trainer: TrainerConfig, tracker, plan: BatchPlan | No
         callbacks.append(keras.callbacks.EarlyStopping(monitor=stopping.monitor, patience=stopping.patience,
                                                        mode=stopping.mode,
                                                        restore_best_weights=stopping.restore_best_weights))
-    if trainer.backup and backup_dir:  # last: an epoch is backed up once everything else has seen it
-        callbacks.append(uninterrupted_backup(backup_dir))
+    if trainer.backup and backup_dir:  # an epoch is backed up once everything but tracking has seen it
+        finetuning = phase == FINETUNE_PHASE
+        callbacks.append(EpochBackup(backup_dir, last_epoch, catch_up=tracker.log_missing_epochs,
+                                     epochs_key="trainer.finetune_epochs" if finetuning else "trainer.epochs",
+                                     epochs_before=first_epoch))
+    # last: MLflow gets an epoch once it is backed up (a kill in between is caught up on resume)
+    callbacks.append(keras.callbacks.LambdaCallback(on_epoch_end=tracker.log_epoch))
     started = time.perf_counter()
     try:
         history = model.fit(datasets.train, validation_data=datasets.validation, epochs=last_epoch,
@@ -543,19 +547,6 @@ def remove_backup(backup_dir: str, chief: bool) -> None:
         shutil.rmtree(backup_dir, ignore_errors=True)
     elif os.path.isdir(backup_dir) and not os.listdir(backup_dir):
         os.rmdir(backup_dir)
-
-
-def uninterrupted_backup(backup_dir: str):
-    """Keras' BackupAndRestore, whose per-epoch write Ctrl-C/SIGTERM cannot cut in half: the
-    signal waits until the epoch is backed up, so the backup a KILLED run keeps resumes."""
-    import keras
-
-    class UninterruptedBackup(keras.callbacks.BackupAndRestore):
-        def on_epoch_end(self, epoch, logs=None):
-            with tracking.uninterrupted():
-                super().on_epoch_end(epoch, logs)
-
-    return UninterruptedBackup(backup_dir, save_freq="epoch", delete_checkpoint=True)
 
 
 def out_of_memory(err, trainer: TrainerConfig, plan: BatchPlan | None) -> TrainingError:

@@ -303,6 +303,20 @@ class MlflowTracker:
         """Keras' on_epoch_end signature: one batched write of every epoch metric, step = epoch."""
         self.log_metrics(dict(logs or {}), step=epoch)
 
+    def log_missing_epochs(self, backed_up: dict[int, dict[str, float]]) -> None:
+        """On resume: epochs the backup holds whose metrics never reached MLflow (the process died
+        between the backup and the write) are logged now, each once."""
+        if not backed_up:
+            return
+        try:
+            logged = {m.step for m in self.client.get_metric_history(self.run_id, "loss")}
+        except Exception as err:  # noqa: BLE001 - better a gap than an epoch twice
+            console_warn(f"could not read which epochs MLflow holds ({type(err).__name__}); epochs "
+                         f"{sorted(backed_up)} of the backup are not logged again.")
+            return
+        for epoch in sorted(set(backed_up) - logged):
+            self.log_epoch(epoch, backed_up[epoch])
+
     def log_artifacts(self, local_dir: str, artifact_path: str | None = None) -> None:
         self._send_artifacts(local_dir, artifact_path)
 

@@ -169,3 +169,46 @@ def test_weights_that_turn_nan_end_the_run_failed_with_the_last_good_backup_kept
     assert json.loads((backup / "training_metadata.json").read_text())["epoch"] == 2  # epochs 1-2 kept
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert [m.step for m in client.get_metric_history(run.info.run_id, "loss")] == [0, 1]  # epoch 3 not logged
+
+
+# A run that SIGKILLs itself at an exact point of epoch 2's end (fault injection: no outside kill can hit
+# a window of microseconds reliably), then the same config run again.
+KILLED_AT = """
+import os, signal, sys
+from tests.helpers import compose
+from tfx_hydra import tracking
+from tfx_hydra.run import run
+
+launch, window = sys.argv[1], sys.argv[2]
+write = tracking.MlflowTracker.log_epoch
+
+def log_epoch(self, epoch, logs):
+    if epoch == 1 and window == "before_the_metric_write":
+        os.kill(os.getpid(), signal.SIGKILL)
+    write(self, epoch, logs)
+    if epoch == 1 and window == "after_the_metric_write":
+        os.kill(os.getpid(), signal.SIGKILL)
+
+if window != "none":
+    tracking.MlflowTracker.log_epoch = log_epoch
+run(compose(["trainer.epochs=3", "data.limit=300", "export=none", "export.mlflow_model=false",
+             "trainer.tensorboard=false"], launch_dir=launch))
+"""
+
+
+@pytest.mark.parametrize("window", ["before_the_metric_write", "after_the_metric_write"])
+def test_a_kill_at_an_epochs_end_then_resume_logs_every_epoch_exactly_once(tmp_path, window):
+    def attempt(where: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", KILLED_AT, str(tmp_path), where], cwd=tmp_path, env=cli_env(),
+                              capture_output=True, text=True, timeout=300)
+
+    killed = attempt(window)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    resumed = attempt("none")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming MLflow run" in resumed.stdout
+    (run,) = mlflow_runs(tmp_path)
+    assert run.info.status == "FINISHED"
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    for key in ("loss", "val_accuracy", "epoch_seconds"):
+        assert sorted(m.step for m in client.get_metric_history(run.info.run_id, key)) == [0, 1, 2], key

@@ -395,3 +395,64 @@ def test_tensorboard_off_writes_nothing(data, tmp_path):
     trainer = TrainerConfig(epochs=1, verbose=False, tensorboard=False)
     train(compiled(trainer), data, trainer, RecordingTracker(), tensorboard_dir=str(tmp_path / "tb"))
     assert not (tmp_path / "tb").exists()
+
+
+# --- resuming from a backup -----------------------------------------------------------------------------
+
+class StopAfterEpoch(RecordingTracker):
+    """Raises once epoch `stop` (zero-based) has been backed up: the tracking callback runs last."""
+
+    def __init__(self, stop):
+        super().__init__()
+        self.stop = stop
+
+    def log_epoch(self, epoch, logs):
+        if epoch == self.stop:
+            raise RuntimeError("stopped here")
+        super().log_epoch(epoch, logs)
+
+
+def test_a_backup_at_or_past_the_last_epoch_is_refused_before_training(data, tmp_path):
+    backup = tmp_path / "backup"
+    trainer = TrainerConfig(epochs=5, verbose=False)
+    with pytest.raises(RuntimeError, match="stopped here"):
+        train(compiled(trainer), data, trainer, StopAfterEpoch(2), backup_dir=str(backup))  # epochs 1-3 backed up
+    fewer = TrainerConfig(epochs=2, verbose=False)
+    tracker = RecordingTracker()
+    with pytest.raises(TrainingError, match=rf"the backup in {re.escape(str(backup))} holds 3 completed epochs, and "
+                                            r"this run trains up to epoch 2: there is nothing left to resume.\n  Fix: "
+                                            r"trainer.epochs=4 or more to train on from the backup"):
+        train(compiled(fewer), data, fewer, tracker, backup_dir=str(backup))
+    assert tracker.epochs == []  # nothing trained, nothing logged
+
+
+def test_a_backup_of_another_model_shape_is_refused_before_training(data, tmp_path):
+    backup = tmp_path / "backup"
+    trainer = TrainerConfig(epochs=5, verbose=False)
+    with pytest.raises(RuntimeError, match="stopped here"):
+        train(compiled(trainer), data, trainer, StopAfterEpoch(0), backup_dir=str(backup))
+    wider = mlp(name="mlp", input_shape=[8, 8], num_classes=10, units=64)
+    compile_model(wider, ADAM, settings_with(trainer), "float32", HardwareInfo(profile="cpu"), BatchPlan(32, 1, 1),
+                  RecordingTracker())
+    with pytest.raises(TrainingError, match=rf"the backup in {re.escape(str(backup))} was written by a model of another "
+                                            r"shape and cannot be resumed"):
+        train(wider, data, trainer, RecordingTracker(), backup_dir=str(backup))
+
+
+def test_a_resume_logs_the_backed_up_epochs_mlflow_never_got_and_no_epoch_twice(data, tmp_path):
+    backup = tmp_path / "backup"
+    trainer = TrainerConfig(epochs=4, verbose=False)
+    first = StopAfterEpoch(1)  # epoch 2 backed up, then the process "dies" before its metrics are written
+    with pytest.raises(RuntimeError):
+        train(compiled(trainer), data, trainer, first, backup_dir=str(backup))
+    assert [epoch for epoch, _ in first.epochs] == [0]
+
+    class Resumed(RecordingTracker):
+        def log_missing_epochs(self, backed_up):  # what MLflow holds: epoch 0 only
+            for epoch in sorted(set(backed_up) - {0}):
+                self.log_epoch(epoch, backed_up[epoch])
+
+    resumed = Resumed()
+    train(compiled(trainer), data, trainer, resumed, backup_dir=str(backup))
+    assert [epoch for epoch, _ in resumed.epochs] == [1, 2, 3]  # 1 from the backup's saved logs, then 2 and 3 trained
+    assert set(resumed.epochs[0][1]) >= {"loss", "val_loss", "accuracy", "epoch_seconds"}
