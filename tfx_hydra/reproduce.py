@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         uri = store_uri(args.tracking_uri)
         client = _client(uri)
+        tracking.close_lost_runs(client, [e.experiment_id for e in client.search_experiments()])  # before reading
         source = fetch_run(client, args.run_id, uri)
         source.differences = environment_differences(source) + config_differences(source)
     except TfxHydraError as err:

@@ -85,6 +85,7 @@ class SweepCallback(Callback):
         tracking.check_store_reachable(uri, settings.connect_timeout)
         client, experiment_id = tracking.open_store(
             uri, settings.experiment, tracking.resolve_artifact_location(settings, launch_dir, uri))
+        tracking.close_lost_runs(client, [experiment_id])  # runs an earlier, killed command left RUNNING
         sweep_dir = os.path.abspath(str(config.hydra.sweep.dir))
         os.makedirs(sweep_dir, exist_ok=True)
         run_id = _reopen_parent(client, sweep_dir)  # the same sweep dir re-run: the same parent
@@ -132,10 +133,13 @@ class _Parent:
         self.metric, self.direction = metric, direction
         self.closed = False
 
-    def close(self, status: str, note: str | None = None) -> None:
+    def close(self, status: str, note: str | None = None, jobs_done: bool = True) -> None:
+        """End the parent with the jobs' counts. `jobs_done`: the launcher returned, so a child still
+        RUNNING lost its process (a killed worker) and is closed KILLED here, counted as killed."""
         if self.closed:
             return
         self.closed = True
+        close_lost_children(self.client, self.run_id, jobs_done)
         jobs = summarize_jobs(self.client, self.run_id)
         counts = {state: sum(j["status"] == state for j in jobs) for state in ("FINISHED", "FAILED", "KILLED")}
         if status == "FINISHED" and jobs and counts["FINISHED"] == 0:
@@ -165,8 +169,9 @@ class _Parent:
     def close_unfinished(self) -> None:
         """Exit hook: the sweep stopped before Hydra's end (a failed job under the basic sweeper, Ctrl-C)."""
         try:
+            close_lost_children(self.client, self.run_id, jobs_done=False)
             killed = any(j["status"] == "KILLED" for j in summarize_jobs(self.client, self.run_id))
-            self.close("KILLED" if killed else "FAILED",
+            self.close("KILLED" if killed else "FAILED", jobs_done=False,
                        note="the sweep ended with an error: Hydra's sweeper stops after the batch of jobs in which "
                        "one failed or was interrupted (see the FAILED/KILLED child runs); later batches did not run")
         except Exception as err:  # at exit, say what was lost rather than raise into nothing
@@ -260,6 +265,21 @@ def summarize_jobs(client, parent_run_id: str) -> list[dict[str, Any]]:
 
 
 OBJECTIVE_METRIC = "objective"  # the value run() returned to the sweeper (sweep.metric's final value)
+
+
+def close_lost_children(client, parent_run_id: str, jobs_done: bool) -> list[str]:
+    """Children left RUNNING whose process is gone, or (jobs_done) any child still RUNNING: KILLED
+    with a note, so no job of a finished sweep stays RUNNING and its backup still resumes."""
+    parent = client.get_run(parent_run_id)
+    running = client.search_runs([parent.info.experiment_id], max_results=5000, filter_string=(
+        f"tags.`mlflow.parentRunId` = '{parent_run_id}' and attributes.status = 'RUNNING'"))
+    closed = []
+    for child in running:
+        if jobs_done or tracking.process_is_gone(child.data.tags):
+            tracking.close_lost_run(client, child, "lost: its sweep job's process ended without closing the run "
+                                    "(a killed worker, e.g. kill -9 or the out-of-memory killer)")
+            closed.append(child.info.run_id)
+    return closed
 
 
 def best_job(jobs: list[dict[str, Any]], direction: str) -> dict[str, Any] | None:

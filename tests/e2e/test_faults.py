@@ -212,3 +212,26 @@ def test_a_kill_at_an_epochs_end_then_resume_logs_every_epoch_exactly_once(tmp_p
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     for key in ("loss", "val_accuracy", "epoch_seconds"):
         assert sorted(m.step for m in client.get_metric_history(run.info.run_id, key)) == [0, 1, 2], key
+
+
+def test_a_run_killed_with_sigkill_is_closed_by_the_next_command_on_its_store(tmp_path):
+    command = [sys.executable, "-m", "tfx_hydra", "data=synthetic", "data.num_examples=20000", "trainer.epochs=500",
+               "export=none"]
+    process = subprocess.Popen(command, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    for line in process.stdout:
+        if line.startswith("epoch 2/500"):
+            break
+    process.kill()  # SIGKILL: no handler runs, the run cannot close itself
+    process.wait(timeout=60)
+    (lost,) = mlflow_runs(tmp_path)
+    assert lost.info.status == "RUNNING" and lost.data.tags["process.pid"] == str(process.pid)
+
+    other = run_cli(["trainer.epochs=1", "data.limit=300", "export=none", "export.mlflow_model=false"], cwd=tmp_path)
+    assert other.returncode == 0, other.stderr[-2000:]
+    runs = {r.info.run_id: r for r in mlflow_runs(tmp_path)}
+    closed = runs[lost.info.run_id]
+    assert closed.info.status == "KILLED" and closed.data.tags["lost"] == "true"
+    assert closed.data.tags["error"].startswith(f"lost: its process (pid {process.pid} on ")
+    assert {r.info.status for r in runs.values()} == {"KILLED", "FINISHED"}  # nothing left RUNNING
+    assert Path(closed.data.tags["resume.backup_dir"]).is_dir()  # still resumable by its own command
