@@ -6,16 +6,20 @@ config validation and `--help` never load this module.
 
 from __future__ import annotations
 
+import errno
+import gc
 import json
 import math
 import os
+import shutil
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from tfx_hydra.errors import TrainingError
 from tfx_hydra.precision import MIXED_FLOAT16
-from tfx_hydra.tracking import uninterrupted
+from tfx_hydra.tracking import disk_full_error, full_disk_path, uninterrupted
 
 
 class NonFiniteGuard(keras.callbacks.Callback):
@@ -160,8 +164,29 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
 
     def on_epoch_end(self, epoch, logs=None):
         with uninterrupted():
-            self._write_logs(epoch, logs or {})  # before the weights: an entry past the backup is ignored
-            super().on_epoch_end(epoch, logs)
+            try:
+                self._require_room()
+                self._write_logs(epoch, logs or {})  # before the weights: an entry past the backup is ignored
+                super().on_epoch_end(epoch, logs)
+            except (OSError, RuntimeError) as err:
+                path = full_disk_path(err)
+                if path is None:
+                    raise
+                gc.collect()  # h5py's half-written file objects, closed now rather than at interpreter exit
+                raise disk_full_error(path or self.backup_dir) from None
+
+    def _require_room(self) -> None:
+        """Room for this epoch's backup, checked before writing it: HDF5 that runs out of disk in the
+        middle of a file can leave it torn and crash the process at exit; refused here, the last good
+        backup stays whole. Needed: the weights and optimizer state, and the copy of the previous backup."""
+        os.makedirs(self.backup_dir, exist_ok=True)
+        variables = [*self.model.weights, *(self.model.optimizer.variables if self.model.optimizer else [])]
+        state = sum(int(np.prod(v.shape)) * tf.as_dtype(v.dtype).size for v in variables)
+        previous = os.path.getsize(self._weights_path) if os.path.exists(self._weights_path) else 0
+        needed = int(state * 1.1) + previous + 32 * 1024  # HDF5's own overhead (~10 %), the metadata and logs
+        if shutil.disk_usage(self.backup_dir).free < needed:
+            raise OSError(errno.ENOSPC, f"No space left on device (the backup needs about {needed:,} bytes)",
+                          self._weights_path)
 
     def _read_logs(self) -> dict:
         try:

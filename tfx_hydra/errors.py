@@ -1,4 +1,4 @@
-"""The user mistakes tfx_hydra reports without a traceback.
+"""The user mistakes (and the machine faults a user can act on) tfx_hydra reports without a traceback.
 
 Every error here derives from Hydra's `CompactHydraException`: Hydra's own error
 reporter prints such an exception's message alone (no stack trace) and exits with
@@ -53,3 +53,7 @@ class TrainingError(TfxHydraError):
 
 class ExportError(TfxHydraError):
     """An exporter could not write or verify its artifact."""
+
+
+class DiskFull(TfxHydraError):
+    """A disk the run writes to is full (a machine fault, not a mistake, but said the same way)."""

@@ -631,6 +631,8 @@ def export_model(model, datasets, export_cfg: DictConfig, tracker, chief: bool =
         try:
             result = build(node, f"export.{name}")(model, datasets)
         except Exception as err:  # recorded, not fatal: the trained model and the other exports stay
+            if tracking.full_disk_path(err) is not None:  # ...unless the disk is full: the next would fail too
+                raise
             failures[name] = tracking.describe_error(err)
             console.warn(f"export {name} failed: {failures[name]}")
             tracker.set_tags({f"export.{name}.error": failures[name]})

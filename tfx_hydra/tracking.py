@@ -16,6 +16,7 @@ imports this module on every launch, which is why its top-level imports stay lig
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -30,7 +31,7 @@ from typing import Any, Iterator
 
 from omegaconf import DictConfig, OmegaConf
 
-from tfx_hydra.errors import TrackingError
+from tfx_hydra.errors import DiskFull, TrackingError
 from tfx_hydra.schemas import TrackingConfig
 
 # Keys whose values never reach MLflow (ARCHITECTURE.md: secrets never land in MLflow).
@@ -268,6 +269,8 @@ class MlflowTracker:
         self.resumed_backup_dir = resumed_backup_dir  # set when this continues an interrupted run
         self.offline_dir = offline_dir or os.path.join(launch_dir, OFFLINE_DIR, run_id)
         self.journal: OfflineJournal | None = None  # set once MLflow fails
+        self.dropped = False  # set when the journal cannot be written either (a full disk)
+        self.store_full = False  # the store stopped taking records because its disk is full
         self.backup_dir: str | None = resumed_backup_dir  # the per-epoch backup (its tag, BACKUP_TAG)
         self.previous_error = previous_error  # what ended the attempt this run resumes
 
@@ -374,10 +377,16 @@ class MlflowTracker:
                 self._try(lambda: self.client.delete_tag(self.run_id, "error"))
             end_time = int(time.time() * 1000)
             if not self._try(lambda: self.client.set_terminated(self.run_id, status=status, end_time=end_time)):
-                self.journal.append({"op": "set_terminated", "status": status, "end_time": end_time})
-        if self.journal is not None:
+                self._keep(lambda: self.journal.append({"op": "set_terminated", "status": status,
+                                                        "end_time": end_time}))
+        if self.dropped:
+            console_warn(f"MLflow run {self.run_id} could not be closed {status}: neither the store nor the offline "
+                         f"journal in {self.offline_dir} could be written. Once there is room, the next run on this "
+                         "store closes it (as lost).")
+        elif self.journal is not None:
+            when = "once the store's disk has room again" if self.store_full else "once the tracking server is back"
             console_warn(f"MLflow did not take everything this run logged. It is kept in {self.journal.folder}; "
-                         f"once the tracking server is back: python -m tfx_hydra.sync {os.path.dirname(self.journal.folder)}")
+                         f"{when}: python -m tfx_hydra.sync {os.path.dirname(self.journal.folder)}")
 
     # --- sending, or keeping for later -------------------------------------------------------
 
@@ -389,8 +398,8 @@ class MlflowTracker:
                                   tags=[RunTag(k, v) for k, v in tags],
                                   metrics=[Metric(k, v, ts, step) for k, v, ts, step in metrics])
         if not self._try(send):
-            self.journal.append({"op": "log_batch", "params": list(params), "tags": list(tags),
-                                 "metrics": list(metrics)})
+            self._keep(lambda: self.journal.append({"op": "log_batch", "params": list(params), "tags": list(tags),
+                                                    "metrics": list(metrics)}))
 
     def _send_artifacts(self, local_path: str, artifact_path: str | None) -> None:
         def send():
@@ -399,7 +408,7 @@ class MlflowTracker:
             else:
                 self.client.log_artifact(self.run_id, local_path, artifact_path)
         if not self._try(send):
-            self.journal.keep_artifacts(local_path, artifact_path)
+            self._keep(lambda: self.journal.keep_artifacts(local_path, artifact_path))
 
     def _try(self, send) -> bool:
         """Send now if MLflow is taking writes; False (and the journal open) when it is not."""
@@ -410,12 +419,27 @@ class MlflowTracker:
                 send()
             return True
         except Exception as err:  # noqa: BLE001 - whatever MLflow raises, training must go on
-            self.journal = OfflineJournal.create(self.offline_dir, self.run_id, self.uri)
-            console_warn(f"MLflow at {mask_uri(self.uri)} stopped taking this run's records "
+            self.journal = OfflineJournal(self.offline_dir, self.run_id, self.uri)
+            self._keep(lambda: OfflineJournal.create(self.offline_dir, self.run_id, self.uri))
+            self.store_full = full_disk_path(err) is not None
+            why = ": its disk is full" if self.store_full else ""
+            console_warn(f"MLflow at {mask_uri(self.uri)} stopped taking this run's records{why} "
                          f"({type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}). Training goes "
                          f"on; everything from now on is kept in {self.journal.folder} for "
                          "`python -m tfx_hydra.sync`.")
             return False
+
+    def _keep(self, write) -> None:
+        """A write to the offline journal; if that disk is full too, the records are dropped (said
+        once) rather than training stopped by its bookkeeping."""
+        if self.dropped:
+            return
+        try:
+            write()
+        except OSError as err:
+            self.dropped = True
+            console_warn(f"the offline journal in {self.offline_dir} cannot be written either ({err.strerror}): "
+                         "MLflow records of this run are lost from here on.")
 
 
 def console_warn(message: str) -> None:
@@ -460,7 +484,13 @@ def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str], r
     uri = resolve_tracking_uri(config, launch_dir)
     if uri.startswith(("http://", "https://")):
         limit_http_retries()
-    client, experiment_id = open_store(uri, config.experiment, resolve_artifact_location(config, launch_dir, uri))
+    try:
+        client, experiment_id = open_store(uri, config.experiment, resolve_artifact_location(config, launch_dir, uri))
+    except Exception as err:  # noqa: BLE001 - a full disk is said plainly; anything else as it came
+        full = full_disk_path(err)
+        if full is None:
+            raise
+        raise disk_full_error(full or uri.removeprefix("sqlite:///")) from None
     tags = {**tags, **config.tags, "resume.key": resume_key or "none"}
     run_name = config.run_name
     if sweep_job is not None:  # nested under the sweep's parent run in the MLflow UI
@@ -482,8 +512,13 @@ def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str], r
             err.resume_hint = resume_hint(name, tracker, command, in_sweep=sweep_job is not None)
         raise
     except BaseException as err:
+        full = full_disk_path(err)
+        if full is not None:  # one message that says where and what to do, instead of a library's traceback
+            err = disk_full_error(full or (os.path.dirname(offline_dir) if offline_dir else launch_dir))
         if tracker is not None:
             _end_quietly(tracker, "FAILED", describe_error(err))
+        if full is not None:
+            raise err from None
         raise
     else:
         tracker.end("FINISHED")
@@ -685,6 +720,51 @@ def finished_sweep_job(config: TrackingConfig, launch_dir: str, resume_key: str,
                               filter_string=f"tags.`resume.key` = '{resume_key}' and "
                               f"tags.`mlflow.parentRunId` = '{parent_run_id}' and attributes.status = 'FINISHED'")
     return runs[0] if runs else None
+
+
+# --- a full disk ------------------------------------------------------------------------------
+
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+DISK_FULL_TEXTS = ("No space left on device", "Disk quota exceeded", "database or disk is full")
+
+
+def full_disk_path(err: BaseException | None) -> str | None:
+    """The path a disk-full error was writing ("" when it does not say), or None if `err` (or what
+    caused it: h5py, TensorFlow and MLflow wrap the OSError) is not a full disk."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno in DISK_FULL_ERRNOS:
+            return str(err.filename2 or err.filename or "")
+        if any(text in str(err) for text in DISK_FULL_TEXTS):
+            return str(getattr(err, "filename", None) or "")
+        err = err.__cause__ or err.__context__
+    return None
+
+
+def disk_full_error(path: str) -> DiskFull:
+    """Where it happened, how much is free there, and where else the run's files can go."""
+    folder = os.path.abspath(path or ".")
+    while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    usage = shutil.disk_usage(folder)
+    mount = folder
+    while not os.path.ismount(mount) and os.path.dirname(mount) != mount:
+        mount = os.path.dirname(mount)
+    return DiskFull(f"no space left on the disk writing {path or folder} ({_size(usage.free)} free of "
+                    f"{_size(usage.total)} on {mount}); the run stopped, and the backup of its last completed epoch (if "
+                    "one was written) is kept whole.",
+                    fix=f"free space on {mount}, or write elsewhere: hydra.run.dir=/bigger/disk/outputs (the run's "
+                    "files and backup), export.<name>.export_dir=..., data.cache=..., tracking.uri=... and "
+                    "tracking.artifact_location=... (the MLflow store and its artifacts)")
+
+
+def _size(count: int) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if count < 1024 or unit == "TB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count} B"
 
 
 def describe_error(err: BaseException) -> str:

@@ -235,3 +235,47 @@ def test_a_run_killed_with_sigkill_is_closed_by_the_next_command_on_its_store(tm
     assert closed.data.tags["error"].startswith(f"lost: its process (pid {process.pid} on ")
     assert {r.info.status for r in runs.values()} == {"KILLED", "FINISHED"}  # nothing left RUNNING
     assert Path(closed.data.tags["resume.backup_dir"]).is_dir()  # still resumable by its own command
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 300 KB filesystem (tmpfs), mounted for the test: root only (CI runs as root)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root (CI runs as root)")
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(mount)], capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_disk_fails_the_run_with_one_message_and_keeps_the_last_backup_whole(small_disk, tmp_path):
+    import h5py
+
+    store = tmp_path / "store"  # the MLflow store on another disk: it can still be written
+    store.mkdir()
+    done = run_cli(["trainer.epochs=4", f"tracking.uri=sqlite:///{store}/mlflow.db",
+                    f"tracking.artifact_location={store}/mlruns"], cwd=small_disk)
+    assert done.returncode == 1
+    assert f"DiskFull: no space left on the disk writing {small_disk}/" in done.stderr, done.stderr[-3000:]
+    assert f"free of 300.0 KB on {small_disk})" in done.stderr and f"Fix: free space on {small_disk}" in done.stderr
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
+    client = MlflowClient(tracking_uri=f"sqlite:///{store}/mlflow.db")
+    (run,) = client.search_runs([client.get_experiment_by_name("tfx_hydra").experiment_id])
+    assert run.info.status == "FAILED" and run.data.tags["error"].startswith("DiskFull: no space left on the disk")
+    backup = Path(run.data.tags["resume.backup_dir"])
+    if (backup / "training_metadata.json").exists():  # an epoch was backed up before the disk filled: still whole
+        with h5py.File(backup / "latest.weights.h5", "r") as weights:
+            assert len(weights.keys()) > 0
+
+
+def test_a_full_disk_under_the_default_store_still_ends_in_one_message(small_disk):
+    done = run_cli(["trainer.epochs=4"], cwd=small_disk)  # the store, the outputs and the journal on one full disk
+    assert done.returncode == 1
+    assert "DiskFull: no space left on the disk writing " in done.stderr, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr

@@ -199,3 +199,23 @@ def test_a_new_run_closes_the_runs_a_killed_process_left_running_but_not_live_on
     assert closed.info.status == "KILLED" and closed.data.tags["lost"] == "true"
     assert closed.data.tags["error"].startswith("lost: its process (pid 999999999 on ")
     assert client.get_run(live.info.run_id).info.status == "RUNNING"
+
+
+def test_a_full_disk_is_recognised_through_the_errors_libraries_wrap_it_in(tmp_path):
+    import errno
+
+    from tfx_hydra.errors import DiskFull
+    from tfx_hydra.tracking import disk_full_error, full_disk_path
+
+    raw = OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "backup" / "latest.weights.h5"))
+    try:
+        try:
+            raise raw
+        except OSError as err:
+            raise RuntimeError("Unable to synchronously write (file write failed)") from err
+    except RuntimeError as wrapped:
+        assert full_disk_path(wrapped) == str(tmp_path / "backup" / "latest.weights.h5")
+    assert full_disk_path(RuntimeError("(sqlite3.OperationalError) database or disk is full")) == ""
+    assert full_disk_path(OSError(errno.EACCES, "Permission denied")) is None
+    error = disk_full_error(str(tmp_path / "backup" / "latest.weights.h5"))
+    assert isinstance(error, DiskFull) and " free of " in error.message and "hydra.run.dir=" in error.fix
