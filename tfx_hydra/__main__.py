@@ -2,14 +2,17 @@
 
 Only Hydra and our light modules are imported here: `--help` and `--cfg job` never
 load TensorFlow or MLflow. User mistakes (tfx_hydra.errors) are Hydra
-CompactHydraExceptions, so Hydra prints their message without a traceback and exits 1.
+CompactHydraExceptions: `main` prints their message without a traceback and exits 1
+(HYDRA_FULL_ERROR=1 still shows every traceback).
 """
 
 import os
 import sys
 
 import hydra
+from hydra.errors import CompactHydraException
 from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # TensorFlow's INFO lines drown the run's own output
 
@@ -21,16 +24,37 @@ def hydra_main(cfg: DictConfig) -> float:
     return run(cfg)
 
 
+# What Hydra's launchers raise when a job's process died (joblib tears down its pool, submitit finds
+# no result): the sweep's own report names the lost jobs and the command that resumes.
+LOST_WORKER_ERRORS = ("TerminatedWorkerError", "BrokenProcessPool", "UncompletedJobError", "FailedJobError")
+
+
 def main() -> None:
     """The command: Hydra's app, and an interrupt (Ctrl-C, or the SIGTERM Slurm sends at a time
     limit) ended the way shells expect: one line saying what happened and how to resume, and
-    the status 128 + the signal's number (130, 143), not a traceback."""
+    the status 128 + the signal's number (130, 143), not a traceback. A sweep worker that died
+    is reported by the sweep (its parent run's close) rather than with the launcher's traceback."""
+    full_errors = os.environ.get("HYDRA_FULL_ERROR") == "1"  # the user asked for every traceback
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra hands errors to us instead of printing them
     try:
         hydra_main()
     except KeyboardInterrupt as interrupt:
         hint = getattr(interrupt, "resume_hint", None) or "interrupted (SIGINT) before a run started: nothing to resume."
         print(f"tfx_hydra: {hint}", file=sys.stderr)
         sys.exit(getattr(interrupt, "exit_status", 130))
+    except CompactHydraException as err:  # our errors and Hydra's own config errors: the message alone
+        if full_errors:
+            raise
+        print(str(err), file=sys.stderr)
+        if isinstance(err.__cause__, OmegaConfBaseException):  # as Hydra prints it: the config error's detail
+            print(str(err.__cause__), file=sys.stderr)
+        sys.exit(1)
+    except Exception as err:
+        if full_errors or type(err).__name__ not in LOST_WORKER_ERRORS:
+            raise  # a programming error keeps its traceback
+        print(f"tfx_hydra: the sweep's launcher stopped: {type(err).__name__}: {str(err).splitlines()[0][:300]}",
+              file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ import json
 import os
 import shlex
 import shutil
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,7 +97,8 @@ class SweepCallback(Callback):
         with open(os.path.join(sweep_dir, PARENT_RUN_FILE), "w", encoding="utf-8") as record:
             json.dump({"run_id": run_id, "uri": uri, "swept_keys": swept_keys(config),
                        "resume_command": tracking.mask_text(resume_command(tags["command"], sweep_dir))}, record)
-        self._parent = _Parent(client, run_id, sweep_dir, config.sweep.metric, config.sweep.direction)
+        self._parent = _Parent(client, run_id, sweep_dir, config.sweep.metric, config.sweep.direction,
+                               planned=planned_jobs(config), resume=resume_command(tags["command"], sweep_dir))
         atexit.register(self._parent.close_unfinished)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
@@ -128,25 +130,34 @@ class SweepCallback(Callback):
 class _Parent:
     """The parent run, as the launching process closes it."""
 
-    def __init__(self, client, run_id: str, sweep_dir: str, metric: str, direction: str) -> None:
+    def __init__(self, client, run_id: str, sweep_dir: str, metric: str, direction: str,
+                 planned: int | None = None, resume: str = "") -> None:
         self.client, self.run_id, self.sweep_dir = client, run_id, sweep_dir
         self.metric, self.direction = metric, direction
+        self.planned, self.resume = planned, resume  # how many jobs the sweep has; the command that resumes it
         self.closed = False
 
-    def close(self, status: str, note: str | None = None, jobs_done: bool = True) -> None:
+    def close(self, status: str | None, note: str | None = None, jobs_done: bool = True) -> None:
         """End the parent with the jobs' counts. `jobs_done`: the launcher returned, so a child still
-        RUNNING lost its process (a killed worker) and is closed KILLED here, counted as killed."""
+        RUNNING lost its process (a killed worker) and is closed KILLED here, counted as killed.
+        status None: KILLED if a job was killed (or lost), else FAILED."""
         if self.closed:
             return
         self.closed = True
-        close_lost_children(self.client, self.run_id, jobs_done)
+        lost = close_lost_children(self.client, self.run_id, jobs_done)
         jobs = summarize_jobs(self.client, self.run_id)
         counts = {state: sum(j["status"] == state for j in jobs) for state in ("FINISHED", "FAILED", "KILLED")}
+        never_ran = max(0, self.planned - len(jobs)) if self.planned is not None else 0
+        if status is None:
+            status = "KILLED" if counts["KILLED"] else "FAILED"
+        if lost:
+            report_lost_jobs([j for j in jobs if j["run_id"] in lost], never_ran, self.resume)
         if status == "FINISHED" and jobs and counts["FINISHED"] == 0:
             status = "FAILED"
             note = note or "no job of the sweep finished"
         tags = {"sweep.jobs": len(jobs), "sweep.finished": counts["FINISHED"], "sweep.failed": counts["FAILED"],
-                "sweep.killed": counts["KILLED"]}
+                "sweep.killed": counts["KILLED"], "sweep.lost": len(lost), "sweep.never_ran": never_ran,
+                "sweep.planned": self.planned if self.planned is not None else "unknown"}
         metrics = {"jobs": len(jobs), "jobs_finished": counts["FINISHED"], "jobs_failed": counts["FAILED"]}
         best = best_job(jobs, self.direction)
         if best is not None:
@@ -169,9 +180,7 @@ class _Parent:
     def close_unfinished(self) -> None:
         """Exit hook: the sweep stopped before Hydra's end (a failed job under the basic sweeper, Ctrl-C)."""
         try:
-            close_lost_children(self.client, self.run_id, jobs_done=False)
-            killed = any(j["status"] == "KILLED" for j in summarize_jobs(self.client, self.run_id))
-            self.close("KILLED" if killed else "FAILED", jobs_done=False,
+            self.close(None, jobs_done=False,
                        note="the sweep ended with an error: Hydra's sweeper stops after the batch of jobs in which "
                        "one failed or was interrupted (see the FAILED/KILLED child runs); later batches did not run")
         except Exception as err:  # at exit, say what was lost rather than raise into nothing
@@ -265,6 +274,29 @@ def summarize_jobs(client, parent_run_id: str) -> list[dict[str, Any]]:
 
 
 OBJECTIVE_METRIC = "objective"  # the value run() returned to the sweeper (sweep.metric's final value)
+
+
+def planned_jobs(config: DictConfig) -> int | None:
+    """How many jobs the sweep will launch: the grid's size for Hydra's basic sweeper, n_trials for
+    Optuna's; None for a sweeper that does not say."""
+    sweeper = str(config.hydra.sweeper.get("_target_", ""))
+    if sweeper.endswith("BasicSweeper"):
+        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+        return sum(len(batch) for batch in BasicSweeper.split_arguments(parsed, None))
+    trials = config.hydra.sweeper.get("n_trials")
+    return int(trials) if isinstance(trials, int) else None
+
+
+def report_lost_jobs(lost: list[dict[str, Any]], never_ran: int, resume: str) -> None:
+    """One message for a sweep whose worker died: which jobs were lost, how many never ran, how to resume."""
+    named = "; ".join(f"job {j['name']} (MLflow run {j['run_id']})" for j in lost)
+    print(f"tfx_hydra: the sweep lost {len(lost)} job(s) whose process died without a word (a killed worker, e.g. "
+          f"kill -9 or the out-of-memory killer): {named}. {never_ran} job(s) never ran. Their runs are closed "
+          f"KILLED with their backups kept; resume the sweep (finished jobs are skipped) with: {resume}",
+          file=sys.stderr, flush=True)
 
 
 def close_lost_children(client, parent_run_id: str, jobs_done: bool) -> list[str]:

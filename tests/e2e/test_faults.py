@@ -279,3 +279,46 @@ def test_a_full_disk_under_the_default_store_still_ends_in_one_message(small_dis
     assert done.returncode == 1
     assert "DiskFull: no space left on the disk writing " in done.stderr, done.stderr[-3000:]
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
+
+
+def running_children(launch: Path) -> list:
+    return [r for r in mlflow_runs(launch) if "mlflow.parentRunId" in r.data.tags and r.info.status == "RUNNING"
+            and r.data.metrics.get("loss") is not None]
+
+
+@pytest.mark.parametrize("launcher", ["parallel", "local_gpus"])
+def test_a_sweep_that_loses_a_worker_names_the_lost_jobs_and_the_command_that_resumes(tmp_path, launcher):
+    import time
+
+    sweep_dir = tmp_path / "sweep"
+    command = [sys.executable, "-m", "tfx_hydra", "-m", f"hydra/launcher={launcher}", f"hydra.sweep.dir={sweep_dir}",
+               "model.units=16,32,48,64", "data=synthetic", "data.num_examples=20000", "trainer.epochs=300",
+               "export=none", "export.mlflow_model=false", "trainer.tensorboard=false"]
+    if launcher == "local_gpus":
+        command.insert(5, "hydra.launcher.tasks_per_node=1")
+    sweep = subprocess.Popen(command, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
+    deadline = time.time() + 240
+    while not (sweep_dir / "mlflow_parent_run.json").exists():  # the store is created (and migrated) by then
+        assert sweep.poll() is None and time.time() < deadline, "the sweep did not start"
+        time.sleep(0.5)
+    while not running_children(tmp_path):  # a job mid-training, its first epoch logged
+        assert sweep.poll() is None and time.time() < deadline, "no job started training"
+        time.sleep(1)
+    victim = running_children(tmp_path)[0]
+    os.kill(int(victim.data.tags["process.pid"]), signal.SIGKILL)  # what the out-of-memory killer does
+    out, _ = sweep.communicate(timeout=600)
+    assert sweep.returncode != 0
+    assert "Traceback" not in out, out[-3000:]
+    assert "tfx_hydra: the sweep lost " in out and f"job {victim.info.run_name} (MLflow run {victim.info.run_id})" in out
+    assert f"resume the sweep (finished jobs are skipped) with: python -m tfx_hydra -m hydra/launcher={launcher}" in out
+    runs = mlflow_runs(tmp_path)
+    (parent,) = [r for r in runs if "sweep.dir" in r.data.tags]
+    children = [r for r in runs if r is not parent]
+    assert "RUNNING" not in {r.info.status for r in runs}  # nothing left RUNNING, the parent included
+    lost = [c for c in children if c.data.tags.get("lost") == "true"]
+    assert victim.info.run_id in {c.info.run_id for c in lost}
+    tags = parent.data.tags
+    assert int(tags["sweep.lost"]) == len(lost) and tags["sweep.planned"] == "4"
+    assert int(tags["sweep.never_ran"]) == 4 - len(children)
+    assert f"{tags['sweep.never_ran']} job(s) never ran" in out
