@@ -94,11 +94,12 @@ class SweepCallback(Callback):
         if run_id is None:
             run = client.create_run(experiment_id, run_name=_sweep_name(sweep_dir), tags=tracking.mask_secrets(tags))
             run_id = run.info.run_id
+        resume = tracking.mask_text(resume_command(tags["command"], sweep_dir))
         with open(os.path.join(sweep_dir, PARENT_RUN_FILE), "w", encoding="utf-8") as record:
-            json.dump({"run_id": run_id, "uri": uri, "swept_keys": swept_keys(config),
-                       "resume_command": tracking.mask_text(resume_command(tags["command"], sweep_dir))}, record)
+            json.dump({"run_id": run_id, "uri": uri, "swept_keys": swept_keys(config), "resume_command": resume},
+                      record)
         self._parent = _Parent(client, run_id, sweep_dir, config.sweep.metric, config.sweep.direction,
-                               planned=planned_jobs(config), resume=resume_command(tags["command"], sweep_dir))
+                               planned=planned_jobs(config), resume=resume)
         atexit.register(self._parent.close_unfinished)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
@@ -284,8 +285,11 @@ def planned_jobs(config: DictConfig) -> int | None:
         from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
-        parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
-        return sum(len(batch) for batch in BasicSweeper.split_arguments(parsed, None))
+        try:  # the basic sweeper's own expansion of the grid (an internal helper: a count, never a failure)
+            parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+            return sum(len(batch) for batch in BasicSweeper.split_arguments(parsed, None))
+        except Exception:  # noqa: BLE001
+            return None
     trials = config.hydra.sweeper.get("n_trials")
     return int(trials) if isinstance(trials, int) else None
 

@@ -637,7 +637,6 @@ BACKUP_TAG = "resume.backup_dir"  # where an unfinished run keeps its per-epoch 
 # heartbeat would also cover other hosts, but it costs a write per interval and a guess at how late
 # is dead; runs on other nodes are closed by the sweep that launched them, when it ends.
 
-PROCESS_TAGS = ("process.host", "process.pid", "process.started")
 LOST_NOTE = ("lost: its process (pid {pid} on {host}) ended without closing the run (kill -9, the out-of-memory "
              "killer, or the machine went down); closed by a later command on this store")
 
