@@ -131,8 +131,14 @@ def preflight(cfg: DictConfig) -> Settings:
 
 
 def check_data_files(data: DictConfig) -> None:
-    """The files a data source reads, checked before TensorFlow loads: a typo costs half a second, not ten."""
+    """The files a data source reads, and the options every source shares, checked before TensorFlow
+    loads: a typo costs half a second, not ten."""
     from tfx_hydra.data.files import expand_globs
+    from tfx_hydra.data.pipeline import PipelineOptions
+
+    shared = {key: data[key] for key in PipelineOptions.__dataclass_fields__
+              if key in data and key not in ("batch_size", "seed")}
+    PipelineOptions(batch_size=1, seed=0, **shared)  # ranges and choices: data.shard_policy, prefetch, limit, ...
 
     for key in ("path", "directory", "test_directory"):
         value = data.get(key)

@@ -104,6 +104,9 @@ CASES = {
         "ConfigError: export.tflite.quantization=int4 is not one of: none, float16, dynamic_range, int8."]),
     "export dir under a file": (["export=[savedmodel]", "export.savedmodel.export_dir=/etc/hostname/export"], [
         "export.savedmodel.export_dir=/etc/hostname/export cannot be written: /etc/hostname is a file."]),
+    "a data option out of range, before TensorFlow": (["data.check_finite_batches=0"], [
+        "ConfigError: data.check_finite_batches=0: expected a positive number of batches or null",
+        "Fix: data.check_finite_batches=10"]),
     "a fine-tuning metric without fine-tuning": (["sweep.metric=finetune_seconds"], [
         "sweep.metric=finetune_seconds is not a metric this run logs"]),
 }

@@ -32,9 +32,15 @@ def test_help_and_cfg_do_not_import_heavy_libraries(args, expected, tmp_path):
     assert modules.isdisjoint(HEAVY), modules & set(HEAVY)
 
 
-def test_a_typo_fails_before_tensorflow_is_imported(tmp_path):
-    modules, done = imported_modules(["trainer.epochs=abc", "tracking=none"], tmp_path)
+@pytest.mark.parametrize("typo, message", [
+    (["trainer.epochs=abc"], "ConfigError: trainer.epochs got 'abc'"),
+    (["optimizer.learning_rate=-1"], "ConfigError: optimizer.learning_rate=-1 is out of range"),
+    (["export=[tflite]", "export.tflite.quantization=int4"], "ConfigError: export.tflite.quantization=int4"),
+    (["data.shard_policy=files"], "ConfigError: data.shard_policy=files is unknown"),
+])
+def test_a_typo_fails_before_tensorflow_is_imported(tmp_path, typo, message):
+    modules, done = imported_modules([*typo, "tracking=none"], tmp_path)
     assert done.returncode == 1
-    assert "ConfigError: trainer.epochs got 'abc'" in done.stderr
+    assert message in done.stderr, done.stderr[-2000:]
     assert modules.isdisjoint(HEAVY), modules & set(HEAVY)
     assert not (tmp_path / "mlflow.db").exists()
