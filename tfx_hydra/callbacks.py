@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from tfx_hydra.errors import TrainingError
 from tfx_hydra.precision import MIXED_FLOAT16
-from tfx_hydra.tracking import disk_full_error, full_disk_path, uninterrupted
+from tfx_hydra.tracking import as_disk_full, uninterrupted
 
 
 class NonFiniteGuard(keras.callbacks.Callback):
@@ -165,21 +165,21 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
     def on_epoch_end(self, epoch, logs=None):
         with uninterrupted():
             try:
+                os.makedirs(self.backup_dir, exist_ok=True)
                 self._require_room()
                 self._write_logs(epoch, logs or {})  # before the weights: an entry past the backup is ignored
                 super().on_epoch_end(epoch, logs)
             except (OSError, RuntimeError) as err:
-                path = full_disk_path(err)
-                if path is None:
+                said = as_disk_full(err, self.backup_dir)
+                if said is err:
                     raise
                 gc.collect()  # h5py's half-written file objects, closed now rather than at interpreter exit
-                raise disk_full_error(path or self.backup_dir) from None
+                raise said from None
 
     def _require_room(self) -> None:
         """Room for this epoch's backup, checked before writing it: HDF5 that runs out of disk in the
         middle of a file can leave it torn and crash the process at exit; refused here, the last good
         backup stays whole. Needed: the weights and optimizer state, and the copy of the previous backup."""
-        os.makedirs(self.backup_dir, exist_ok=True)
         variables = [*self.model.weights, *(self.model.optimizer.variables if self.model.optimizer else [])]
         state = sum(int(np.prod(v.shape)) * tf.as_dtype(v.dtype).size for v in variables)
         previous = os.path.getsize(self._weights_path) if os.path.exists(self._weights_path) else 0
@@ -198,7 +198,6 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
     def _write_logs(self, epoch: int, logs: dict) -> None:
         saved = self._read_logs()
         saved[str(epoch)] = {k: float(v) for k, v in logs.items() if isinstance(v, (int, float)) or hasattr(v, "item")}
-        os.makedirs(self.backup_dir, exist_ok=True)
         partial = f"{self._logs_path}.partial"
         with open(partial, "w", encoding="utf-8") as file:
             json.dump(saved, file)

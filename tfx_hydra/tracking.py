@@ -478,19 +478,26 @@ def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str], r
     A sweep job (`sweep.SweepJob`) becomes a child of its sweep's parent run. What MLflow
     does not take once the run has started is kept in `offline_dir` (see MlflowTracker).
     """
+    where = os.path.dirname(offline_dir) if offline_dir else launch_dir  # a full disk's path when it names none
     if not config.enabled:
-        yield NullTracker()
+        try:
+            yield NullTracker()
+        except Exception as err:
+            said = as_disk_full(err, where)
+            if said is err:
+                raise
+            raise said from None
         return
     uri = resolve_tracking_uri(config, launch_dir)
     if uri.startswith(("http://", "https://")):
         limit_http_retries()
     try:
         client, experiment_id = open_store(uri, config.experiment, resolve_artifact_location(config, launch_dir, uri))
-    except Exception as err:  # noqa: BLE001 - a full disk is said plainly; anything else as it came
-        full = full_disk_path(err)
-        if full is None:
+    except Exception as err:
+        said = as_disk_full(err, uri.removeprefix("sqlite:///"))
+        if said is err:
             raise
-        raise disk_full_error(full or uri.removeprefix("sqlite:///")) from None
+        raise said from None
     tags = {**tags, **config.tags, "resume.key": resume_key or "none"}
     run_name = config.run_name
     if sweep_job is not None:  # nested under the sweep's parent run in the MLflow UI
@@ -512,14 +519,12 @@ def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str], r
             err.resume_hint = resume_hint(name, tracker, command, in_sweep=sweep_job is not None)
         raise
     except BaseException as err:
-        full = full_disk_path(err)
-        if full is not None:  # one message that says where and what to do, instead of a library's traceback
-            err = disk_full_error(full or (os.path.dirname(offline_dir) if offline_dir else launch_dir))
+        said = as_disk_full(err, where)  # one message that says where and what to do, not a library's traceback
         if tracker is not None:
-            _end_quietly(tracker, "FAILED", describe_error(err))
-        if full is not None:
-            raise err from None
-        raise
+            _end_quietly(tracker, "FAILED", describe_error(said))
+        if said is err:
+            raise
+        raise said from None
     else:
         tracker.end("FINISHED")
     finally:
@@ -741,6 +746,15 @@ def full_disk_path(err: BaseException | None) -> str | None:
     return None
 
 
+def as_disk_full(err: BaseException, where: str) -> BaseException:
+    """`err` as one DiskFull error if it is a full disk (at its own path, or `where` when it names
+    none); `err` itself otherwise."""
+    if isinstance(err, DiskFull):
+        return err
+    path = full_disk_path(err)
+    return err if path is None else disk_full_error(path or where)
+
+
 def disk_full_error(path: str) -> DiskFull:
     """Where it happened, how much is free there, and where else the run's files can go."""
     folder = os.path.abspath(path or ".")
@@ -758,12 +772,13 @@ def disk_full_error(path: str) -> DiskFull:
                     "tracking.artifact_location=... (the MLflow store and its artifacts)")
 
 
-def _size(count: int) -> str:
+def _size(count: float) -> str:
+    unit = "B"
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if count < 1024 or unit == "TB":
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+            break
         count /= 1024
-    return f"{count} B"
+    return f"{count:.0f} B" if unit == "B" else f"{count:.1f} {unit}"
 
 
 def describe_error(err: BaseException) -> str:

@@ -219,3 +219,16 @@ def test_a_full_disk_is_recognised_through_the_errors_libraries_wrap_it_in(tmp_p
     assert full_disk_path(OSError(errno.EACCES, "Permission denied")) is None
     error = disk_full_error(str(tmp_path / "backup" / "latest.weights.h5"))
     assert isinstance(error, DiskFull) and " free of " in error.message and "hydra.run.dir=" in error.fix
+
+
+def test_a_full_disk_is_one_message_with_tracking_off_too(tmp_path):
+    import errno
+
+    from tfx_hydra.errors import DiskFull
+
+    with pytest.raises(DiskFull, match=rf"no space left on the disk writing {tmp_path}/out/plots/a.png \("):
+        with tracked_run(TrackingConfig(enabled=False), str(tmp_path), tags={}, offline_dir=str(tmp_path / "x")):
+            raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "out" / "plots" / "a.png"))
+    with pytest.raises(ValueError, match="not a disk"):  # anything else goes through as it came
+        with tracked_run(TrackingConfig(enabled=False), str(tmp_path), tags={}):
+            raise ValueError("not a disk")
