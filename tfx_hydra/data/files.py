@@ -26,6 +26,7 @@ from tfx_hydra.data.pipeline import (
     checked_examples,
     first_non_finite,
     from_arrays,
+    non_finite_example,
     options_from,
     require_choice,
     require_fraction,
@@ -136,8 +137,7 @@ def require_finite_records(files: list[str], counts: list[int], parse, key: str,
     index, position, value = bad
     file_number = int(np.searchsorted(np.cumsum(counts), index, side="right"))
     record = index - sum(counts[:file_number])
-    raise DataError(f"{key}: record {record} of {files[file_number]} has {value} in its inputs at "
-                    f"[{', '.join(map(str, position))}]; the inputs must be finite numbers.", fix=NON_FINITE_FIX)
+    raise non_finite_example(f"{key}: record {record} of {files[file_number]}", value, position)
 
 
 def carve_splits(counts: dict[str, int], validation_split: float, test_split: float) -> dict[str, int]:

@@ -272,9 +272,13 @@ def require_finite_stream(dataset, split: str, source: str, options: PipelineOpt
     bad = first_non_finite(dataset, checked_examples(options))
     if bad is not None:
         index, position, value = bad
-        raise DataError(f"{source}: example {index} of the {split} split (in reading order) has {value} in its "
-                        f"inputs at [{', '.join(map(str, position))}]; the inputs must be finite numbers.",
-                        fix=NON_FINITE_FIX)
+        raise non_finite_example(f"{source}: example {index} of the {split} split (in reading order)", value, position)
+
+
+def non_finite_example(example: str, value, position: tuple[int, ...]) -> DataError:
+    """'<example> has nan in its inputs at [2, 3]', the one message of every streamed check."""
+    return DataError(f"{example} has {value} in its inputs at [{', '.join(map(str, position))}]; the inputs must be "
+                     "finite numbers.", fix=NON_FINITE_FIX)
 
 
 # --- checks every source makes ------------------------------------------------------------------
