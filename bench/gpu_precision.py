@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
-import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported (by tfx_hydra.precision's users)
 
-from tfx_hydra.precision import FLOAT32, POLICIES, set_precision  # noqa: E402
+from harness import write_json  # noqa: E402
+
+from tfx_hydra.precision import FLOAT32, OUTPUT_DTYPE, POLICIES, set_precision  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -57,7 +56,7 @@ def examples_per_second(args, policy: str, xla: bool) -> float:
     builder = getattr(keras.applications, args.model)
     backbone = builder(weights=None, include_top=False, pooling="avg",
                        input_shape=(args.image_size, args.image_size, 3))
-    outputs = keras.layers.Dense(args.classes, activation="softmax", dtype="float32")(backbone.output)
+    outputs = keras.layers.Dense(args.classes, activation="softmax", dtype=OUTPUT_DTYPE)(backbone.output)
     model = keras.Model(backbone.input, outputs)
     model.compile(optimizer=keras.optimizers.SGD(0.01), loss="sparse_categorical_crossentropy", jit_compile=xla)
     images = tf.random.uniform((args.batch_size, args.image_size, args.image_size, 3))
@@ -90,9 +89,7 @@ def main(argv=None) -> dict:
         print(f"  {result['policy']:<15} xla {result['xla']:<3}  {result['ratio']:6.2f}x")
     report = {"model": args.model, "image_size": args.image_size, "batch_size": args.batch_size,
               "device": device, "results": results}
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as out:
-            json.dump(report, out, indent=2)
+    write_json(args.json, report)
     return report
 
 

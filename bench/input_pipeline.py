@@ -18,26 +18,18 @@ i.e. the input pipeline is never the bottleneck.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))
-from seed_vs_framework import make_mnist_like  # noqa: E402  (the same MNIST stand-in the seed bench uses)
+from harness import bench_parser, make_mnist_like, write_json
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--train", type=int, default=60000)
-    parser.add_argument("--epochs", type=int, default=4)
+    parser = bench_parser(__doc__, train=60000, epochs=4, quick="12,000 examples, 1 repeat of 3 epochs")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--shards", type=int, default=8)
-    parser.add_argument("--quick", action="store_true", help="12,000 examples, 1 repeat of 3 epochs")
-    parser.add_argument("--json", help="write the results here too")
     args = parser.parse_args(argv)
     if args.quick:
         args.train, args.epochs, args.repeats = 12000, 3, 1
@@ -62,7 +54,7 @@ def examples_per_second(datasets, epochs: int) -> float:
 
 def measure(folder: Path, args: argparse.Namespace) -> dict[str, list[float]]:
     """Write the data into `folder`, then the examples/s of each side, repeats alternating."""
-    from tfx_hydra.data import mnist, tfrecord
+    from tfx_hydra.data import keras_dataset, tfrecord
     from tfx_hydra.data.to_tfrecord import convert
 
     npz = make_mnist_like(folder / "mnist.npz", args.train + args.train // 9, 2000)  # 10 % goes to validation
@@ -73,7 +65,7 @@ def measure(folder: Path, args: argparse.Namespace) -> dict[str, list[float]]:
     files = {split: str(folder / "tfr" / f"{split}-*.tfrecord") for split in ("train", "validation", "test")}
 
     def in_memory():
-        return mnist(str(npz), **common)
+        return keras_dataset("mnist", str(npz), **common)
 
     def streamed(cache: bool):
         return tfrecord(files["train"], files["test"], validation_files=files["validation"], raw_scale=1 / 255,
@@ -109,8 +101,7 @@ def main(argv=None) -> dict:
     print("\nmedian examples/s: " + ", ".join(f"{k} {v:,.0f}" for k, v in medians.items()))
     print(f"ratio TFRecord streamed / in-memory: {summary['ratio_streamed']:.3f}  (target >= 0.95)")
     print(f"ratio TFRecord cached   / in-memory: {summary['ratio_cached']:.3f}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(summary, indent=2))
+    write_json(args.json, summary)
     return summary
 
 

@@ -17,7 +17,6 @@ as uint8 (nothing to check). Target: B/A epoch time <= 1.01 (under 1 % of an epo
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -26,18 +25,12 @@ from pathlib import Path
 
 import numpy as np
 
-BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))
-from seed_vs_framework import make_mnist_like  # noqa: E402  (the same MNIST stand-in the seed bench uses)
+from harness import bench_parser, make_mnist_like, write_json
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--train", type=int, default=60000)
-    parser.add_argument("--epochs", type=int, default=9)
+    parser = bench_parser(__doc__, train=60000, epochs=9, quick="6,000 examples, 1 fit of 5 epochs")
     parser.add_argument("--fits", type=int, default=2)
-    parser.add_argument("--quick", action="store_true", help="6,000 examples, 1 fit of 5 epochs")
-    parser.add_argument("--json", help="write the results here too")
     args = parser.parse_args(argv)
     if args.quick:
         args.train, args.epochs, args.fits = 6000, 5, 1
@@ -126,8 +119,7 @@ def main(argv=None) -> int:
     print(f"one weight check: {check * 1e3:.3f} ms = {check / a:.4%} of an epoch")
     data = report["data_check_seconds_60000x784"]
     print(f"in-memory data check, 60,000 x 784: float32 {data['float32'] * 1e3:.1f} ms, uint8 {data['uint8'] * 1e3:.3f} ms")
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2))
+    write_json(args.json, report)
     return 0
 
 

@@ -28,46 +28,21 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
+from harness import bench_parser, make_mnist_like, write_json
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(__doc__, train=60000, epochs=5, quick="1 pair, 6,000 examples, 2 epochs")
     parser.add_argument("--pairs", type=int, default=5)
-    parser.add_argument("--epochs", type=int, default=5)
-    parser.add_argument("--train", type=int, default=60000, help="training examples (synthetic data)")
     parser.add_argument("--test", type=int, default=10000, help="test examples (synthetic data)")
     parser.add_argument("--mnist", help="a real mnist.npz (x_train, y_train, x_test, y_test)")
-    parser.add_argument("--quick", action="store_true", help="1 pair, 6,000 examples, 2 epochs")
-    parser.add_argument("--json", help="write the results here too")
     parser.add_argument("framework_args", nargs="*", help="extra overrides for side B, e.g. trainer.steps_per_execution=1")
     args = parser.parse_args(argv)
     if args.quick:
         args.pairs, args.train, args.test, args.epochs = 1, 6000, 1000, 2
     return args
-
-
-def make_mnist_like(path: Path, train: int, test: int, seed: int = 0) -> Path:
-    """MNIST-shaped uint8 images a model can learn: digits upsampled into a 28x28 frame, shifted, noisy."""
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
-    rng = np.random.default_rng(seed)
-
-    def sample(count: int):
-        picks = rng.integers(0, len(digits.images), size=count)
-        frames = rng.integers(0, 24, size=(count, 28, 28)).astype("float32")
-        offsets = rng.integers(0, 5, size=(count, 2))
-        big = np.kron(digits.images[picks], np.ones((3, 3))) * (255.0 / 16.0)
-        for i, (dy, dx) in enumerate(offsets):
-            frames[i, dy:dy + 24, dx:dx + 24] = np.maximum(frames[i, dy:dy + 24, dx:dx + 24], big[i])
-        return frames.clip(0, 255).astype("uint8"), digits.target[picks].astype("uint8")
-
-    (x_train, y_train), (x_test, y_test) = sample(train), sample(test)
-    np.savez(path, x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test)
-    return path
 
 
 def run_plain(data: Path, epochs: int, workdir: Path) -> dict:
@@ -150,8 +125,7 @@ def main(argv=None) -> dict:
           f"{startup['ratio']:.2f}x (target <= 0.25)")
     report = {"epochs": args.epochs, "pairs": pairs, "median_ratio": medians, "startup": startup,
               "framework_args": args.framework_args, "data": "real" if args.mnist else "synthetic"}
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2))
+    write_json(args.json, report)
     return report
 
 

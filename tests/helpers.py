@@ -52,31 +52,30 @@ def run_cli(args: list[str], cwd: Path, timeout: float = 300, multirun: bool = F
                           timeout=timeout)
 
 
-def mlflow_runs(launch_dir: Path, experiment: str = "tfx_hydra") -> list:
-    """Every run of `experiment` in the default store of `launch_dir` ([] when there is no store)."""
+def mlflow_client(launch_dir: Path | str):
+    """An MLflow client on the default store of `launch_dir` (<launch dir>/mlflow.db): the one way the
+    tests open a local store."""
     from mlflow.tracking import MlflowClient
 
-    if not (launch_dir / "mlflow.db").exists():
+    return MlflowClient(tracking_uri=f"sqlite:///{Path(launch_dir) / 'mlflow.db'}")
+
+
+def mlflow_runs(launch_dir: Path | str, experiment: str = "tfx_hydra") -> list:
+    """Every run of `experiment` in the default store of `launch_dir` ([] when there is no store)."""
+    if not (Path(launch_dir) / "mlflow.db").exists():
         return []
-    client = MlflowClient(tracking_uri=f"sqlite:///{launch_dir / 'mlflow.db'}")
+    client = mlflow_client(launch_dir)
     found = client.get_experiment_by_name(experiment)
     return client.search_runs([found.experiment_id]) if found else []
 
 
-def mlflow_client(launch_dir: Path):
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(tracking_uri=f"sqlite:///{launch_dir / 'mlflow.db'}")
-
-
 def compose(overrides: list[str] = (), launch_dir: Path | str = "/tmp") -> DictConfig:
-    """The real config tree composed as the CLI would, with paths pointed at `launch_dir`."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_module
+    """The real config tree composed as the CLI composes it (tfx_hydra.config.compose), with the
+    paths Hydra would fill in pointed at `launch_dir`."""
+    from tfx_hydra.config import compose as compose_config
 
     paths = [f"paths.launch_dir={launch_dir}", f"paths.output_dir={Path(launch_dir) / 'out'}"]
-    with initialize_config_module(config_module="tfx_hydra.conf", version_base="1.3"):
-        return hydra_compose(config_name="config", overrides=[*paths, *overrides])
+    return compose_config([*paths, *overrides])
 
 
 def free_ports(count: int = 1) -> list[int]:

@@ -41,11 +41,11 @@ def plot_training_curves(history: dict[str, Sequence[float]], path: str) -> str:
     return path
 
 
-def plot_confusion_matrix(matrix: Sequence[Sequence[int]], path: str, class_names: Sequence[str] | None = None) -> str:
-    """Rows are true classes, columns predicted ones; each cell shows its count."""
+def plot_confusion_matrix(matrix: Sequence[Sequence[int]], path: str) -> str:
+    """Rows are true classes, columns predicted ones (numbered as the labels are); each cell shows its count."""
     plt = _pyplot()
     size = len(matrix)
-    names = list(class_names) if class_names else [str(i) for i in range(size)]
+    names = [str(i) for i in range(size)]
     figure, axis = plt.subplots(figsize=(max(4, 0.5 * size + 2), max(4, 0.5 * size + 2)))
     image = axis.imshow(matrix, cmap="Blues")
     figure.colorbar(image, ax=axis, fraction=0.046)

@@ -14,6 +14,7 @@ Everything before the re-run is checked without TensorFlow, so a wrong run id fa
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shlex
 import subprocess
@@ -23,9 +24,12 @@ from dataclasses import dataclass, field
 
 from omegaconf import OmegaConf
 
-from tfx_hydra import console, tracking
+from tfx_hydra import tracking
+from tfx_hydra.console import BARE, render_text, use_terminal
 from tfx_hydra.errors import TfxHydraError
 from tfx_hydra.schemas import TrackingConfig
+
+log = logging.getLogger("tfx_hydra.reproduce")  # by name: run as `python -m`, __name__ is "__main__"
 
 SOURCE_TAG = "reproduced_from"
 # Wall-clock figures differ from run to run by nature; everything else must match.
@@ -53,6 +57,7 @@ class SourceRun:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    use_terminal()
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # three tiny downloads, no bars
     try:
         uri = store_uri(args.tracking_uri)
@@ -61,18 +66,18 @@ def main(argv: list[str] | None = None) -> int:
         source = fetch_run(client, args.run_id, uri)
         source.differences = environment_differences(source) + config_differences(source)
     except TfxHydraError as err:
-        console.console.print(str(err), markup=False)
+        log.error(str(err))
         return 1
     show_differences(source)
     command = rerun_command(source, uri, args.overrides)
-    console.info(("would run: " if args.dry_run else "re-running: ") + " ".join(
+    log.info(("would run: " if args.dry_run else "re-running: ") + " ".join(
         ["python", *(shlex.quote(part) for part in command[1:])]))
     if args.dry_run:
         return 0
     done = subprocess.run(command, cwd=source.launch_dir if os.path.isdir(source.launch_dir) else None,
                           check=False)
     if done.returncode != 0:
-        console.warn(f"the re-run failed (exit code {done.returncode}); see its MLflow run for the error.")
+        log.warning(f"the re-run failed (exit code {done.returncode}); see its MLflow run for the error.")
         return done.returncode
     return compare_metrics(client, source)
 
@@ -105,10 +110,8 @@ def store_uri(given: str | None) -> str:
 
 
 def _client(uri: str):
-    from mlflow.tracking import MlflowClient
-
     tracking.check_store_reachable(uri, timeout=5.0)
-    return MlflowClient(tracking_uri=uri)
+    return tracking.client_for(uri)
 
 
 def fetch_run(client, run_id: str, uri: str) -> SourceRun:
@@ -195,12 +198,12 @@ def package_differences(then: str, now: str) -> list[str]:
 def config_differences(source: SourceRun) -> list[str]:
     """Keys whose value the recorded overrides compose to differently today (the code's
     defaults changed since the run)."""
-    from hydra import compose, initialize_config_module
     from hydra.errors import HydraException
 
+    from tfx_hydra.config import compose
+
     try:
-        with initialize_config_module(config_module="tfx_hydra.conf", version_base="1.3"):
-            today = compose(config_name="config", overrides=source.overrides)
+        today = compose(source.overrides)
     except HydraException as err:
         return [f"config: the recorded overrides no longer compose ({err})"]
     now = tracking.flatten(_without_hydra(OmegaConf.to_container(today, resolve=False)))
@@ -215,12 +218,12 @@ def _without_hydra(container: dict) -> dict:
 
 def show_differences(source: SourceRun) -> None:
     if not source.differences:
-        console.info(f"run {source.run_id}: this environment and config match what it recorded.")
+        log.info(f"run {source.run_id}: this environment and config match what it recorded.")
         return
-    console.warn(f"run {source.run_id} ran in a different environment or config; {len(source.differences)} "
+    log.warning(f"run {source.run_id} ran in a different environment or config; {len(source.differences)} "
                  "difference(s):")
     for line in source.differences:
-        console.console.print(f"  - {line}", markup=False)
+        log.info(f"  - {line}", extra=BARE)
 
 
 # --- the re-run -------------------------------------------------------------------------
@@ -253,15 +256,15 @@ def compare_metrics(client, source: SourceRun) -> int:
         same = now is not None and then == now
         if not same:
             different.append(key)
-        table.add_row(key, repr(then), repr(now), "yes" if same else "[bold red]no[/]")
-    console.console.print(table)
+        table.add_row(key, repr(then), repr(now), "yes" if same else "no")
+    log.info(render_text(table), extra=BARE)
     client.set_tag(rerun.info.run_id, "reproduce.identical_metrics", str(not different).lower())
     if different:
         client.set_tag(rerun.info.run_id, "reproduce.different_metrics", ", ".join(different))
-        console.warn(f"{len(different)} metric(s) differ. Bit-identical re-runs need trainer.deterministic=true, "
+        log.warning(f"{len(different)} metric(s) differ. Bit-identical re-runs need trainer.deterministic=true, "
                      "the same code, packages and devices (see the differences above).")
     else:
-        console.info(f"all {len(compared)} final metrics are bit-identical (timings aside).")
+        log.info(f"all {len(compared)} final metrics are bit-identical (timings aside).")
     return 0
 
 

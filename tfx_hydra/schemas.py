@@ -333,6 +333,21 @@ def validate_export_switches(node: DictConfig | None) -> None:
             raise ConfigError(f"export.{key}={show(value)}: expected a name or null.", fix=f"export.{key}=null")
 
 
+def require_writable_folder(key: str, value: str, folder: str, create: bool) -> None:
+    """`folder` (where `key`=`value` writes) exists and is writable, or (create=True) its nearest
+    existing parent is a writable folder."""
+    path = os.path.abspath(os.path.expanduser(folder))
+    existing = path
+    while create and not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        what = "is a file" if os.path.exists(existing) else "does not exist"
+        raise ConfigError(f"{key}={value} cannot be written: {existing} {what}.", fix=f"{key}=<a writable folder>")
+    if not os.access(existing, os.W_OK):
+        raise ConfigError(f"{key}={value} cannot be written: {existing} is not writable.",
+                          fix=f"{key}=<a writable folder>")
+
+
 def require_mandatory_values(cfg: DictConfig) -> None:
     """Keys a config option leaves for the user (`???`, e.g. data=tfrecord's train_files)."""
     missing = sorted(key for key in _missing_keys(cfg) if not key.startswith("hydra."))

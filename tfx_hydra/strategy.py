@@ -2,17 +2,24 @@
 
 Each option in conf/strategy/ names one factory here. Every factory takes the
 hardware step's `HardwareInfo`, so `auto` can choose from what is really visible.
+`plan_batches` says how the global batch splits over the strategy's replicas, and `Setup`
+carries what steps 1-3 chose (hardware, policy, strategy, batches) to the steps after them.
 TensorFlow is imported inside the factories (validation must not pay for it).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+from dataclasses import dataclass
+from typing import Any
 
 from tfx_hydra.errors import ConfigError, HardwareMismatch
-from tfx_hydra.console import warn
 from tfx_hydra.hardware import HardwareInfo
+from tfx_hydra.schemas import TrainerConfig
+
+log = logging.getLogger(__name__)
 
 CROSS_DEVICE_OPS = ("nccl", "hierarchical_copy", "reduce_to_one")
 COMMUNICATIONS = ("auto", "ring", "nccl")
@@ -61,7 +68,7 @@ def mirrored_strategy(
         if hardware.strict:
             raise HardwareMismatch(message, fix="strategy=auto (it picks one_device here), run on a machine with 2+ "
                                    "GPUs (hardware.gpus=[0,1]), or drop hardware.strict=true")
-        warn(message)
+        log.warning(message)
     return strategy
 
 
@@ -178,3 +185,46 @@ def _require_known_devices(devices: list[str]) -> None:
 def _short_name(device: str) -> str:
     """'/job:localhost/replica:0/task:0/device:GPU:0' and '/gpu:0' both become 'gpu:0'."""
     return device.lower().rsplit("/", 1)[-1].removeprefix("device:")
+
+
+# --- how batches split ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """How the global batch splits over replicas, and how many steps run per tf.function call."""
+
+    global_size: int
+    replicas: int
+    steps_per_execution: int
+
+    @property
+    def per_replica(self) -> float:
+        return self.global_size / self.replicas
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What the hardware, precision and strategy steps chose: what the model, train and record steps
+    read, passed as one value instead of four arguments."""
+
+    hardware: HardwareInfo
+    policy: str  # the Keras dtype policy in effect (precision.py's names)
+    strategy: Any  # a tf.distribute.Strategy
+    plan: BatchPlan
+
+
+def plan_batches(trainer: TrainerConfig, hardware: HardwareInfo, strategy) -> BatchPlan:
+    """trainer.batch_size is the global batch; auto takes the profile's per-replica batch x replicas."""
+    from tfx_hydra.keras_compat import MULTI_REPLICA_ISSUE, MULTI_REPLICA_MAX_STEPS_PER_EXECUTION
+
+    replicas = strategy.num_replicas_in_sync
+    global_size = (hardware.per_replica_batch_size * replicas if trainer.batch_size == "auto"
+                   else trainer.batch_size)
+    steps = (hardware.steps_per_execution if trainer.steps_per_execution == "auto"
+             else trainer.steps_per_execution)
+    if replicas > 1 and steps > MULTI_REPLICA_MAX_STEPS_PER_EXECUTION:
+        if trainer.steps_per_execution != "auto":
+            log.warning(f"trainer.steps_per_execution={steps} fails in Keras with {replicas} replicas "
+                        f"({MULTI_REPLICA_ISSUE}): using {MULTI_REPLICA_MAX_STEPS_PER_EXECUTION} (same updates).")
+        steps = MULTI_REPLICA_MAX_STEPS_PER_EXECUTION
+    return BatchPlan(global_size=global_size, replicas=replicas, steps_per_execution=steps)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import atexit
 import csv
 import json
+import logging
 import os
 import shlex
 import shutil
@@ -37,8 +38,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from tfx_hydra import tracking
 from tfx_hydra.errors import ConfigError
-from tfx_hydra.schemas import validate_section
+from tfx_hydra.metrics import end_of_run_names
+from tfx_hydra.schemas import Settings, SweepConfig, TrackingConfig, validate_section
 
+log = logging.getLogger(__name__)
 PARENT_RUN_FILE = "mlflow_parent_run.json"  # in the sweep dir
 JOB_ENV = "TFX_HYDRA_SWEEP_JOB"
 SUMMARY_CSV = "sweep_summary.csv"
@@ -63,6 +66,37 @@ def current_job() -> SweepJob | None:
     return SweepJob(**json.loads(raw)) if raw else None
 
 
+# --- a job's side: its objective --------------------------------------------------------------
+
+def require_known_metric(settings: Settings) -> None:
+    """sweep.metric must be something the run will report: found out after training, the run would be lost."""
+    known = end_of_run_names(settings.trainer)
+    if settings.sweep.metric not in known:
+        raise ConfigError(f"sweep.metric={settings.sweep.metric} is not a metric this run logs "
+                          f"(trainer.metrics={list(settings.trainer.metrics)}).",
+                          fix=f"one of: {', '.join(known)}; or add the metric to trainer.metrics")
+
+
+def objective(metrics: dict[str, float], sweep: SweepConfig) -> float:
+    """The value Hydra's sweepers optimise: `sweep.metric` from the finished run."""
+    if sweep.metric not in metrics:
+        raise ConfigError(f"sweep.metric={sweep.metric} is not a metric this run produced.",
+                          fix=f"one of: {', '.join(sorted(metrics))}")
+    return metrics[sweep.metric]
+
+
+def finished_objective(job: SweepJob | None, track: TrackingConfig, launch_dir: str, resume_key: str) -> float | None:
+    """A re-run of an interrupted sweep does not run a job again that already finished: its
+    recorded objective, or None when the job has still to run."""
+    if job is None:
+        return None
+    finished = tracking.finished_sweep_job(track, launch_dir, resume_key, job.parent_run_id)
+    if finished is None or OBJECTIVE_METRIC not in finished.data.metrics:
+        return None
+    log.info(f"sweep job {job.num} already finished as MLflow run {finished.info.run_id}: skipped")
+    return finished.data.metrics[OBJECTIVE_METRIC]
+
+
 class SweepCallback(Callback):
     """Hydra callback (conf/config.yaml: hydra.callbacks.mlflow_sweep)."""
 
@@ -82,10 +116,8 @@ class SweepCallback(Callback):
         if not settings.enabled:
             return
         launch_dir = config.hydra.runtime.cwd
-        uri = tracking.resolve_tracking_uri(settings, launch_dir)
-        tracking.check_store_reachable(uri, settings.connect_timeout)
-        client, experiment_id = tracking.open_store(
-            uri, settings.experiment, tracking.resolve_artifact_location(settings, launch_dir, uri))
+        tracking.check_store_reachable(tracking.resolve_tracking_uri(settings, launch_dir), settings.connect_timeout)
+        client, experiment_id, uri = tracking.connect(settings, launch_dir)
         tracking.close_lost_runs(client, [experiment_id])  # runs an earlier, killed command left RUNNING
         sweep_dir = os.path.abspath(str(config.hydra.sweep.dir))
         os.makedirs(sweep_dir, exist_ok=True)
@@ -166,10 +198,8 @@ class _Parent:
             metrics[f"best_{self.metric}"] = best["objective"]
         if note:
             tags["error"] = note
-        from mlflow.entities import Metric, RunTag
-
-        self.client.log_batch(self.run_id, metrics=[Metric(k, float(v), _now_ms(), 0) for k, v in metrics.items()],
-                              tags=[RunTag(k, str(v)) for k, v in tags.items()])
+        tracking.send_batch(self.client, self.run_id, tags=tags.items(),
+                            metrics=[(k, v, tracking.now_ms(), 0) for k, v in metrics.items()])
         if jobs:
             write_summary(jobs, self.sweep_dir, self.metric, best)
         tracking.mask_files(self.sweep_dir)  # Hydra's multirun.yaml holds the sweep's overrides
@@ -374,9 +404,7 @@ def _reopen_parent(client, sweep_dir: str) -> str | None:
 def _record_failure_without_run(uri: str, job: SweepJob, config: DictConfig, job_return: Any) -> None:
     """A job that failed before its run started (a bad value for one job) still shows under the
     parent, FAILED with its error, so the sweep's count of failures is complete."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=uri)
+    client = tracking.client_for(uri)
     parent = client.get_run(job.parent_run_id)
     existing = client.search_runs([parent.info.experiment_id], max_results=1, filter_string=(
         f"tags.`mlflow.parentRunId` = '{job.parent_run_id}' and tags.`sweep.job_num` = '{job.num}'"))
@@ -392,9 +420,3 @@ def _record_failure_without_run(uri: str, job: SweepJob, config: DictConfig, job
         "hydra.overrides": " ".join(config.hydra.overrides.task),
         "error": tracking.describe_error(error) if isinstance(error, BaseException) else str(error)}))
     client.set_terminated(run.info.run_id, status="FAILED")
-
-
-def _now_ms() -> int:
-    import time
-
-    return int(time.time() * 1000)

@@ -47,6 +47,20 @@ def test_default_run_prints_a_summary(default_run):
     assert re.search(r"epoch 2/2 .* val_accuracy \d\.\d{4} .* [\d,]+ ex/s", done.stdout)
 
 
+def test_hydras_job_log_holds_every_line_the_terminal_showed(default_run):
+    launch, done = default_run
+    (run,) = mlflow_runs(launch)
+    (log,) = Path(run.data.tags["resume.backup_dir"]).parent.glob("*.log")  # <output dir>/__main__.log
+    assert log.name == "__main__.log"
+    logged = log.read_text()
+    for line in done.stdout.splitlines():  # the epoch lines, the summary table, the browse command
+        if line.strip():
+            assert line.removeprefix("tfx_hydra ").removeprefix("warning ") in logged, line
+    assert re.search(r"\]\[tfx_hydra\]\[INFO\] - epoch 2/2 .* val_accuracy \d\.\d{4}", logged)
+    assert re.search(r"\]\[tfx_hydra\]\[INFO\] - tfx_hydra: run complete\n.*test_accuracy", logged, re.DOTALL)
+    assert f"browse: cd {launch} && mlflow ui" in logged
+
+
 def test_default_run_is_recorded_in_mlflow(default_run):
     launch, _ = default_run
     (run,) = mlflow_runs(launch)
@@ -113,7 +127,7 @@ def test_seed_experiment_on_a_local_mnist_file(tmp_path, mnist_npz):
     done = run_cli(["experiment=seed_mnist_mlp", f"data.path={mnist_npz}", "trainer.epochs=1"], cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     (run,) = mlflow_runs(tmp_path)
-    assert run.data.params["data._target_"] == "tfx_hydra.data.mnist"
+    assert (run.data.params["data._target_"], run.data.params["data.name"]) == ("tfx_hydra.data.keras_dataset", "mnist")
     assert run.data.params["model.input_shape"] == "[28, 28]"
     assert run.data.metrics["test_accuracy"] > 0.5  # the bars are learnable in one epoch
 

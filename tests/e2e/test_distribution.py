@@ -13,13 +13,12 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import cli_env, compose, free_ports, mlflow_client, mlflow_runs, wait_for_backup_of_epoch
+from tfx_hydra.run import run
 
 pytestmark = pytest.mark.slow
 
 
 def test_mirrored_over_two_logical_cpus_logs_two_replicas_and_converges(tmp_path, two_logical_cpus):
-    from tfx_hydra.run import run
-
     cfg = compose(["strategy=mirrored", "strategy.devices=[/cpu:0,/cpu:1]", "trainer.epochs=6",
                    "trainer.batch_size=64", "trainer.scale_lr_with_replicas=true", "export=none"],
                   launch_dir=tmp_path)

@@ -5,6 +5,7 @@ tests/e2e/test_sweeps.py; MLflow failing in-process: tests/unit/test_tracking.py
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.helpers import cli_env, free_ports, mlflow_runs, run_cli, wait_for_backup_of_epoch, wait_for_http
+from tests.helpers import cli_env, free_ports, mlflow_client, mlflow_runs, run_cli, wait_for_backup_of_epoch, wait_for_http
 
 pytestmark = pytest.mark.slow
 
@@ -118,7 +119,7 @@ def test_an_interrupted_sweep_rerun_skips_finished_jobs_and_resumes_the_killed_o
     assert len(after) == 4  # the same parent, the same three children: nothing ran twice
     assert {r.info.status for r in after.values()} == {"FINISHED"}
     assert after["0: model.units=32"].info.end_time == runs["0: model.units=32"].info.end_time  # not re-run
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client = mlflow_client(tmp_path)
     resumed = after["1: model.units=48"].info.run_id
     assert [m.step for m in client.get_metric_history(resumed, "val_accuracy")] == [0, 1, 2, 3]
     finished = client.get_run(resumed).data.tags  # the interruption is history once the run has finished
@@ -155,8 +156,6 @@ def test_eight_parallel_jobs_on_one_fresh_sqlite_store_land_with_every_metric(tm
 def test_weights_that_turn_nan_end_the_run_failed_with_the_last_good_backup_kept(tmp_path):
     """The CPU-independent form of a divergence the loss does not show (tests/planted.py): the
     weights turn NaN in epoch 3 while every reported loss stays finite."""
-    import json
-
     done = run_cli(["trainer.epochs=4", "data.limit=320", "trainer.batch_size=32", "export=none",
                     "trainer.steps_per_execution=1", "model._target_=tests.planted.mlp_with_nan_after",
                     "+model.nan_after_batches=21"], cwd=tmp_path)  # 10 batches an epoch: NaN in epoch 3
@@ -168,5 +167,5 @@ def test_weights_that_turn_nan_end_the_run_failed_with_the_last_good_backup_kept
     assert run.info.status == "FAILED" and "weights became NaN/inf in epoch 3" in run.data.tags["error"]
     backup = Path(run.data.tags["resume.backup_dir"])
     assert json.loads((backup / "training_metadata.json").read_text())["epoch"] == 2  # epochs 1-2 kept
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client = mlflow_client(tmp_path)
     assert [m.step for m in client.get_metric_history(run.info.run_id, "loss")] == [0, 1]  # epoch 3 not logged

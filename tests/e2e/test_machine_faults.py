@@ -8,12 +8,13 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import h5py
 import pytest
-from mlflow.tracking import MlflowClient
 
-from tests.helpers import cli_env, mlflow_runs, run_cli
+from tests.helpers import cli_env, mlflow_client, mlflow_runs, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -24,8 +25,10 @@ KILLED_AT = """
 import os, signal, sys
 from tests.helpers import compose
 from tfx_hydra import tracking
+from tfx_hydra.console import use_terminal
 from tfx_hydra.run import run
 
+use_terminal()  # a Python caller's run shows its lines as the CLI's does
 launch, window = sys.argv[1], sys.argv[2]
 write = tracking.MlflowTracker.log_epoch
 
@@ -56,7 +59,7 @@ def test_a_kill_at_an_epochs_end_then_resume_logs_every_epoch_exactly_once(tmp_p
     assert "resuming MLflow run" in resumed.stdout
     (run,) = mlflow_runs(tmp_path)
     assert run.info.status == "FINISHED"
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client = mlflow_client(tmp_path)
     for key in ("loss", "val_accuracy", "epoch_seconds"):
         assert sorted(m.step for m in client.get_metric_history(run.info.run_id, key)) == [0, 1, 2], key
 
@@ -102,8 +105,6 @@ def small_disk(tmp_path):
 
 
 def test_a_full_disk_fails_the_run_with_one_message_and_keeps_the_last_backup_whole(small_disk, tmp_path):
-    import h5py
-
     store = tmp_path / "store"  # the MLflow store on another disk: it can still be written
     store.mkdir()
     done = run_cli(["trainer.epochs=4", f"tracking.uri=sqlite:///{store}/mlflow.db",
@@ -112,7 +113,7 @@ def test_a_full_disk_fails_the_run_with_one_message_and_keeps_the_last_backup_wh
     assert f"DiskFull: no space left on the disk writing {small_disk}/" in done.stderr, done.stderr[-3000:]
     assert f"free of 300.0 KB on {small_disk})" in done.stderr and f"Fix: free space on {small_disk}" in done.stderr
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
-    client = MlflowClient(tracking_uri=f"sqlite:///{store}/mlflow.db")
+    client = mlflow_client(store)
     (run,) = client.search_runs([client.get_experiment_by_name("tfx_hydra").experiment_id])
     assert run.info.status == "FAILED" and run.data.tags["error"].startswith("DiskFull: no space left on the disk")
     backup = Path(run.data.tags["resume.backup_dir"])
@@ -138,8 +139,6 @@ def running_children(launch: Path) -> list:
 # runs every job as its own process, so only the killed one is lost and the others finish (fewer epochs).
 @pytest.mark.parametrize("launcher, epochs", [("parallel", 300), ("local_gpus", 40)])
 def test_a_sweep_that_loses_a_worker_names_the_lost_jobs_and_the_command_that_resumes(tmp_path, launcher, epochs):
-    import time
-
     sweep_dir = tmp_path / "sweep"
     command = [sys.executable, "-m", "tfx_hydra", "-m", f"hydra/launcher={launcher}", f"hydra.sweep.dir={sweep_dir}",
                "model.units=16,32,48,64", "data=synthetic", "data.num_examples=20000", f"trainer.epochs={epochs}",

@@ -12,10 +12,12 @@ import threading
 from pathlib import Path
 
 import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from tests.helpers import (compose, mlflow_client, mlflow_runs, run_cli, save_tiny_hub_model,
                            wait_for_backup_of_epoch)
 from tfx_hydra.data.to_tfrecord import main as to_tfrecord
+from tfx_hydra.run import run
 
 pytestmark = pytest.mark.slow
 
@@ -61,8 +63,6 @@ def test_head_then_fine_tuning_in_one_tracked_run_from_converted_tfrecords(tmp_p
 
 def assert_tensorboard_logs(folder: Path) -> None:
     """Scalars per epoch for all four epochs, weight histograms and the graph, as TensorBoard reads them."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
     train = EventAccumulator(str(folder / "train"), size_guidance={"tensors": 0}).Reload()
     tags = train.Tags()
     assert tags["graph"] is True and "keras" in tags["tensors"]  # op-level and conceptual graphs
@@ -76,8 +76,6 @@ def assert_tensorboard_logs(folder: Path) -> None:
 def test_a_run_interrupted_while_fine_tuning_resumes_in_that_phase(tmp_path):
     """Ctrl-C (a real SIGINT) after the first fine-tuning epoch's backup; the same config run again
     continues the same MLflow run in phase two, without training the head again."""
-    from tfx_hydra.run import run
-
     handle = save_tiny_hub_model(tmp_path / "hub_model")
     overrides = ["model=hub", f"model.handle={handle}", "data=synthetic", "data.num_examples=30000",
                  "trainer.epochs=1", "trainer.finetune_epochs=4", "export=none", "export.mlflow_model=false",

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import keras
 import numpy as np
 import pytest
 
 from tests.helpers import write_mnist_npz
-from tfx_hydra.data import DataSpec, digits, mnist, synthetic
+from tfx_hydra.data import DataSpec, digits, keras_dataset, synthetic
 from tfx_hydra.errors import ConfigError, DataError
 
 
@@ -59,7 +60,7 @@ def test_limit_caps_the_training_split():
 
 def test_mnist_from_a_local_npz(tmp_path):
     path = write_mnist_npz(tmp_path / "mnist.npz", train=200, test=50)
-    data = mnist(path=str(path), input_shape=[28, 28], num_classes=10, batch_size=32, seed=0, validation_split=0.1)
+    data = keras_dataset("mnist", path=str(path), input_shape=[28, 28], num_classes=10, batch_size=32, seed=0, validation_split=0.1)
     assert (data.num_train, data.num_validation, data.num_test) == (180, 20, 50)
     x, _ = next(iter(data.test))
     assert x.shape == (32, 28, 28) and float(np.max(x)) == 1.0  # scaled from uint8
@@ -67,7 +68,7 @@ def test_mnist_from_a_local_npz(tmp_path):
 
 def test_mnist_validation_split_zero_validates_on_the_test_split_like_the_seed(tmp_path):
     path = write_mnist_npz(tmp_path / "mnist.npz", train=200, test=50)
-    data = mnist(path=str(path), input_shape=[28, 28], num_classes=10, batch_size=32, seed=0, validation_split=0)
+    data = keras_dataset("mnist", path=str(path), input_shape=[28, 28], num_classes=10, batch_size=32, seed=0, validation_split=0)
     assert (data.num_train, data.num_validation, data.num_test) == (200, 50, 50)
     assert np.array_equal(labels(data.validation), labels(data.test))
     x, _ = next(iter(data.validation))
@@ -76,14 +77,14 @@ def test_mnist_validation_split_zero_validates_on_the_test_split_like_the_seed(t
 
 def test_mnist_missing_file(tmp_path):
     with pytest.raises(DataError, match=r"data.path=.*nope.npz does not exist"):
-        mnist(path=str(tmp_path / "nope.npz"), input_shape=[28, 28], num_classes=10, batch_size=32, seed=0)
+        keras_dataset("mnist", path=str(tmp_path / "nope.npz"), input_shape=[28, 28], num_classes=10, batch_size=32, seed=0)
 
 
 def test_mnist_file_that_is_not_an_npz(tmp_path):
     bad = tmp_path / "mnist.npz"
     bad.write_text("this is not a zip archive")
     with pytest.raises(DataError, match=r"is not a valid .npz file") as caught:
-        mnist(path=str(bad), input_shape=[28, 28], num_classes=10, batch_size=32, seed=0)
+        keras_dataset("mnist", path=str(bad), input_shape=[28, 28], num_classes=10, batch_size=32, seed=0)
     assert "Fix: point data.path at an .npz" in str(caught.value)
 
 
@@ -91,7 +92,7 @@ def test_mnist_npz_without_the_expected_arrays(tmp_path):
     path = tmp_path / "other.npz"
     np.savez(path, images=np.zeros((3, 28, 28)))
     with pytest.raises(DataError, match=r"has no array x_train, y_train, x_test, y_test \(it holds \['images'\]\)"):
-        mnist(path=str(path), input_shape=[28, 28], num_classes=10, batch_size=32, seed=0)
+        keras_dataset("mnist", path=str(path), input_shape=[28, 28], num_classes=10, batch_size=32, seed=0)
 
 
 def test_a_declared_shape_that_does_not_match_the_data():
@@ -119,11 +120,10 @@ def test_split_fractions_out_of_range():
 
 def test_download_failure_says_how_to_work_offline(monkeypatch):
     # Fault injection: make Keras' MNIST download fail as it does on a machine without internet.
-    import keras
 
     def offline(*args, **kwargs):
         raise Exception("URL fetch failure on https://storage.googleapis.com/...: None -- [Errno -3]")
     monkeypatch.setattr(keras.datasets.mnist, "load_data", offline)
     with pytest.raises(DataError, match=r"could not download MNIST") as caught:
-        mnist(path=None, input_shape=[28, 28], num_classes=10, batch_size=32, seed=0)
+        keras_dataset("mnist", path=None, input_shape=[28, 28], num_classes=10, batch_size=32, seed=0)
     assert "data.path=/abs/path/mnist.npz" in str(caught.value)

@@ -6,12 +6,14 @@ from __future__ import annotations
 import os
 import sys
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 from PIL import Image
 
 from tfx_hydra.data import csv, digits, image_folder, keras_dataset, tfds, tfrecord
+from tfx_hydra.data.pipeline import DataSpec, PipelineOptions, streamed_datasets
 from tfx_hydra.data.to_tfrecord import main as to_tfrecord
 from tfx_hydra.errors import ConfigError, DataError
 
@@ -66,8 +68,6 @@ def test_tfrecord_order_is_deterministic_and_seeded(digits_tfrecords):
 
 
 def test_tfrecord_cache_file_limit_and_a_training_run(digits_tfrecords, tmp_path):
-    import keras
-
     pattern = str(digits_tfrecords / "train-*.tfrecord")
     data = tfrecord(pattern, str(digits_tfrecords / "test-*.tfrecord"), [8, 8], 10, batch_size=32, seed=0,
                     raw_scale=1 / 16, cache=str(tmp_path / "cache"), limit=320, map_parallelism=2, prefetch=2)
@@ -356,8 +356,6 @@ def test_tfrecord_nan_is_named_by_file_and_record_within_the_checked_batches(tmp
 
 
 def test_a_streamed_split_with_nan_is_named_by_source_split_and_example():
-    from tfx_hydra.data.pipeline import DataSpec, PipelineOptions, streamed_datasets
-
     x = np.random.default_rng(0).random((100, 4)).astype("float32")
     x[42, 1] = np.nan
     clean = tf.data.Dataset.from_tensor_slices((x[:40], np.zeros(40, "int64")))

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from ai_edge_litert.interpreter import Interpreter
+from omegaconf import OmegaConf
 
 from tfx_hydra.data import digits
-from tfx_hydra.errors import ExportError
-from tfx_hydra.export import SavedModelExport, next_version
+from tfx_hydra.errors import ConfigError, ExportError
+from tfx_hydra.export import (KerasExport, OnnxExport, SavedModelExport, TFLiteExport, TfjsExport, export_model,
+                              next_version)
 from tfx_hydra.models import mlp
+from tests.fakes import RecordingTracker
 
 
 @pytest.fixture(scope="module")
@@ -77,20 +83,7 @@ def test_next_version_ignores_non_integer_folders(tmp_path):
     assert next_version(str(tmp_path / "missing")) == 1
 
 
-def test_unwritable_export_dir_is_a_clear_error(trained, tmp_path):
-    model, data = trained
-    blocker = tmp_path / "file"
-    blocker.write_text("not a folder")
-    with pytest.raises(ExportError, match=r"cannot write to export.savedmodel.export_dir=.*file"):
-        SavedModelExport(export_dir=str(blocker), model_name="m")(model, data)
-
-
 # --- TFLite, ONNX and Keras exports, verified against the Keras model ---------------------------
-
-from omegaconf import OmegaConf  # noqa: E402
-
-from tfx_hydra.errors import ConfigError  # noqa: E402
-from tfx_hydra.export import KerasExport, OnnxExport, TFLiteExport  # noqa: E402
 
 
 def test_tflite_float32_equals_keras_and_runs_in_litert(trained, tmp_path):
@@ -99,7 +92,6 @@ def test_tflite_float32_equals_keras_and_runs_in_litert(trained, tmp_path):
     assert result.path == str(tmp_path / "m.tflite")
     assert result.metrics["export.tflite.max_abs_diff"] < 1e-5
     assert result.metrics["export.tflite.accuracy"] == result.metrics["export.tflite.keras_accuracy"]
-    from ai_edge_litert.interpreter import Interpreter  # an independent check of the file itself
     interpreter = Interpreter(model_path=result.path)
     assert list(interpreter.get_input_details()[0]["shape_signature"]) == [-1, 8, 8]
 
@@ -143,16 +135,6 @@ def test_an_onnx_runtime_load_failure_names_the_opset(trained, tmp_path):
 
 
 def test_a_failed_export_is_recorded_and_the_others_kept_unless_strict(trained, tmp_path):
-    from tfx_hydra.run import export_model
-    from tfx_hydra.tracking import NullTracker
-
-    class Tags(NullTracker):
-        def __init__(self):
-            self.tags = {}
-
-        def set_tags(self, tags):
-            self.tags.update(tags)
-
     model, data = trained
     config = OmegaConf.create({
         "strict": False,
@@ -160,19 +142,17 @@ def test_a_failed_export_is_recorded_and_the_others_kept_unless_strict(trained, 
                  "opset": 1},
         "keras": {"_target_": "tfx_hydra.export.KerasExport", "export_dir": str(tmp_path), "model_name": "m"},
     })
-    tracker = Tags()
+    tracker = RecordingTracker()
     results = export_model(model, data, config, tracker)
     assert [r.kind for r in results] == ["keras"]
     assert tracker.tags["export.onnx.error"].startswith("ExportError: ONNX Runtime cannot load")
     assert tracker.tags["export.failed"] == 1
     config.strict = True
     with pytest.raises(ExportError, match=r"1 export\(s\) failed: onnx: ExportError: ONNX Runtime cannot load"):
-        export_model(model, data, config, Tags())
+        export_model(model, data, config, RecordingTracker())
 
 
 # --- TensorFlow.js: the converter lives in another environment -----------------------------------
-
-from tfx_hydra.export import TfjsExport  # noqa: E402
 
 
 def test_tfjs_without_its_converter_says_how_to_install_it(trained, tmp_path):
@@ -200,14 +180,11 @@ json.dump({{"args": sys.argv[1:-2]}}, open(os.path.join(out, "model.json"), "w")
     fake.chmod(0o755)
     result = TfjsExport(export_dir=str(tmp_path / "export"), model_name="m", converter=str(fake))(model, data)
     assert result.path == str(tmp_path / "export" / "m_tfjs")
-    import json
     args = json.loads((tmp_path / "export" / "m_tfjs" / "model.json").read_text())["args"]
     assert args == ["--input_format=tf_saved_model", "--signature_name=serving_default", "--saved_model_tags=serve"]
 
 
 def test_an_op_tflite_lacks_is_named_with_the_fix(tmp_path):
-    import keras
-
     class SingularValues(keras.layers.Layer):
         def call(self, x):
             return tf.linalg.svd(x, compute_uv=False)  # tf.Svd: no TFLite built-in kernel
@@ -221,9 +198,10 @@ def test_an_op_tflite_lacks_is_named_with_the_fix(tmp_path):
                                  "  Fix: export.tflite.select_tf_ops=true (links TensorFlow's kernels into the .tflite)")
 
 
-def test_a_file_in_the_way_of_the_export_dir_is_a_clear_error(trained, tmp_path):
+@pytest.mark.parametrize("exporter, name", [(SavedModelExport, "savedmodel"), (TFLiteExport, "tflite")])
+def test_a_file_in_the_way_of_the_export_dir_is_a_clear_error(exporter, name, trained, tmp_path):
     model, data = trained
     blocker = tmp_path / "taken"
     blocker.write_text("a file, not a folder")
-    with pytest.raises(ExportError, match=r"cannot write to export.tflite.export_dir=.*taken \(.+\)\.\n  Fix: "):
-        TFLiteExport(export_dir=str(blocker), model_name="m")(model, data)
+    with pytest.raises(ExportError, match=rf"cannot write to export.{name}.export_dir=.*taken \(.+\)\.\n  Fix: "):
+        exporter(export_dir=str(blocker), model_name="m")(model, data)

@@ -6,14 +6,16 @@ import keras
 import numpy as np
 import pytest
 
+from tfx_hydra.errors import ConfigError
+from tfx_hydra.hardware import GpuDetails, HardwareInfo
 from tfx_hydra.models import cnn, mlp
-from tfx_hydra.precision import set_precision
+from tfx_hydra.precision import FLOAT32, apply_loss_scaling, resolve_policy, set_precision
 
 
 @pytest.fixture(autouse=True)
 def restore_float32():
     yield
-    set_precision("float32")
+    set_precision(FLOAT32)
 
 
 @pytest.mark.parametrize("policy,compute", [("float32", "float32"), ("mixed_float16", "float16"),
@@ -48,9 +50,6 @@ def test_other_policies_keep_the_plain_optimizer(policy):
 
 # --- precision=auto, warnings and loss scaling -------------------------------------------------
 
-from tfx_hydra.errors import ConfigError  # noqa: E402
-from tfx_hydra.hardware import GpuDetails, HardwareInfo  # noqa: E402
-from tfx_hydra.precision import apply_loss_scaling, resolve_policy  # noqa: E402
 
 CPU = HardwareInfo(profile="cpu", precision="float32")
 A100 = HardwareInfo(profile="a100", precision="mixed_bfloat16", gpus=[GpuDetails(0, "NVIDIA A100", (8, 0))])

@@ -3,6 +3,7 @@ PyPI, keras.applications with local weights, unfreezing for fine-tuning; resnet_
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 import zipfile
@@ -11,8 +12,9 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from hydra.utils import instantiate
 
-from tests.helpers import save_tiny_hub_model
+from tests.helpers import compose, save_tiny_hub_model
 from tfx_hydra.data import digits
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.models import BACKBONE, cnn, hub, keras_app, resnet_small, unfreeze_backbone
@@ -167,11 +169,8 @@ def test_cnn_blocks_and_batch_norm():
 def test_hub_presets_load_their_url_from_tfhub_cache_dir(preset, tmp_path, monkeypatch):
     """A URL handle already in TFHUB_CACHE_DIR (TF Hub keys it by the handle's SHA-1) loads with no
     network: how a user brings the preset models to a machine without internet."""
-    import hashlib
 
-    from hydra.utils import instantiate
 
-    from tests.helpers import compose
 
     cfg = compose([f"model={preset}"])
     handle = cfg.model.handle

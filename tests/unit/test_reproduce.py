@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 from mlflow.tracking import MlflowClient
+from omegaconf import OmegaConf
 
+from tests.helpers import compose
 from tfx_hydra import reproduce
 from tfx_hydra.environment import installed_packages
 
@@ -66,9 +68,6 @@ def test_the_rerun_uses_the_recorded_overrides_into_the_same_store():
 
 
 def test_config_differences_show_what_the_code_composes_differently_today():
-    from tests.helpers import compose
-    from omegaconf import OmegaConf
-
     recorded = OmegaConf.to_container(compose(["model.units=64"]), resolve=False)
     recorded.pop("hydra", None)
     recorded["paths"] = {"launch_dir": "${hydra:runtime.cwd}", "output_dir": "${hydra:runtime.output_dir}"}

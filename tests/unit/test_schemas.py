@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from tests.helpers import REPO, compose
@@ -52,7 +55,7 @@ def test_model_reads_the_data_spec_by_interpolation():
 
 def test_seed_experiment_is_the_seed_recipe():
     cfg = compose(["experiment=seed_mnist_mlp"])
-    assert cfg.data._target_ == "tfx_hydra.data.mnist"
+    assert (cfg.data._target_, cfg.data.name) == ("tfx_hydra.data.keras_dataset", "mnist")
     assert (cfg.model.units, cfg.model.dropout, cfg.model.layers) == (128, 0.2, 1)
     assert cfg.optimizer._target_ == "keras.optimizers.Adam"
     assert (cfg.trainer.epochs, cfg.trainer.batch_size) == (5, 32)
@@ -106,9 +109,6 @@ def test_an_unknown_key_added_with_plus_is_rejected_with_the_valid_keys():
 
 
 def test_validation_does_not_import_tensorflow_or_mlflow():
-    import subprocess
-    import sys
-
     code = ("import sys; from tests.helpers import compose; from tfx_hydra.schemas import validate; "
             "validate(compose(['trainer.epochs=3'])); "
             "print(sorted(m for m in ('tensorflow', 'keras', 'mlflow') if m in sys.modules))")

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import tensorflow as tf
 
+import tfx_hydra.strategy as strategy_module
 from tfx_hydra.data import digits
-from tfx_hydra.errors import ConfigError
+from tfx_hydra.errors import ConfigError, HardwareMismatch
+from tfx_hydra.keras_compat import needs_multi_worker_fix
 from tfx_hydra.hardware import GpuDetails, HardwareInfo
 from tfx_hydra.models import mlp
-from tfx_hydra.strategy import auto_strategy, mirrored_strategy, one_device_strategy
+from tfx_hydra.schemas import TrainerConfig
+from tfx_hydra.strategy import (auto_strategy, is_chief, mirrored_strategy, multi_worker_strategy, one_device_strategy,
+                                plan_batches, tpu_strategy)
 
 CPU_ONLY = HardwareInfo(profile="cpu")
 
@@ -22,7 +28,6 @@ def test_auto_on_cpu_is_the_default_strategy():
 
 def test_auto_picks_mirrored_for_several_gpus(monkeypatch):
     # No GPU here: record which factory auto chooses for a 2-GPU HardwareInfo instead of building it.
-    import tfx_hydra.strategy as strategy_module
 
     chosen = []
     monkeypatch.setattr(strategy_module, "mirrored_strategy", lambda hardware: chosen.append("mirrored"))
@@ -65,11 +70,7 @@ def test_mirrored_on_two_logical_cpus_trains_with_two_replicas(two_logical_cpus)
 
 # --- multi-worker, Slurm and TPU ---------------------------------------------------------------
 
-import json  # noqa: E402
 
-from tfx_hydra.errors import HardwareMismatch  # noqa: E402
-from tfx_hydra.keras_compat import needs_multi_worker_fix  # noqa: E402
-from tfx_hydra.strategy import is_chief, multi_worker_strategy, tpu_strategy  # noqa: E402
 
 MWMS = "tfx_hydra.strategy.multi_worker_strategy"
 
@@ -118,3 +119,29 @@ def test_tpu_without_a_tpu_fails_clearly_without_touching_the_network():
 def test_the_keras_fix_is_gated_to_the_versions_it_was_verified_on():
     assert needs_multi_worker_fix("3.15.1") and needs_multi_worker_fix("3.7.0")
     assert not needs_multi_worker_fix("3.6.0") and not needs_multi_worker_fix("3.16.0")
+
+
+# --- the batch plan ----------------------------------------------------------------------------
+
+class FakeStrategy:
+    """Only the replica count matters to the plan."""
+
+    def __init__(self, replicas):
+        self.num_replicas_in_sync = replicas
+
+
+def test_auto_batch_is_the_profiles_per_replica_batch_times_replicas():
+    a100 = HardwareInfo(profile="a100", per_replica_batch_size=512, steps_per_execution=16)
+    plan = plan_batches(TrainerConfig(batch_size="auto"), a100, FakeStrategy(1))
+    assert (plan.global_size, plan.per_replica, plan.steps_per_execution) == (512, 512, 16)
+    assert plan_batches(TrainerConfig(batch_size=96), a100, FakeStrategy(1)).global_size == 96
+
+
+def test_several_replicas_cap_steps_per_execution_at_one_and_say_why_when_asked(caplog):
+    a100 = HardwareInfo(profile="a100", per_replica_batch_size=512, steps_per_execution=16)
+    plan = plan_batches(TrainerConfig(batch_size="auto"), a100, FakeStrategy(4))
+    assert (plan.global_size, plan.per_replica, plan.steps_per_execution) == (2048, 512, 1)
+    assert caplog.records == []  # the profile's value: capped quietly
+    plan = plan_batches(TrainerConfig(batch_size=64, steps_per_execution=8), a100, FakeStrategy(2))
+    assert plan.steps_per_execution == 1
+    assert "trainer.steps_per_execution=8 fails in Keras with 2 replicas" in caplog.records[0].getMessage()

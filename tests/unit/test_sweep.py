@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import csv
 import os
+import shlex
 
 import pytest
+from hydra import initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.types import RunMode
-from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 
+from tests.helpers import mlflow_client
 from tfx_hydra import sweep
 from tfx_hydra.errors import ConfigError
-from tfx_hydra.schemas import TrackingConfig
+from tfx_hydra.schemas import SweepConfig, TrackingConfig
 from tfx_hydra.tracking import tracked_run
 
 
@@ -58,7 +61,7 @@ def child_job(tmp_path, callback, num, job_overrides, objective=None, fail=None)
 
 @pytest.fixture
 def client(tmp_path):
-    return MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    return mlflow_client(tmp_path)
 
 
 def test_a_sweep_is_a_parent_run_with_its_jobs_nested_under_it(tmp_path, client):
@@ -178,9 +181,6 @@ def test_tracking_none_makes_no_parent(tmp_path):
 
 def composed_sweep(overrides: list[str]):
     """The launching process's config as Hydra composes it for `-m overrides` (hydra section included)."""
-    from hydra import initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-
     with initialize_config_module(config_module="tfx_hydra.conf", version_base="1.3"):
         return GlobalHydra.instance().config_loader().load_configuration(
             config_name="config", overrides=[*overrides, sweep.MULTIRUN_OVERRIDE], run_mode=RunMode.MULTIRUN)
@@ -194,8 +194,6 @@ def composed_sweep(overrides: list[str]):
      "OptunaSweeper"),
 ])
 def test_the_parents_command_re_runs_the_same_sweep(overrides, launcher, sweeper, tmp_path):
-    import shlex
-
     config = composed_sweep(overrides)
     tags = sweep.sweep_tags(config, str(tmp_path))
     hydra_own = [o for o in overrides if o.startswith("hydra")]
@@ -221,3 +219,12 @@ def test_the_slurm_launcher_is_refused_only_where_there_is_no_srun(tmp_path, mon
     srun.write_text("#!/bin/sh\n")
     srun.chmod(0o755)
     sweep.require_launcher_runs_here(slurm)
+
+
+def test_the_objective_is_the_configured_metric():
+    objective = sweep.objective
+    metrics = {"val_accuracy": 0.9, "test_accuracy": 0.8}
+    assert objective(metrics, SweepConfig(metric="test_accuracy")) == 0.8
+    with pytest.raises(ConfigError, match=r"sweep.metric=val_auc is not a metric this run produced.\n"
+                                          r"  Fix: one of: test_accuracy, val_accuracy"):
+        objective(metrics, SweepConfig(metric="val_auc"))

@@ -11,13 +11,14 @@ deep inside Keras.
     files.py      on disk:   tfrecord, image_folder, csv
     catalogs.py   TensorFlow Datasets (the optional `tfds` extra)
     pipeline.py   what they share: the common options, cache -> shuffle -> batch -> prefetch
+    preflight.py  what a data config names (files, shared options), checked before TensorFlow loads
     to_tfrecord.py  `python -m tfx_hydra.data.to_tfrecord`: any configured dataset -> TFRecord shards
 """
 
-from tfx_hydra.data.arrays import digits, keras_dataset, mnist, synthetic
+from tfx_hydra.data.arrays import digits, keras_dataset, synthetic
 from tfx_hydra.data.catalogs import tfds
 from tfx_hydra.data.files import csv, image_folder, tfrecord
 from tfx_hydra.data.pipeline import DataSpec, Datasets, PipelineOptions
 
-__all__ = ["DataSpec", "Datasets", "PipelineOptions", "csv", "digits", "image_folder", "keras_dataset", "mnist",
-           "synthetic", "tfds", "tfrecord"]
+__all__ = ["DataSpec", "Datasets", "PipelineOptions", "csv", "digits", "image_folder", "keras_dataset", "synthetic",
+           "tfds", "tfrecord"]

@@ -63,13 +63,6 @@ def keras_dataset(name, path, input_shape, num_classes, batch_size, seed, valida
     return from_arrays(splits, input_shape, num_classes, options, normalization, raw_scale=PIXEL_SCALE)
 
 
-def mnist(path, input_shape, num_classes, batch_size, seed, validation_split=0.1, normalization="scale",
-          **pipeline) -> Datasets:
-    """MNIST, the seed's dataset: `keras_dataset` with name=mnist."""
-    return keras_dataset("mnist", path, input_shape, num_classes, batch_size, seed, validation_split,
-                         normalization, **pipeline)
-
-
 def download_keras_dataset(name: str) -> dict[str, np.ndarray]:
     import keras
 

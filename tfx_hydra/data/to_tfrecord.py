@@ -19,6 +19,7 @@ import numpy as np
 
 from hydra.errors import HydraException
 
+from tfx_hydra.console import use_terminal
 from tfx_hydra.errors import ConfigError, TfxHydraError
 
 SPLITS = ("train", "validation", "test")
@@ -31,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
                         "that will read them, so data.shard_policy=file can give each its own)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides that select the data, e.g. data=mnist")
     args = parser.parse_intermixed_args(argv)
+    use_terminal()
     try:
         written = convert(args.output_dir, args.shards, args.overrides)
     except (TfxHydraError, HydraException) as err:  # a user mistake: the message, not a traceback
@@ -42,15 +44,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def convert(output_dir: str, shards: int, overrides: list[str]) -> str:
     """Write the shards and tfrecord.yaml; return the `python -m tfx_hydra` overrides that read them."""
-    from hydra import compose, initialize_config_module
     from omegaconf import OmegaConf
 
-    from tfx_hydra.run import build
+    from tfx_hydra.config import build, compose
 
     if shards < 1:
         raise ConfigError(f"--shards={shards}: expected at least 1.", fix="--shards 4")
-    with initialize_config_module(config_module="tfx_hydra.conf", version_base="1.3"):
-        cfg = compose(config_name="config", overrides=list(overrides))
+    cfg = compose(overrides)
     data_cfg = OmegaConf.to_container(cfg.data, resolve=True)
     data_cfg.update(shuffle_buffer=0, cache=False)  # written in order; data.limit still applies
     datasets = build(OmegaConf.create(data_cfg), "data", batch_size=256)

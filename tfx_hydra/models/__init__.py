@@ -14,4 +14,12 @@ cross-entropy needs. Keras is imported inside the builders (validation must not 
 from tfx_hydra.models.pretrained import BACKBONE, hub, keras_app, require_backbone, unfreeze_backbone
 from tfx_hydra.models.small import cnn, mlp, resnet_small
 
-__all__ = ["BACKBONE", "cnn", "hub", "keras_app", "mlp", "require_backbone", "resnet_small", "unfreeze_backbone"]
+__all__ = ["BACKBONE", "cnn", "count_params", "hub", "keras_app", "mlp", "require_backbone", "resnet_small",
+           "unfreeze_backbone"]
+
+
+def count_params(weights) -> int:
+    """How many numbers `weights` (a model's trainable or frozen weights) hold."""
+    import numpy as np
+
+    return int(sum(np.prod(w.shape) for w in weights))

@@ -124,8 +124,6 @@ class Preprocess(keras.layers.Layer):
     def __init__(self, architecture: str, **kwargs):
         super().__init__(**kwargs)
         self.architecture = architecture
-        from tfx_hydra.models.pretrained import application
-
         module = importlib.import_module(application(architecture).__module__)
         self._preprocess = module.preprocess_input
 
@@ -134,3 +132,15 @@ class Preprocess(keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "architecture": self.architecture}
+
+
+def application(architecture: str):
+    """The keras.applications constructor named `architecture`, or the error that lists them."""
+    import keras
+
+    constructor = getattr(keras.applications, architecture, None)
+    if constructor is None or not callable(constructor):
+        known = sorted(n for n in dir(keras.applications) if n[:1].isupper())
+        raise ConfigError(f"model.architecture={architecture} is not in keras.applications.",
+                          fix=f"one of {', '.join(known[:12])}, ... (keras.applications lists {len(known)})")
+    return constructor

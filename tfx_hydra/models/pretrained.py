@@ -27,6 +27,8 @@ def keras_app(name, architecture, input_shape, num_classes, weights=None, freeze
     `preprocess` applies the architecture's own preprocess_input to [0, 1] pixels x 255."""
     import keras
 
+    from tfx_hydra.models.layers import Preprocess, application  # they import Keras: only when a model is built
+
     require_rate("model.dropout", dropout)
     constructor = application(architecture)
     inputs, x = image_inputs(input_shape, resize_to, channels=3)
@@ -45,8 +47,6 @@ def keras_app(name, architecture, input_shape, num_classes, weights=None, freeze
     backbone.name = BACKBONE
     backbone.trainable = not freeze_backbone
     if preprocess:
-        from tfx_hydra.models.layers import Preprocess
-
         x = keras.layers.Rescaling(255.0, name="to_pixels")(x)
         x = Preprocess(architecture, name="preprocess")(x)
     x = backbone(x, training=False) if freeze_backbone else backbone(x)
@@ -68,8 +68,7 @@ def hub(name, handle, input_shape, num_classes, freeze_backbone=True, output_key
                  else (lambda i: (i, i))(keras.Input(shape=tuple(input_shape), name="inputs")))
     x = HubLayer(handle, output_key=output_key, signature=signature, trainable=not freeze_backbone, name=BACKBONE)(x)
     if len(x.shape) > 2:  # a feature map or a sequence: pool it to one vector
-        x = keras.layers.Flatten(name="flatten")(x) if len(x.shape) == 2 else \
-            keras.layers.Reshape((-1, x.shape[-1]), name="to_sequence")(x)
+        x = keras.layers.Reshape((-1, x.shape[-1]), name="to_sequence")(x)
         x = keras.layers.GlobalAveragePooling1D(name="pool")(x)
     if dropout:
         x = keras.layers.Dropout(dropout, name="head_dropout")(x)
@@ -100,17 +99,6 @@ def unfreeze_backbone(model, top_layers: int | None = None) -> int:
 
 
 # --- helpers ---------------------------------------------------------------------------------------
-
-def application(architecture: str):
-    import keras
-
-    constructor = getattr(keras.applications, architecture, None)
-    if constructor is None or not callable(constructor):
-        known = sorted(n for n in dir(keras.applications) if n[:1].isupper())
-        raise ConfigError(f"model.architecture={architecture} is not in keras.applications.",
-                          fix=f"one of {', '.join(known[:12])}, ... (keras.applications lists {len(known)})")
-    return constructor
-
 
 def resolve_weights(weights):
     if weights in WEIGHTS_SOURCES:

@@ -1,4 +1,4 @@
-"""export: exporters, one per option in conf/export/ (several at once: export=[savedmodel,tflite,onnx]).
+"""formats: the exporters, one per option in conf/export/ (several at once: export=[savedmodel,tflite,onnx]).
 
 An exporter is built from its config, then called with the trained model and the
 datasets; it writes its artifact, verifies it against the Keras model on the validation
@@ -363,57 +363,3 @@ def _move_to_next_version(source: str, model_dir: str) -> str:
             if not os.path.exists(target):
                 raise
     raise ExportError(f"could not claim a new version folder in {model_dir} after 100 tries.")
-
-
-# --- evaluating an export (mode=evaluate) -------------------------------------------------
-
-def resolve_export_source(source: str, tracking_config, launch_dir: str, download_dir: str) -> str:
-    """A local SavedModel folder for `source`: a folder (a TF Serving model folder means its newest
-    version), or runs:/<run id>, whose SavedModel export is fetched from the MLflow store into
-    `download_dir` (the evaluating run's own output dir: kept with the run it explains, never
-    left in the system's temp folder)."""
-    if source.startswith("runs:/"):
-        source = _download_savedmodel(source, tracking_config, launch_dir, download_dir)
-    if os.path.isdir(source) and not os.path.isfile(os.path.join(source, "saved_model.pb")) \
-            and next_version(source) > 1:
-        source = os.path.join(source, str(next_version(source) - 1))
-    if not os.path.isfile(os.path.join(source, "saved_model.pb")):
-        raise ExportError(f"export.source={source} holds no SavedModel (no saved_model.pb there).",
-                          fix="point export.source at an export folder such as outputs/<date>/<time>/export/mlp/1, "
-                          "or at runs:/<run id> of a run with export=savedmodel")
-    return source
-
-
-def _download_savedmodel(uri: str, tracking_config, launch_dir: str, download_dir: str) -> str:
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
-
-    from tfx_hydra.tracking import resolve_tracking_uri
-
-    run_id = uri[len("runs:/"):].strip("/").split("/")[0]
-    client = MlflowClient(tracking_uri=resolve_tracking_uri(tracking_config, launch_dir))
-    try:
-        client.get_run(run_id)
-        os.makedirs(download_dir, exist_ok=True)
-        return client.download_artifacts(run_id, "export/savedmodel", download_dir)
-    except MlflowException as err:
-        raise ExportError(f"export.source={uri}: {err.message}",
-                          fix="check the run id in the MLflow UI (and tracking.uri), or pass the export folder") \
-            from None
-
-
-def evaluate_saved_model(path: str, datasets) -> dict[str, float]:
-    """Accuracy and cross-entropy of the SavedModel's serving_default on the test split (raw inputs)."""
-    import keras
-    import numpy as np
-    import tensorflow as tf
-
-    serve = tf.saved_model.load(path).signatures["serving_default"]
-    losses, hits, total = [], 0, 0
-    for scaled, labels in datasets.test:
-        outputs = serve(inputs=datasets.spec.denormalize(scaled))
-        probabilities = outputs["probabilities"] if "probabilities" in outputs else next(iter(outputs.values()))
-        losses.append(np.asarray(keras.losses.sparse_categorical_crossentropy(labels, probabilities)))
-        hits += int(np.sum(np.argmax(probabilities.numpy(), axis=-1) == labels.numpy()))
-        total += len(labels)
-    return {"test_accuracy": hits / total, "test_loss": float(np.mean(np.concatenate(losses)))}

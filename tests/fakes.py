@@ -1,0 +1,58 @@
+"""Test doubles for the Tracker interface (tfx_hydra.tracking.Tracker).
+
+`RecordingTracker` implements every method of the protocol explicitly and keeps what would go to
+MLflow, so a test asserts on it; a misspelt call fails with AttributeError, as it would on the
+real tracker (tests/unit/test_tracker.py checks both against the protocol).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class RecordingTracker:
+    """Keeps what would go to MLflow, to assert on it."""
+
+    run_id = None
+    ui_command = None
+    resumed_backup_dir = None
+    backup_dir = None
+
+    def __init__(self) -> None:
+        self.epochs: list[tuple[int, dict]] = []
+        self.metrics: dict[str, float] = {}
+        self.tags: dict[str, Any] = {}
+        self.params: dict[str, str] = {}
+        self.artifacts: list[tuple[str, str | None]] = []
+        self.models: list[Any] = []
+        self.ended: tuple[str, str | None] | None = None
+
+    def log_config(self, config) -> None:
+        self.params["<config>"] = str(config)
+
+    def log_params(self, params: dict[str, str]) -> None:
+        self.params.update(params)
+
+    def set_tags(self, tags: dict[str, Any]) -> None:
+        self.tags.update(tags)
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        self.metrics.update(metrics)
+
+    def log_epoch(self, epoch: int, logs: dict[str, Any] | None) -> None:
+        self.epochs.append((epoch, dict(logs or {})))
+
+    def log_missing_epochs(self, backed_up: dict[int, dict[str, float]]) -> None:
+        pass  # as if MLflow held every backed-up epoch
+
+    def log_artifacts(self, local_dir: str, artifact_path: str | None = None) -> None:
+        self.artifacts.append((local_dir, artifact_path))
+
+    def log_artifact(self, local_path: str, artifact_path: str | None = None) -> None:
+        self.artifacts.append((local_path, artifact_path))
+
+    def log_model(self, model, example_inputs, register_as: str | None = None) -> None:
+        self.models.append(model)
+
+    def end(self, status: str, error: str | None = None) -> None:
+        self.ended = (status, error)

@@ -1,0 +1,198 @@
+"""The callbacks at work in a real fit: divergence stops (planted, so the product decides the
+outcome on every CPU: tests/planted.py), and the per-epoch backup resumes or refuses."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfx_hydra.callbacks import NonFiniteGuard, non_finite_weights
+from tfx_hydra.errors import TrainingError
+from tfx_hydra.models import mlp
+from tfx_hydra.precision import FLOAT32, MIXED_FLOAT16, apply_loss_scaling, set_precision
+from tfx_hydra.schemas import TrainerConfig
+from tfx_hydra.strategy import BatchPlan
+from tfx_hydra.trainer import compile_model, train
+from tests.fakes import RecordingTracker
+from tests.planted import loss_nan_when, mlp_with_nan_after
+from tests.training import ADAM, batches_per_epoch, compiled, settings_with, setup_with
+
+
+def compiled_with_loss(loss, trainer: TrainerConfig):
+    model = mlp(name="mlp", input_shape=[8, 8], num_classes=10)
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss=loss, metrics=["accuracy"])
+    return model
+
+
+def test_a_nan_loss_stops_training_and_fails_with_a_hint(data):
+    trainer = TrainerConfig(epochs=5, verbose=False)
+    model = compiled_with_loss(loss_nan_when(tf.Variable(True)), trainer)
+    with pytest.raises(TrainingError, match=r"the training loss became nan in epoch 1, batch 1; training stopped. "
+                                            r"No epoch completed.*\n  Fix: lower optimizer.learning_rate"):
+        train(model, data, trainer, RecordingTracker())
+
+
+def test_a_nan_loss_in_a_later_epoch_names_epoch_and_batch_and_keeps_the_last_good_backup(data, tmp_path):
+    bad = tf.Variable(False)  # raised when two epochs have completed: the loss turns NaN in the third
+
+    class CountingTracker(RecordingTracker):
+        def log_epoch(self, epoch, logs):
+            super().log_epoch(epoch, logs)
+            bad.assign(epoch + 1 >= 2)
+
+    trainer = TrainerConfig(epochs=5, verbose=False)
+    backup = tmp_path / "backup"
+    tracker = CountingTracker()
+    with pytest.raises(TrainingError) as failure:
+        train(compiled_with_loss(loss_nan_when(bad), trainer), data, trainer, tracker, BatchPlan(32, 1, 1),
+              backup_dir=str(backup))
+    message = str(failure.value)
+    assert message.startswith("TrainingError: the training loss became nan in epoch 3, batch 1; training stopped. "
+                              f"The weights of the last completed epoch (epoch 2) are kept in {backup}.")
+    assert "Fix: lower optimizer.learning_rate (it is 0.01), check the data for NaN/inf values" in message
+    assert any(backup.rglob("*.weights.h5"))  # Keras' TerminateOnNaN would have let BackupAndRestore delete it
+    assert [epoch for epoch, _ in tracker.epochs] == [0, 1]
+
+
+def test_weights_that_turn_nan_under_a_finite_loss_fail_the_run_at_the_epochs_end(data, tmp_path):
+    """What an AVX-512 CPU showed: the reported loss stays finite while the weights are NaN."""
+    trainer = TrainerConfig(epochs=5, verbose=False)
+    model = mlp_with_nan_after(2 * batches_per_epoch(data) + 1, name="mlp", input_shape=[8, 8], num_classes=10)
+    compile_model(model, ADAM, settings_with(trainer), setup_with(), RecordingTracker())
+    backup, tracker = tmp_path / "backup", RecordingTracker()
+    with pytest.raises(TrainingError) as failure:
+        train(model, data, trainer, tracker, BatchPlan(32, 1, 1), backup_dir=str(backup))
+    message = str(failure.value)
+    assert re.match(r"TrainingError: the model's weights became NaN/inf in epoch 3 \(nan_after/planted\), while "
+                    r"the reported training loss was \d\.\d+; training stopped. The weights of the last completed "
+                    rf"epoch \(epoch 2\) are kept in {re.escape(str(backup))}.", message), message
+    assert "Fix: lower optimizer.learning_rate (it is 0.01), check the data for NaN/inf values" in message
+    assert "or use precision=fp32 (the policy is float32)" in message
+    assert json.loads((backup / "training_metadata.json").read_text())["epoch"] == 2  # epochs done: 2
+    assert [epoch for epoch, _ in tracker.epochs] == [0, 1]  # the diverged epoch is not logged
+
+
+@pytest.mark.parametrize("variant", ["steps_per_execution", "grad_accum_steps", "mixed_float16", "two_replicas"])
+def test_the_weight_check_holds_under_every_way_of_training(variant, data):
+
+
+    steps = 4 if variant == "steps_per_execution" else 1
+    accumulate = 2 if variant == "grad_accum_steps" else 1
+    policy = MIXED_FLOAT16 if variant == "mixed_float16" else FLOAT32
+    strategy = (tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]) if variant == "two_replicas"
+                else tf.distribute.get_strategy())
+    set_precision(policy)
+    try:
+        with strategy.scope():
+            model = mlp_with_nan_after(batches_per_epoch(data) + 1, name="mlp", input_shape=[8, 8], num_classes=10)
+            optimizer, auto_scale = apply_loss_scaling(
+                keras.optimizers.Adam(0.01, gradient_accumulation_steps=accumulate if accumulate > 1 else None),
+                policy, "auto")
+            model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy", steps_per_execution=steps,
+                          auto_scale_loss=auto_scale)
+        trainer = TrainerConfig(epochs=3, verbose=False, steps_per_execution=steps, grad_accum_steps=accumulate)
+        with pytest.raises(TrainingError, match=r"the model's weights became NaN/inf in epoch 2 \(nan_after/planted\)"):
+            train(model, data, trainer, RecordingTracker(), BatchPlan(32, strategy.num_replicas_in_sync, steps))
+    finally:
+        set_precision(FLOAT32)
+
+
+def test_a_step_skipped_by_dynamic_loss_scaling_is_not_divergence(data):
+    """mixed_float16 with a loss scale far too large: every step overflows float16 and is skipped
+    while the scale halves, until it fits. The weights never leave finite values: no failure."""
+
+
+    set_precision(MIXED_FLOAT16)
+    try:
+        model = mlp(name="mlp", input_shape=[8, 8], num_classes=10)
+        optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam(0.01), initial_scale=2.0 ** 60)
+        model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+        trainer = TrainerConfig(epochs=3, verbose=False)
+        history = train(model, data, trainer, RecordingTracker())
+    finally:
+        set_precision(FLOAT32)
+    assert float(keras.ops.convert_to_numpy(optimizer.dynamic_scale)) < 2.0 ** 40  # dozens of steps were skipped
+    assert history.history["val_accuracy"][-1] > 0.5  # and training went on
+
+
+def test_the_weight_check_finds_a_nan_planted_in_a_trainable_weight():
+
+
+    model = compiled(TrainerConfig())
+    guard = NonFiniteGuard()
+    guard.set_model(model)
+    guard.on_train_begin()
+    guard.on_epoch_end(0)  # all finite: nothing happens
+    kernel = model.get_layer("dense_0").kernel
+    planted = kernel.numpy()
+    planted[3, 5] = np.inf
+    kernel.assign(planted)
+    assert non_finite_weights(model) == ["dense_0/kernel"]
+    guard.on_epoch_begin(0)
+    with pytest.raises(TrainingError, match=r"weights became NaN/inf in epoch 1 \(dense_0/kernel\); training "
+                                            r"stopped. No epoch completed"):
+        guard.on_epoch_end(0)
+    with pytest.raises(TrainingError, match=r"weights became NaN/inf at the end of training"):
+        guard.on_train_end()
+
+
+class StopAfterEpoch(RecordingTracker):
+    """Raises once epoch `stop` (zero-based) has been backed up: the tracking callback runs last."""
+    def __init__(self, stop):
+        super().__init__()
+        self.stop = stop
+
+    def log_epoch(self, epoch, logs):
+        if epoch == self.stop:
+            raise RuntimeError("stopped here")
+        super().log_epoch(epoch, logs)
+
+
+def test_a_backup_at_or_past_the_last_epoch_is_refused_before_training(data, tmp_path):
+    backup = tmp_path / "backup"
+    trainer = TrainerConfig(epochs=5, verbose=False)
+    with pytest.raises(RuntimeError, match="stopped here"):
+        train(compiled(trainer), data, trainer, StopAfterEpoch(2), backup_dir=str(backup))  # epochs 1-3 backed up
+    fewer = TrainerConfig(epochs=2, verbose=False)
+    tracker = RecordingTracker()
+    with pytest.raises(TrainingError, match=rf"the backup in {re.escape(str(backup))} holds 3 completed epochs, and "
+                                            r"this run trains up to epoch 2: there is nothing left to resume.\n  Fix: "
+                                            r"trainer.epochs=4 or more to train on from the backup"):
+        train(compiled(fewer), data, fewer, tracker, backup_dir=str(backup))
+    assert tracker.epochs == []  # nothing trained, nothing logged
+
+
+def test_a_backup_of_another_model_shape_is_refused_before_training(data, tmp_path):
+    backup = tmp_path / "backup"
+    trainer = TrainerConfig(epochs=5, verbose=False)
+    with pytest.raises(RuntimeError, match="stopped here"):
+        train(compiled(trainer), data, trainer, StopAfterEpoch(0), backup_dir=str(backup))
+    wider = mlp(name="mlp", input_shape=[8, 8], num_classes=10, units=64)
+    compile_model(wider, ADAM, settings_with(trainer), setup_with(), RecordingTracker())
+    with pytest.raises(TrainingError, match=rf"the backup in {re.escape(str(backup))} was written by a model of another "
+                                            r"shape and cannot be resumed"):
+        train(wider, data, trainer, RecordingTracker(), backup_dir=str(backup))
+
+
+def test_a_resume_logs_the_backed_up_epochs_mlflow_never_got_and_no_epoch_twice(data, tmp_path):
+    backup = tmp_path / "backup"
+    trainer = TrainerConfig(epochs=4, verbose=False)
+    first = StopAfterEpoch(1)  # epoch 2 backed up, then the process "dies" before its metrics are written
+    with pytest.raises(RuntimeError):
+        train(compiled(trainer), data, trainer, first, backup_dir=str(backup))
+    assert [epoch for epoch, _ in first.epochs] == [0]
+
+    class Resumed(RecordingTracker):
+        def log_missing_epochs(self, backed_up):  # what MLflow holds: epoch 0 only
+            for epoch in sorted(set(backed_up) - {0}):
+                self.log_epoch(epoch, backed_up[epoch])
+
+    resumed = Resumed()
+    train(compiled(trainer), data, trainer, resumed, backup_dir=str(backup))
+    assert [epoch for epoch, _ in resumed.epochs] == [1, 2, 3]  # 1 from the backup's saved logs, then 2 and 3 trained
+    assert set(resumed.epochs[0][1]) >= {"loss", "val_loss", "accuracy", "epoch_seconds"}

@@ -1,0 +1,56 @@
+"""config.build: our errors pass through, bad arguments are named by their key."""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+
+from tfx_hydra.config import build, compose, group_options
+from tfx_hydra.hardware import load_profiles
+from tfx_hydra.errors import ConfigError, DataError
+
+
+def test_build_passes_our_errors_through_unwrapped():
+    node = OmegaConf.create({"_target_": "tfx_hydra.models.mlp", "name": "m", "input_shape": [8, 8],
+                             "num_classes": 10, "units": -4})
+    with pytest.raises(ConfigError, match=r"model.units=-4 is invalid"):
+        build(node, "model")
+
+
+def test_build_names_the_group_of_an_unknown_argument():
+    node = OmegaConf.create({"_target_": "tfx_hydra.models.mlp", "name": "mlp", "input_shape": [8, 8],
+                             "num_classes": 10, "colour": "red"})
+    with pytest.raises(ConfigError, match=r"cannot build 'model' from its config: .*unexpected keyword argument 'colour'"):
+        build(node, "model")
+    data = OmegaConf.create({"_target_": "tfx_hydra.data.digits", "input_shape": [8, 8], "num_classes": 10,
+                             "batch_size": 32, "seed": 0, "colour": "red"})
+    with pytest.raises(ConfigError, match=r"data.colour is not an option of this data source"):
+        build(data, "data")
+
+
+def test_build_reports_data_errors_as_data_errors(tmp_path):
+    node = OmegaConf.create({"_target_": "tfx_hydra.data.keras_dataset", "name": "mnist", "path": str(tmp_path / "x.npz"),
+                             "input_shape": [28, 28], "num_classes": 10, "batch_size": 32, "seed": 0})
+    with pytest.raises(DataError, match="does not exist"):
+        build(node, "data")
+
+
+def test_compose_gives_the_config_the_command_line_gives():
+    cfg = compose(["hardware=h100", "data=mnist", "trainer.epochs=3"])
+    assert "hydra" not in cfg
+    assert (cfg.trainer.epochs, cfg.data.name, cfg.data._target_) == (3, "mnist", "tfx_hydra.data.keras_dataset")
+    assert cfg.data.shuffle_buffer == 60000 and cfg.data.prefetch == "auto"  # its own value; the shared options
+    assert cfg.hardware.expect.name_pattern == "H100" and cfg.hardware.allocator == "cuda_malloc_async"  # from a100
+
+
+def test_group_options_are_the_files_of_the_group():
+    assert group_options("tracking") == ["mlflow", "none"]
+    assert {"a100", "auto", "cpu", "h100", "t4"} <= set(group_options("hardware"))
+
+
+def test_profiles_that_inherit_are_read_whole_by_hardware_auto():
+    profiles = load_profiles()
+    a100, t4 = profiles["a100"], profiles["t4"]
+    assert (t4.expect.name_pattern, t4.precision, t4.per_replica_batch_size) == ("T4", "mixed_float16", 128)
+    assert (t4.allocator, t4.xla, t4.steps_per_execution) == (a100.allocator, a100.xla, a100.steps_per_execution)
+    assert profiles["a100_80gb"].expect.name_pattern == "A100" and profiles["a100_80gb"].expect.min_memory_gb == 79

@@ -1,0 +1,114 @@
+"""The trainer called directly: compile, one phase of fit with its callbacks, evaluation, out of memory, TensorBoard."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import tensorflow as tf
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorflow.python.framework import config as tf_config
+
+from tfx_hydra.errors import ConfigError, TrainingError
+from tfx_hydra.hardware import HardwareInfo
+from tfx_hydra.metrics import end_of_run_names
+from tfx_hydra.schemas import EarlyStoppingConfig, TrainerConfig
+from tfx_hydra.strategy import BatchPlan
+from tfx_hydra.trainer import evaluate, train
+from tests.fakes import RecordingTracker
+from tests.training import compiled
+
+
+def test_a_loss_or_metric_keras_does_not_know_is_a_config_error_at_compile():
+    with pytest.raises(ConfigError, match=r"trainer.loss: Keras does not know 'cross_entropyy'"):
+        compiled(TrainerConfig(loss="cross_entropyy"))
+    with pytest.raises(ConfigError, match=r"trainer.metrics: Keras does not know 'acuracy'"):
+        compiled(TrainerConfig(metrics=["acuracy"]))
+    assert compiled(TrainerConfig(metrics=["acc", "sparse_top_k_categorical_accuracy"])).compiled
+
+
+def test_jit_compile_auto_follows_the_hardware_profile():
+    tracker = RecordingTracker()
+    assert compiled(TrainerConfig(jit_compile="auto"), HardwareInfo(profile="a100", xla=True), tracker).jit_compile
+    assert tracker.tags["xla"] == "on"
+    assert not compiled(TrainerConfig(jit_compile="auto"), HardwareInfo(profile="cpu", xla=False)).jit_compile
+    assert compiled(TrainerConfig(jit_compile=True), HardwareInfo(profile="cpu", xla=False)).jit_compile
+
+
+def test_xla_refused_under_op_determinism_is_said_not_dropped(caplog):
+    tf_config.enable_op_determinism()
+    try:
+        tracker = RecordingTracker()
+        model = compiled(TrainerConfig(jit_compile=True, deterministic=True), tracker=tracker)
+    finally:
+        tf_config.disable_op_determinism()
+    assert model.jit_compile is False
+    expected = ("XLA was asked for by trainer.jit_compile=true but is off: op determinism is on "
+                "(trainer.deterministic=true), and XLA does not support it.")
+    assert tracker.tags["xla"] == "off" and tracker.tags["xla.note"] == expected
+    assert (logging.WARNING, expected) in [(r.levelno, r.getMessage()) for r in caplog.records]
+
+
+def test_each_epoch_reaches_tracking_once_with_its_throughput(data):
+    tracker = RecordingTracker()
+    history = train(compiled(TrainerConfig(epochs=3)), data, TrainerConfig(epochs=3, verbose=False), tracker)
+    assert [epoch for epoch, _ in tracker.epochs] == [0, 1, 2]
+    logs = tracker.epochs[-1][1]
+    assert {"loss", "accuracy", "val_loss", "val_accuracy", "examples_per_sec", "epoch_seconds"} <= set(logs)
+    assert logs["examples_per_sec"] == pytest.approx(data.num_train / logs["epoch_seconds"])
+    assert tracker.metrics["train_examples_per_sec"] > 0
+    assert history.history["val_accuracy"][-1] > 0.5
+
+
+def test_early_stopping_stops_when_the_monitor_stops_improving(data):
+    # mode=max on val_loss: a falling loss never "improves", so patience 0 stops after epoch 2.
+    trainer = TrainerConfig(epochs=20, verbose=False, early_stopping=EarlyStoppingConfig(
+        enabled=True, monitor="val_loss", mode="max", patience=0, restore_best_weights=False))
+    history = train(compiled(trainer), data, trainer, RecordingTracker())
+    assert len(history.history["loss"]) == 2
+
+
+def test_evaluate_adds_the_test_split(data):
+    trainer = TrainerConfig(epochs=1, verbose=False)
+    model = compiled(trainer)
+    history = train(model, data, trainer, RecordingTracker())
+    tracker = RecordingTracker()
+    metrics = evaluate(model, data, history, tracker)
+    assert set(tracker.metrics) == {"test_loss", "test_accuracy"}
+    assert metrics["test_accuracy"] == tracker.metrics["test_accuracy"]
+    assert metrics["val_accuracy"] == history.history["val_accuracy"][-1]
+    assert sorted(metrics) == sorted(end_of_run_names(trainer))  # exactly what preflight accepts as sweep.metric
+    assert metrics["train_examples_per_sec"] == pytest.approx(data.num_train / metrics["train_seconds"])
+
+
+def test_out_of_memory_names_the_batch_and_the_ways_out(data, monkeypatch):
+    # Fault injection: no GPU here to exhaust, so fit raises the error TensorFlow raises on a GPU OOM.
+
+    trainer = TrainerConfig(epochs=1, verbose=False, batch_size=256)
+    model = compiled(trainer)
+
+    def exhausted(*args, **kwargs):
+        raise tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor with shape[256,4096]")
+    monkeypatch.setattr(model, "fit", exhausted)
+    with pytest.raises(TrainingError) as caught:
+        train(model, data, trainer, RecordingTracker(), BatchPlan(256, 2, 1))
+    message = str(caught.value)
+    assert "the device ran out of memory at trainer.batch_size=256 (128 per replica): OOM when allocating" in message
+    assert "Fix: trainer.batch_size=128 trainer.grad_accum_steps=2 (same effective batch in less memory), " \
+           "hardware.memory_growth=true" in message
+
+
+def test_tensorboard_histograms_every_n_epochs_and_a_profiled_batch_range(data, tmp_path):
+    trainer = TrainerConfig(epochs=4, verbose=False, tensorboard_histogram_freq=2, tensorboard_profile_batches=[2, 3])
+    train(compiled(trainer), data, trainer, RecordingTracker(), tensorboard_dir=str(tmp_path))
+    events = EventAccumulator(str(tmp_path / "train"), size_guidance={"tensors": 0}).Reload()
+    assert [e.step for e in events.Tensors("epoch_loss")] == [0, 1, 2, 3]
+    assert [e.step for e in events.Tensors("dense_0/kernel/histogram")] == [0, 2]  # every 2nd epoch (Keras: epoch % 2 == 0)
+    assert events.Tags()["graph"] is True
+    assert list((tmp_path / "train" / "plugins" / "profile").glob("*/*.xplane.pb"))  # the profiled batches
+
+
+def test_tensorboard_off_writes_nothing(data, tmp_path):
+    trainer = TrainerConfig(epochs=1, verbose=False, tensorboard=False)
+    train(compiled(trainer), data, trainer, RecordingTracker(), tensorboard_dir=str(tmp_path / "tb"))
+    assert not (tmp_path / "tb").exists()

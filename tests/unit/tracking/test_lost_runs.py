@@ -1,0 +1,36 @@
+"""lost_runs: runs whose process died without a word are closed by the next command."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+from tfx_hydra.schemas import TrackingConfig
+from tfx_hydra.tracking import process_is_gone, process_tags, tracked_run
+from tests.helpers import mlflow_client
+
+
+def test_a_runs_process_is_gone_when_its_pid_ended_or_was_reused_on_this_host():
+    mine = process_tags()
+    assert mine["process.host"] == socket.gethostname() and not process_is_gone(mine)
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    assert process_is_gone(mine | {"process.pid": finished.stdout.strip()})
+    assert process_is_gone(mine | {"process.started": str(float(mine["process.started"]) - 3600)})  # pid reused
+    assert not process_is_gone(mine | {"process.host": "another-node", "process.pid": "1"})  # not ours to judge
+
+
+def test_a_new_run_closes_the_runs_a_killed_process_left_running_but_not_live_ones(tmp_path):
+    client = mlflow_client(tmp_path)
+    with tracked_run(TrackingConfig(), str(tmp_path), tags={}) as first:
+        pass
+    experiment = client.get_run(first.run_id).info.experiment_id
+    live = client.create_run(experiment, tags=process_tags())  # another run of a process still alive (this one)
+    lost = client.create_run(experiment, tags=process_tags() | {"process.pid": "999999999"})
+    with tracked_run(TrackingConfig(), str(tmp_path), tags={}) as second:
+        assert client.get_run(second.run_id).data.tags["process.pid"] == str(os.getpid())
+    closed = client.get_run(lost.info.run_id)
+    assert closed.info.status == "KILLED" and closed.data.tags["lost"] == "true"
+    assert closed.data.tags["error"].startswith("lost: its process (pid 999999999 on ")
+    assert client.get_run(live.info.run_id).info.status == "RUNNING"

@@ -1,0 +1,36 @@
+"""signals: Ctrl-C and SIGTERM wait for a store write, then end the run KILLED."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from tfx_hydra.schemas import TrackingConfig
+from tfx_hydra.tracking import tracked_run
+from tests.helpers import mlflow_client, mlflow_runs
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_during_a_store_write_waits_for_it_then_ends_the_run_killed(tmp_path, signum):
+    # Fault injection: the signal is sent from inside MLflow's write, where a real Ctrl-C or
+    # Slurm's SIGTERM lands now and then. Raised there, it left SQLite locked by the torn
+    # commit and the run RUNNING (CI saw it); it must wait for the write to finish.
+    with pytest.raises(KeyboardInterrupt, match=signal.Signals(signum).name):
+        with tracked_run(TrackingConfig(), str(tmp_path), tags={}) as tracker:
+            real_log_batch = tracker.client.log_batch
+
+            def log_batch_hit_by_a_signal(*args, **kwargs):
+                os.kill(os.getpid(), signum)
+                return real_log_batch(*args, **kwargs)
+
+            tracker.client.log_batch = log_batch_hit_by_a_signal
+            tracker.log_epoch(0, {"loss": 0.5})
+            raise AssertionError("the signal should have ended the run after the write")
+    client, (run,) = mlflow_client(tmp_path), mlflow_runs(tmp_path)
+    assert run.info.status == "KILLED"
+    assert run.data.tags["error"] == f"interrupted ({signal.Signals(signum).name})"
+    assert [m.value for m in client.get_metric_history(run.info.run_id, "loss")] == [0.5]
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers are the run's only
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

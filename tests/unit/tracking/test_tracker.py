@@ -1,0 +1,30 @@
+"""tracker: every Tracker (the MLflow one, tracking=none's, the tests' fake) has the whole interface."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from tfx_hydra.tracking import MlflowTracker, NullTracker, Tracker
+from tests.fakes import RecordingTracker
+
+PROTOCOL_METHODS = sorted(name for name, member in vars(Tracker).items()
+                          if callable(member) and not name.startswith("_"))
+PROTOCOL_ATTRIBUTES = sorted(Tracker.__annotations__)
+
+
+@pytest.mark.parametrize("implementation", [MlflowTracker, NullTracker, RecordingTracker])
+def test_each_tracker_implements_the_protocol_with_its_signatures(implementation):
+    assert PROTOCOL_METHODS == sorted(["end", "log_artifact", "log_artifacts", "log_config", "log_epoch",
+                                       "log_metrics", "log_missing_epochs", "log_model", "log_params", "set_tags"])
+    for name in PROTOCOL_METHODS:
+        wanted = list(inspect.signature(getattr(Tracker, name)).parameters)
+        assert list(inspect.signature(getattr(implementation, name)).parameters) == wanted, name
+    for name in PROTOCOL_ATTRIBUTES:
+        assert hasattr(implementation, name) or name in inspect.getsource(implementation.__init__), name
+
+
+def test_a_misspelt_call_on_the_null_tracker_fails_instead_of_doing_nothing():
+    with pytest.raises(AttributeError):
+        NullTracker().log_metric("loss", 1.0)  # log_metrics is the method

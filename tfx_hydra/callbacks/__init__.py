@@ -1,0 +1,21 @@
+"""callbacks: the Keras callbacks a run trains with, one concept per module, as Keras' own
+`keras/src/callbacks/` keeps them.
+
+    nonfinite_guard.py  NonFiniteGuard: a NaN/inf loss or weight stops training, with the fix
+    epoch_backup.py     EpochBackup: BackupAndRestore(double_checkpoint=True) that a kill cannot tear
+    epoch_clock.py      EpochClock: each epoch's seconds and examples/s, and its line on the terminal
+    tensorboard.py      TensorBoardWithGraph: TensorBoard with the op-level graph
+
+At an epoch's end they run in the order the trainer lists them: the guard first (a diverged
+epoch is neither shown, logged nor backed up), the tracking write last (an epoch reaches MLflow
+once it is backed up). Imported by the train step only: these modules import Keras at the top,
+which costs seconds that config validation and `--help` never pay.
+"""
+
+from tfx_hydra.callbacks.epoch_backup import EpochBackup
+from tfx_hydra.callbacks.epoch_clock import EpochClock
+from tfx_hydra.callbacks.nonfinite_guard import NonFiniteGuard, all_finite_check, floating_weights, non_finite_weights
+from tfx_hydra.callbacks.tensorboard import TensorBoardWithGraph
+
+__all__ = ["EpochBackup", "EpochClock", "NonFiniteGuard", "TensorBoardWithGraph", "all_finite_check",
+           "floating_weights", "non_finite_weights"]

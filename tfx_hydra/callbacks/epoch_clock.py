@@ -1,0 +1,36 @@
+"""EpochClock: each epoch's wall time and examples/s, in its logs and on the terminal."""
+
+from __future__ import annotations
+
+import time
+
+import keras
+
+from tfx_hydra.console import epoch_line
+from tfx_hydra.metrics import EPOCH_SECONDS, EPOCH_TIMING, EXAMPLES_PER_SEC
+
+
+class EpochClock(keras.callbacks.Callback):
+    """Adds `examples_per_sec` and `epoch_seconds` to Keras' epoch logs and shows the epoch's line.
+
+    It runs before the tracking callback, so both values reach MLflow with the epoch's other
+    metrics in the same batched write.
+    """
+
+    def __init__(self, num_examples: int, epochs: int, verbose: bool) -> None:
+        super().__init__()
+        self.num_examples = num_examples
+        self.epochs = epochs  # of the whole run (both phases): the line says "epoch 3/5"
+        self.verbose = verbose
+        self._started = 0.0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._started = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        seconds = time.perf_counter() - self._started
+        if logs is not None:
+            logs[EPOCH_SECONDS] = seconds
+            logs[EXAMPLES_PER_SEC] = self.num_examples / seconds if seconds > 0 else 0.0
+        if self.verbose:
+            epoch_line(epoch, self.epochs, logs or {}, self.num_examples, seconds, hidden=EPOCH_TIMING)

@@ -1,0 +1,74 @@
+"""step: the export step of a run: every exporter `export=[...]` selected, checked before training
+and run after it."""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+
+from omegaconf import DictConfig
+
+from tfx_hydra.config import build, instantiate_node
+from tfx_hydra.errors import ExportError
+from tfx_hydra.schemas import require_writable_folder
+from tfx_hydra.tracking import Tracker, describe_error, full_disk_path
+from tfx_hydra.tracking.records import weights_sha256
+
+log = logging.getLogger(__name__)
+
+
+def selected_exporters(export_cfg: DictConfig | None) -> dict[str, DictConfig]:
+    """The exporters `export=[...]` selected: the entries of `export` with a `_target_`."""
+    return {name: node for name, node in (export_cfg or {}).items()
+            if isinstance(node, DictConfig) and "_target_" in node}
+
+
+def check_exporters(export_cfg: DictConfig | None) -> None:
+    """Each selected exporter built now, from its settings alone (no TensorFlow): a typo in an
+    export value fails before training, not after the last epoch. Its folder must be creatable."""
+    for name, node in selected_exporters(export_cfg).items():
+        instantiate_node(node, f"export.{name}")
+        if node.get("export_dir"):
+            require_writable_folder(f"export.{name}.export_dir", node.export_dir, node.export_dir, create=True)
+
+
+def export_model(model, datasets, export_cfg: DictConfig, tracker: Tracker, chief: bool = True) -> list:
+    """Run every selected exporter; log each artifact and its verification figures.
+
+    A failing exporter never loses the training run: its error is recorded (tag
+    `export.<name>.error`), the other exporters still run, and the run fails only with
+    export.strict=true. Non-chief workers export too (saving a distributed model may need
+    every worker), into a throwaway folder that is deleted afterwards.
+    """
+    results, failures = [], {}
+    for name, node in selected_exporters(export_cfg).items():
+        if not chief:
+            with tempfile.TemporaryDirectory(prefix="tfx_hydra-worker-export-") as scratch:  # gone on every exit
+                build(node, f"export.{name}", export_dir=scratch)(model, datasets)
+            continue
+        try:
+            result = build(node, f"export.{name}")(model, datasets)
+        except Exception as err:  # recorded, not fatal: the trained model and the other exports stay
+            if full_disk_path(err) is not None:  # ...unless the disk is full: the next would fail too
+                raise
+            failures[name] = describe_error(err)
+            log.warning(f"export {name} failed: {failures[name]}")
+            tracker.set_tags({f"export.{name}.error": failures[name]})
+            continue
+        if os.path.isfile(result.path):
+            tracker.log_artifact(result.path, f"export/{name}")
+        else:
+            tracker.log_artifacts(result.path, f"export/{name}")
+        tracker.log_metrics(result.metrics)
+        tracker.set_tags({f"export.{name}.path": result.path})
+        results.append(result)
+    if chief:
+        tracker.set_tags({"model.weights_sha256": weights_sha256(model), "export.failed": len(failures)})
+        if (export_cfg or {}).get("mlflow_model", True):
+            inputs, _ = next(iter(datasets.validation))
+            tracker.log_model(model, inputs[:5], register_as=(export_cfg or {}).get("register_as"))
+    if failures and (export_cfg or {}).get("strict", False):
+        raise ExportError(f"{len(failures)} export(s) failed: " + "; ".join(f"{k}: {v}" for k, v in failures.items()),
+                          fix="fix the exporter's settings, or drop export.strict=true to keep the run on failure")
+    return results

@@ -1,0 +1,55 @@
+"""optimizer: conf/optimizer/ built for this run: the learning rate scaled with the replicas if
+asked, gradient accumulation, loss scaling for mixed_float16.
+
+The `_target_` of conf/optimizer/*.yaml is a Keras optimizer class itself; this module adds
+what depends on the run (replicas, precision, the fine-tuning phase). Its numbers are
+checked before TensorFlow loads (schemas.validate_optimizer). Keras is imported inside the
+functions: config validation must not pay for it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig
+
+from tfx_hydra.config import build
+from tfx_hydra.errors import ConfigError
+from tfx_hydra.precision import apply_loss_scaling
+from tfx_hydra.schemas import Settings
+
+
+def build_optimizer(optimizer_cfg: DictConfig, settings: Settings, policy: str, replicas: int,
+                    learning_rate: float | None = None) -> tuple[Any, bool]:
+    """The optimizer `optimizer_cfg` describes, and whether Keras should scale the loss itself
+    (`auto_scale_loss` of model.compile). `learning_rate`: the fine-tuning phase's."""
+    trainer = settings.trainer
+    arguments: dict[str, Any] = {}
+    if learning_rate is not None:
+        arguments["learning_rate"] = float(learning_rate)
+    else:
+        configured = optimizer_cfg.get("learning_rate")
+        if isinstance(configured, int) and not isinstance(configured, bool):
+            arguments["learning_rate"] = float(configured)  # Keras rejects an int (optimizer.learning_rate=1)
+    if trainer.scale_lr_with_replicas and replicas > 1:
+        if optimizer_cfg.get("learning_rate") is None:
+            raise ConfigError("trainer.scale_lr_with_replicas=true needs optimizer.learning_rate to scale.",
+                              fix="optimizer.learning_rate=0.001, or trainer.scale_lr_with_replicas=false")
+        arguments["learning_rate"] = arguments.get("learning_rate", optimizer_cfg.learning_rate) * replicas
+    if trainer.grad_accum_steps > 1:
+        arguments["gradient_accumulation_steps"] = trainer.grad_accum_steps
+    optimizer = build(optimizer_cfg, "optimizer", **arguments)
+    return apply_loss_scaling(optimizer, policy, settings.precision.loss_scale)
+
+
+def finetune_learning_rate(optimizer_cfg: DictConfig, settings: Settings, current_optimizer) -> float:
+    """trainer.finetune_lr, or a tenth of the first phase's unscaled rate (the optimizer's own
+    default when optimizer.learning_rate is not set): small steps for pretrained weights."""
+    if settings.trainer.finetune_lr is not None:
+        return settings.trainer.finetune_lr
+    base = optimizer_cfg.get("learning_rate")  # unscaled: build_optimizer scales it with the replicas again
+    if base is None:
+        import keras
+
+        base = float(keras.ops.convert_to_numpy(current_optimizer.learning_rate))
+    return float(base) / 10

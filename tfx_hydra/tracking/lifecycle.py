@@ -1,0 +1,139 @@
+"""lifecycle: an MLflow run from start to end: FINISHED, FAILED (with its error) or KILLED.
+
+`tracked_run` opens the store, starts the run (or takes up the interrupted run of the same
+config, so the same command resumes it), turns Ctrl-C/SIGTERM into `Interrupted` for the
+run's duration and always ends the run, whatever ends the block.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from contextlib import contextmanager
+from typing import Iterator
+
+from tfx_hydra.schemas import TrackingConfig
+from tfx_hydra.tracking.faults import as_disk_full, describe_error, disk_full_said
+from tfx_hydra.tracking.lost_runs import close_lost_runs, process_tags
+from tfx_hydra.tracking.secrets import mask_secrets
+from tfx_hydra.tracking.signals import Interrupted, interrupt_on_signals, restore_handlers, uninterrupted
+from tfx_hydra.tracking.store import connect, resolve_tracking_uri
+from tfx_hydra.tracking.tracker import BACKUP_TAG, MlflowTracker, NullTracker
+
+log = logging.getLogger(__name__)
+
+
+def uri_path(config: TrackingConfig, launch_dir: str) -> str:
+    """The file a SQLite store lives in (where a full disk was hit when MLflow does not say)."""
+    return resolve_tracking_uri(config, launch_dir).removeprefix("sqlite:///")
+
+
+@contextmanager
+def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str], resume_key: str | None = None,
+                sweep_job=None, offline_dir: str | None = None) -> Iterator[MlflowTracker | NullTracker]:
+    """Start an MLflow run and end it FINISHED, FAILED (with the error as a tag) or KILLED (Ctrl-C).
+
+    With `resume_key`, an interrupted run of the same config (left RUNNING by a crash or
+    kill -9, or ended KILLED) whose backup still exists is continued instead of starting
+    a new one, so re-running the same command resumes it in the same MLflow run.
+    A sweep job (`sweep.SweepJob`) becomes a child of its sweep's parent run. What MLflow
+    does not take once the run has started is kept in `offline_dir` (see MlflowTracker).
+    """
+    where = os.path.dirname(offline_dir) if offline_dir else launch_dir  # a full disk's path when it names none
+    if not config.enabled:
+        with disk_full_said(where):
+            yield NullTracker()
+        return
+    with disk_full_said(uri_path(config, launch_dir)):
+        client, experiment_id, uri = connect(config, launch_dir)
+    tags = {**tags, **config.tags, "resume.key": resume_key or "none"}
+    run_name = config.run_name
+    if sweep_job is not None:  # nested under the sweep's parent run in the MLflow UI
+        tags |= {"mlflow.parentRunId": sweep_job.parent_run_id, "sweep.job_num": str(sweep_job.num)}
+        run_name = run_name or sweep_job.name
+    tracker = None
+    previous_handlers = interrupt_on_signals()
+    try:
+        with uninterrupted():  # a run is created (or taken up) whole, or not at all
+            tracker = _start_or_resume(client, experiment_id, uri, launch_dir, run_name, tags, resume_key,
+                                       offline_dir)
+        yield tracker
+    except KeyboardInterrupt as err:
+        name = err.args[0] if err.args else "SIGINT"
+        if tracker is not None:
+            end_quietly(tracker, "KILLED", f"interrupted ({name})")
+        if isinstance(err, Interrupted):
+            command = sweep_job.resume_command if sweep_job is not None else tags.get("command")
+            err.resume_hint = resume_hint(name, tracker, command, in_sweep=sweep_job is not None)
+        raise
+    except BaseException as err:
+        said = as_disk_full(err, where)  # one message that says where and what to do, not a library's traceback
+        if tracker is not None:
+            end_quietly(tracker, "FAILED", describe_error(said))
+        if said is err:
+            raise
+        raise said from None
+    else:
+        tracker.end("FINISHED")
+    finally:
+        restore_handlers(previous_handlers)
+
+
+def resume_hint(signal_name: str, tracker: MlflowTracker | None, command: str | None, in_sweep: bool = False) -> str:
+    """'interrupted (SIGTERM): MLflow run ... is KILLED, its last completed epoch backed up in ...;
+    resume it with: <command>' (for a sweep job, the sweep's command with its sweep dir)."""
+    what = "resume the sweep (finished jobs are skipped)" if in_sweep else "resume it"
+    again = f"{what} with: {command}" if command else "run the same command again to resume it"
+    if tracker is None:
+        return f"interrupted ({signal_name}) before the MLflow run started: nothing to resume."
+    backup = tracker.backup_dir
+    kept = (f", its last completed epoch backed up in {backup}" if backup and os.path.isdir(backup)
+            else ", before any epoch was backed up")
+    return f"interrupted ({signal_name}): MLflow run {tracker.run_id} is KILLED{kept}; {again}"
+
+
+def _start_or_resume(client, experiment_id: str, uri: str, launch_dir: str, run_name: str | None,
+                     tags: dict[str, str], resume_key: str | None, offline_dir: str | None) -> MlflowTracker:
+    interrupted = find_interrupted_run(client, experiment_id, resume_key) if resume_key else None
+    close_lost_runs(client, [experiment_id], keep=interrupted.info.run_id if interrupted else None)
+    tags = {**tags, **process_tags()}
+    if interrupted:
+        client.update_run(interrupted.info.run_id, status="RUNNING")
+        tracker = MlflowTracker(client, interrupted.info.run_id, uri, launch_dir,
+                                resumed_backup_dir=interrupted.data.tags[BACKUP_TAG], offline_dir=offline_dir,
+                                previous_error=interrupted.data.tags.get("error"))
+        tracker.set_tags(tags)
+        return tracker
+    run = client.create_run(experiment_id, run_name=run_name, tags=mask_secrets(tags))
+    return MlflowTracker(client, run.info.run_id, uri, launch_dir, offline_dir=offline_dir)
+
+
+def find_interrupted_run(client, experiment_id: str, resume_key: str):
+    """The newest unfinished run of this config whose backup is still on disk, or None."""
+    runs = client.search_runs([experiment_id], filter_string=f"tags.`resume.key` = '{resume_key}'",
+                              order_by=["attributes.start_time DESC"], max_results=20)
+    for run in runs:
+        backup = run.data.tags.get(BACKUP_TAG)
+        if run.info.status in ("RUNNING", "KILLED") and backup and os.path.isdir(backup):
+            return run
+    return None
+
+
+def finished_sweep_job(config: TrackingConfig, launch_dir: str, resume_key: str, parent_run_id: str):
+    """The FINISHED child run of this sweep (same parent, i.e. the same sweep dir) with this
+    config, or None: re-running an interrupted sweep skips the jobs that already finished."""
+    if not config.enabled:
+        return None
+    client, experiment_id, _ = connect(config, launch_dir)
+    runs = client.search_runs([experiment_id], max_results=1, order_by=["attributes.start_time DESC"],
+                              filter_string=f"tags.`resume.key` = '{resume_key}' and "
+                              f"tags.`mlflow.parentRunId` = '{parent_run_id}' and attributes.status = 'FINISHED'")
+    return runs[0] if runs else None
+
+
+def end_quietly(tracker: MlflowTracker, status: str, error: str) -> None:
+    """Record the failure without hiding the error that caused it if the store fails too."""
+    try:
+        tracker.end(status, error)
+    except Exception as err:  # the original error matters more; say what was lost
+        log.error("could not mark MLflow run %s %s: %s", tracker.run_id, status, err)

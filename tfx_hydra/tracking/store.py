@@ -1,0 +1,160 @@
+"""store: where the MLflow store is, opening it, and the one way a batch of records is sent.
+
+The store is resolved to an absolute location at launch, so sweep jobs in other processes
+share it. Every writer (the tracker, the offline journal's replay, a sweep's parent run)
+opens it with `connect` and sends records with `send_batch`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import urllib.error
+import urllib.request
+from typing import Any, Iterable
+
+from tfx_hydra.errors import TrackingError
+from tfx_hydra.schemas import TrackingConfig
+from tfx_hydra.tracking.secrets import mask_uri
+
+MAX_PARAMS_PER_CALL = 100  # MLflow's log_batch limit
+MAX_TAGS_PER_CALL = 100
+MAX_PARAM_LENGTH = 6000
+MAX_TAG_LENGTH = 5000
+def resolve_tracking_uri(config: TrackingConfig, launch_dir: str) -> str:
+    """An absolute store URI: the default SQLite file in the launch dir, or the user's URI."""
+    if not config.uri:
+        return f"sqlite:///{os.path.join(os.path.abspath(launch_dir), 'mlflow.db')}"
+    if config.uri.startswith("sqlite:///") and not config.uri.startswith("sqlite:////"):
+        relative = config.uri[len("sqlite:///"):]
+        return f"sqlite:///{os.path.join(os.path.abspath(launch_dir), relative)}"
+    return config.uri
+
+
+def resolve_artifact_location(config: TrackingConfig, launch_dir: str, uri: str) -> str | None:
+    """Where a new experiment keeps its artifacts: <launch dir>/mlruns/<experiment> for a local store."""
+    if config.artifact_location:
+        return os.path.abspath(os.path.join(launch_dir, config.artifact_location))
+    if uri.startswith("sqlite:"):
+        return os.path.join(os.path.abspath(launch_dir), "mlruns", re.sub(r"[^\w.-]", "_", config.experiment))
+    return None  # a tracking server decides
+
+
+def check_store_reachable(uri: str, timeout: float) -> None:
+    """Fail fast, before TensorFlow is imported, when the store cannot be used.
+
+    MLflow itself retries an unreachable server with exponential backoff for minutes;
+    one health request with a short timeout tells the user at once.
+    """
+    if uri.startswith(("http://", "https://")):
+        health = uri.rstrip("/") + "/health"
+        try:
+            with urllib.request.urlopen(health, timeout=timeout) as response:  # noqa: S310 (user's own URI)
+                response.read()
+        except (urllib.error.URLError, OSError, ValueError) as err:
+            reason = getattr(err, "reason", err)
+            raise TrackingError(
+                f"tracking.uri={mask_uri(uri)} is unreachable ({reason}).",
+                fix="start the server (mlflow server --host 127.0.0.1 --port 5000), drop tracking.uri to use "
+                "the local store (sqlite:///mlflow.db in the launch directory), or tracking=none",
+            ) from None
+    elif uri.startswith("sqlite:///"):
+        folder = os.path.dirname(uri[len("sqlite:///"):]) or "."
+        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            raise TrackingError(
+                f"tracking.uri={uri}: the folder {folder} does not exist or is not writable.",
+                fix="point tracking.uri at a writable folder, e.g. tracking.uri=sqlite:///mlflow.db",
+            )
+
+
+def open_store(uri: str, experiment: str, artifact_location: str | None):
+    """An MLflow client on the store and the id of `experiment`, created if new."""
+    from mlflow.exceptions import MlflowException
+
+    client = client_for(uri)
+    try:
+        found = client.get_experiment_by_name(experiment)
+        if found is None:
+            try:
+                return client, client.create_experiment(experiment, artifact_location=artifact_location)
+            except MlflowException:  # another process created it between our two calls
+                found = client.get_experiment_by_name(experiment)
+                if found is None:
+                    raise
+    except MlflowException as err:
+        raise TrackingError(f"cannot open the MLflow store at {mask_uri(uri)}: {err.message}",
+                            fix="check tracking.uri, or use tracking=none") from None
+    if found.lifecycle_stage == "deleted":
+        raise TrackingError(
+            f"the MLflow experiment '{experiment}' was deleted.",
+            fix=f"restore it (mlflow experiments restore --experiment-id {found.experiment_id}) "
+            "or pick another: tracking.experiment=<new name>",
+        )
+    return client, found.experiment_id
+
+
+def ui_command(uri: str, launch_dir: str) -> str:
+    """The command that opens this store in the MLflow UI."""
+    if uri == resolve_tracking_uri(TrackingConfig(), launch_dir):
+        return f"cd {launch_dir} && mlflow ui"  # MLflow's own default store is ./mlflow.db
+    if uri.startswith(("http://", "https://")):
+        return f"open {mask_uri(uri)}"
+    return f"mlflow ui --backend-store-uri {uri}"
+
+def limit_http_retries() -> None:
+    """MLflow retries a failed request 7 times with exponential backoff (minutes of stalled
+    training for a server that went away); a few quick retries, then the offline journal."""
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
+
+
+def connect(config: TrackingConfig, launch_dir: str):
+    """(client, experiment id, uri) for the store `config` names: its URI made absolute, a new
+    experiment's artifact location chosen, the experiment created if it is not there yet."""
+    uri = resolve_tracking_uri(config, launch_dir)
+    if uri.startswith(("http://", "https://")):
+        limit_http_retries()
+    client, experiment_id = open_store(uri, config.experiment, resolve_artifact_location(config, launch_dir, uri))
+    return client, experiment_id, uri
+
+
+def client_for(uri: str):
+    """An MLflow client on an already resolved store (a run's recorded URI)."""
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def now_ms() -> int:
+    """MLflow's timestamps: milliseconds since the epoch."""
+    return int(time.time() * 1000)
+
+
+def send_batch(client, run_id: str, params: Iterable = (), tags: Iterable = (), metrics: Iterable = ()) -> None:
+    """One `log_batch` request: params and tags as (key, value) pairs, metrics as (key, value,
+    timestamp ms, step). The tracker, the journal's replay and a sweep's parent all send this way."""
+    from mlflow.entities import Metric, Param, RunTag
+
+    client.log_batch(run_id, params=[Param(k, str(v)) for k, v in params],
+                     tags=[RunTag(k, str(v)) for k, v in tags],
+                     metrics=[Metric(k, float(v), ts, step) for k, v, ts, step in metrics])
+
+
+def send_artifacts(client, run_id: str, local_path: str, artifact_path: str | None) -> None:
+    """A folder's files, or one file, under `artifact_path` of the run."""
+    if os.path.isdir(local_path):
+        client.log_artifacts(run_id, local_path, artifact_path)
+    else:
+        client.log_artifact(run_id, local_path, artifact_path)
+
+
+def flatten(node: Any, prefix: str = "") -> dict[str, str]:
+    """{'a': {'b': 1}} -> {'a.b': '1'}: MLflow params are flat strings."""
+    if isinstance(node, dict):
+        flat: dict[str, str] = {}
+        for key, value in node.items():
+            flat.update(flatten(value, f"{prefix}{key}."))
+        return flat
+    return {prefix.rstrip("."): str(node)[:MAX_PARAM_LENGTH]}

@@ -1,0 +1,271 @@
+"""tracker: what a run writes to MLflow, through one object with one batched request per call.
+
+`Tracker` is the interface every step writes through: `MlflowTracker` (one MLflow run) and
+`NullTracker` (tracking=none, non-chief workers). A single `log_metric` costs 4-8 ms on SQLite,
+so each call sends one batch, and an epoch's metrics are one write.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any, Protocol
+
+from omegaconf import DictConfig, OmegaConf
+
+from tfx_hydra.tracking.faults import full_disk_path
+from tfx_hydra.tracking.journal import OFFLINE_DIR, OfflineJournal
+from tfx_hydra.tracking.secrets import mask_secrets, mask_uri
+from tfx_hydra.tracking.signals import uninterrupted
+from tfx_hydra.tracking.store import (MAX_PARAMS_PER_CALL, MAX_TAG_LENGTH, MAX_TAGS_PER_CALL, flatten, send_artifacts,
+                                      send_batch, ui_command)
+
+log = logging.getLogger(__name__)
+BACKUP_TAG = "resume.backup_dir"  # where an unfinished run keeps its per-epoch backup
+
+
+class Tracker(Protocol):
+    """What the steps of a run record, whether anything is recorded or not."""
+
+    run_id: str | None
+    ui_command: str | None
+    resumed_backup_dir: str | None  # set when this run continues an interrupted one
+    backup_dir: str | None
+
+    def log_config(self, config: DictConfig) -> None: ...
+    def log_params(self, params: dict[str, str]) -> None: ...
+    def set_tags(self, tags: dict[str, Any]) -> None: ...
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None: ...
+    def log_epoch(self, epoch: int, logs: dict[str, Any] | None) -> None: ...
+    def log_missing_epochs(self, backed_up: dict[int, dict[str, float]]) -> None: ...
+    def log_artifacts(self, local_dir: str, artifact_path: str | None = None) -> None: ...
+    def log_artifact(self, local_path: str, artifact_path: str | None = None) -> None: ...
+    def log_model(self, model, example_inputs, register_as: str | None = None) -> str | None: ...
+    def end(self, status: str, error: str | None = None) -> None: ...
+
+
+class MlflowTracker:
+    """Writes one run. Every method batches what it sends: one request per call.
+
+    MLflow never stops training: the first failed write (a tracking server that went away,
+    a locked or full disk) is reported once, and from then on every record goes to an
+    OfflineJournal in the run's output dir instead, for `python -m tfx_hydra.sync` to send later.
+    """
+
+    def __init__(self, client, run_id: str, uri: str, launch_dir: str, resumed_backup_dir: str | None = None,
+                 offline_dir: str | None = None, previous_error: str | None = None) -> None:
+        self.client = client
+        self.run_id = run_id
+        self.uri = uri
+        self.launch_dir = launch_dir
+        self.resumed_backup_dir = resumed_backup_dir  # set when this continues an interrupted run
+        self.offline_dir = offline_dir or os.path.join(launch_dir, OFFLINE_DIR, run_id)
+        self.journal: OfflineJournal | None = None  # set once MLflow fails
+        self.dropped = False  # set when the journal cannot be written either (a full disk)
+        self.store_full = False  # the store stopped taking records because its disk is full
+        self.backup_dir: str | None = resumed_backup_dir  # the per-epoch backup (its tag, BACKUP_TAG)
+        self.previous_error = previous_error  # what ended the attempt this run resumes
+
+    @property
+    def ui_command(self) -> str:
+        return ui_command(self.uri, self.launch_dir)
+
+    def log_config(self, config: DictConfig) -> None:
+        """The resolved config (without Hydra's own node), flattened to dotted params."""
+        container = OmegaConf.to_container(config, resolve=True)
+        container.pop("hydra", None)
+        self.log_params(flatten(container))
+
+    def log_params(self, params: dict[str, str]) -> None:
+        items = list(mask_secrets(params).items())
+        for start in range(0, len(items), MAX_PARAMS_PER_CALL):
+            self._log_batch(params=items[start:start + MAX_PARAMS_PER_CALL])
+
+    def set_tags(self, tags: dict[str, Any]) -> None:
+        if BACKUP_TAG in tags:
+            self.backup_dir = str(tags[BACKUP_TAG])
+        items = [(k, v[:MAX_TAG_LENGTH]) for k, v in mask_secrets({k: str(v) for k, v in tags.items()}).items()]
+        for start in range(0, len(items), MAX_TAGS_PER_CALL):
+            self._log_batch(tags=items[start:start + MAX_TAGS_PER_CALL])
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        now = int(time.time() * 1000)
+        items = [(k, float(v), now, step or 0) for k, v in metrics.items() if _is_number(v)]
+        if items:
+            self._log_batch(metrics=items)
+
+    def log_epoch(self, epoch: int, logs: dict[str, Any] | None) -> None:
+        """Keras' on_epoch_end signature: one batched write of every epoch metric, step = epoch."""
+        self.log_metrics(dict(logs or {}), step=epoch)
+
+    def log_missing_epochs(self, backed_up: dict[int, dict[str, float]]) -> None:
+        """On resume: epochs the backup holds whose metrics never reached MLflow (the process died
+        between the backup and the write) are logged now, each once."""
+        if not backed_up:
+            return
+        try:
+            logged = {m.step for m in self.client.get_metric_history(self.run_id, "loss")}
+        except Exception as err:  # noqa: BLE001 - better a gap than an epoch twice
+            log.warning(f"could not read which epochs MLflow holds ({type(err).__name__}); epochs "
+                         f"{sorted(backed_up)} of the backup are not logged again.")
+            return
+        for epoch in sorted(set(backed_up) - logged):
+            self.log_epoch(epoch, backed_up[epoch])
+
+    def log_artifacts(self, local_dir: str, artifact_path: str | None = None) -> None:
+        self._send_artifacts(local_dir, artifact_path)
+
+    def log_artifact(self, local_path: str, artifact_path: str | None = None) -> None:
+        self._send_artifacts(local_path, artifact_path)
+
+    def log_model(self, model, example_inputs, register_as: str | None = None) -> str:
+        """Log `model` as an MLflow model (signature and input example included) under the run's
+        `model/` artifact, so `mlflow models serve -m runs:/<run id>/model` answers /invocations;
+        with `register_as`, also as a new version of that registered model."""
+        import tempfile
+
+        import keras
+        import mlflow.tensorflow
+        import numpy as np
+        import tensorflow as tf
+        from mlflow.models import infer_signature
+
+        example_inputs = np.asarray(example_inputs, dtype="float32")
+        signature = infer_signature(example_inputs, np.asarray(model(example_inputs, training=False)))
+        with tempfile.TemporaryDirectory(prefix="tfx_hydra-mlflow-model-") as folder:
+            path = os.path.join(folder, "model")
+            # Pinned requirements instead of MLflow's inference, which imports the model in a subprocess.
+            mlflow.tensorflow.save_model(model, path, signature=signature, input_example=example_inputs,
+                                         pip_requirements=[f"tensorflow=={tf.__version__}",
+                                                           f"keras=={keras.version()}"])
+            self.log_artifacts(path, "model")
+        uri = f"runs:/{self.run_id}/model"
+        tags = {"mlflow.model_uri": uri}
+        if register_as and self.journal is None:
+            tags["mlflow.registered_model"] = f"{register_as}/{self._register(register_as)}"
+        elif register_as:
+            log.warning(f"export.register_as={register_as}: not registered, MLflow is unreachable; register "
+                         f"runs:/{self.run_id}/model once the run is synced.")
+        self.set_tags(tags)
+        return uri
+
+    def _register(self, name: str) -> str:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            self.client.create_registered_model(name)
+        except MlflowException:
+            pass  # already registered: add a version
+        artifact_uri = self.client.get_run(self.run_id).info.artifact_uri
+        version = self.client.create_model_version(name, f"{artifact_uri}/model", run_id=self.run_id)
+        return version.version
+
+    def end(self, status: str, error: str | None = None) -> None:
+        with uninterrupted():  # a second Ctrl-C must not leave the run RUNNING
+            if error:
+                self.set_tags({"error": error})
+            elif status == "FINISHED" and self.previous_error:  # the interruption is history, not the outcome
+                self.set_tags({"resume.interrupted_by": self.previous_error})
+                self._try(lambda: self.client.delete_tag(self.run_id, "error"))
+            end_time = int(time.time() * 1000)
+            if not self._try(lambda: self.client.set_terminated(self.run_id, status=status, end_time=end_time)):
+                self._keep(lambda: self.journal.append({"op": "set_terminated", "status": status,
+                                                        "end_time": end_time}))
+        if self.dropped:
+            log.warning(f"MLflow run {self.run_id} could not be closed {status}: neither the store nor the offline "
+                         f"journal in {self.offline_dir} could be written. Once there is room, the next run on this "
+                         "store closes it (as lost).")
+        elif self.journal is not None:
+            when = "once the store's disk has room again" if self.store_full else "once the tracking server is back"
+            log.warning(f"MLflow did not take everything this run logged. It is kept in {self.journal.folder}; "
+                         f"{when}: python -m tfx_hydra.sync {os.path.dirname(self.journal.folder)}")
+
+    # --- sending, or keeping for later -------------------------------------------------------
+
+    def _log_batch(self, params=(), tags=(), metrics=()) -> None:
+        if not self._try(lambda: send_batch(self.client, self.run_id, params, tags, metrics)):
+            self._keep(lambda: self.journal.append({"op": "log_batch", "params": list(params), "tags": list(tags),
+                                                    "metrics": list(metrics)}))
+
+    def _send_artifacts(self, local_path: str, artifact_path: str | None) -> None:
+        if not self._try(lambda: send_artifacts(self.client, self.run_id, local_path, artifact_path)):
+            self._keep(lambda: self.journal.keep_artifacts(local_path, artifact_path))
+
+    def _try(self, send) -> bool:
+        """Send now if MLflow is taking writes; False (and the journal open) when it is not."""
+        if self.journal is not None:
+            return False
+        try:
+            with uninterrupted():
+                send()
+            return True
+        except Exception as err:  # noqa: BLE001 - whatever MLflow raises, training must go on
+            self.journal = OfflineJournal(self.offline_dir, self.run_id, self.uri)
+            self._keep(lambda: OfflineJournal.create(self.offline_dir, self.run_id, self.uri))
+            self.store_full = full_disk_path(err) is not None
+            why = ": its disk is full" if self.store_full else ""
+            log.warning(f"MLflow at {mask_uri(self.uri)} stopped taking this run's records{why} "
+                         f"({type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}). Training goes "
+                         f"on; everything from now on is kept in {self.journal.folder} for "
+                         "`python -m tfx_hydra.sync`.")
+            return False
+
+    def _keep(self, write) -> None:
+        """A write to the offline journal; if that disk is full too, the records are dropped (said
+        once) rather than training stopped by its bookkeeping."""
+        if self.dropped:
+            return
+        try:
+            write()
+        except OSError as err:
+            self.dropped = True
+            log.warning(f"the offline journal in {self.offline_dir} cannot be written either ({err.strerror}): "
+                         "MLflow records of this run are lost from here on.")
+
+
+class NullTracker:
+    """tracking=none (and non-chief workers): the Tracker interface, recording nothing."""
+
+    run_id = None
+    ui_command = None
+    resumed_backup_dir = None
+    backup_dir = None
+
+    def log_config(self, config: DictConfig) -> None:
+        pass
+
+    def log_params(self, params: dict[str, str]) -> None:
+        pass
+
+    def set_tags(self, tags: dict[str, Any]) -> None:
+        pass
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        pass
+
+    def log_epoch(self, epoch: int, logs: dict[str, Any] | None) -> None:
+        pass
+
+    def log_missing_epochs(self, backed_up: dict[int, dict[str, float]]) -> None:
+        pass
+
+    def log_artifacts(self, local_dir: str, artifact_path: str | None = None) -> None:
+        pass
+
+    def log_artifact(self, local_path: str, artifact_path: str | None = None) -> None:
+        pass
+
+    def log_model(self, model, example_inputs, register_as: str | None = None) -> None:
+        pass
+
+    def end(self, status: str, error: str | None = None) -> None:
+        pass
+
+
+def _is_number(value: Any) -> bool:
+    try:
+        float(value)
+        return True
+    except (TypeError, ValueError):
+        return False

@@ -1,0 +1,238 @@
+"""trainer: conf/trainer/ (with conf/optimizer/): compile, fit in phases, backups, evaluation.
+
+    compile_model   the optimizer, loss, metrics, XLA and steps_per_execution, inside the strategy's scope
+    fit_phases      head training, then (trainer.finetune_epochs) fine-tuning the unfrozen backbone,
+                    each phase one model.fit with its own backup, resumable after any interruption
+    evaluate        the run's results: the last epoch's metrics, each phase's timing, the test split
+
+Keras is imported inside the functions: config validation must not pay for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import time
+
+from omegaconf import DictConfig
+
+from tfx_hydra.errors import ConfigError, TrainingError
+from tfx_hydra.metrics import FINETUNE_PHASE, TEST, TRAIN_PHASE, end_of_run, phase_timing
+from tfx_hydra.models import count_params, require_backbone, unfreeze_backbone
+from tfx_hydra.optimizer import build_optimizer, finetune_learning_rate
+from tfx_hydra.schemas import Settings, TrainerConfig
+from tfx_hydra.strategy import BatchPlan, Setup
+from tfx_hydra.tracking import BACKUP_TAG, Tracker
+
+log = logging.getLogger(__name__)
+FINETUNE_BACKUP = "finetune"  # phase two's backup, inside the run's backup folder
+# Names model.compile resolves itself (from the loss) that keras.metrics.get does not know.
+KERAS_COMPILE_METRIC_ALIASES = ("acc", "crossentropy", "ce")
+
+
+# --- compile -------------------------------------------------------------------------------
+
+def compile_model(model, optimizer_cfg: DictConfig, settings: Settings, setup: Setup, tracker: Tracker,
+                  learning_rate: float | None = None) -> None:
+    """Compile with the configured optimizer (scaled, accumulated, loss-scaled as asked), loss,
+    metrics, XLA and steps_per_execution; say so when XLA was asked for and Keras turned it off."""
+    import keras
+
+    trainer, hardware = settings.trainer, setup.hardware
+    optimizer, auto_scale_loss = build_optimizer(optimizer_cfg, settings, setup.policy, setup.plan.replicas,
+                                                 learning_rate)
+    _require_keras_name("trainer.loss", trainer.loss, keras.losses, "sparse_categorical_crossentropy")
+    for metric in trainer.metrics:  # Keras would only fail at the first batch of fit
+        if metric not in KERAS_COMPILE_METRIC_ALIASES:
+            _require_keras_name("trainer.metrics", metric, keras.metrics, "[accuracy]")
+    wanted_xla = hardware.xla if trainer.jit_compile == "auto" else trainer.jit_compile
+    model.compile(optimizer=optimizer, loss=trainer.loss, metrics=list(trainer.metrics), jit_compile=wanted_xla,
+                  steps_per_execution=setup.plan.steps_per_execution, auto_scale_loss=auto_scale_loss)
+    xla_note = "none"
+    if wanted_xla and not model.jit_compile:
+        asked = ("trainer.jit_compile=true" if trainer.jit_compile is True
+                 else f"the {hardware.profile} profile (trainer.jit_compile=auto)")
+        reason = ("op determinism is on (trainer.deterministic=true), and XLA does not support it"
+                  if trainer.deterministic else "a layer of the model does not support XLA")
+        xla_note = f"XLA was asked for by {asked} but is off: {reason}."
+        log.warning(xla_note)
+    lr_tag = "optimizer.learning_rate" if learning_rate is None else "finetune.learning_rate"
+    tracker.set_tags({"xla": "on" if model.jit_compile else "off", "xla.note": xla_note,
+                      lr_tag: float(keras.ops.convert_to_numpy(optimizer.learning_rate)),
+                      "optimizer.gradient_accumulation_steps": trainer.grad_accum_steps,
+                      "optimizer.loss_scale": type(model.optimizer).__name__ == "LossScaleOptimizer"})
+
+
+def _require_keras_name(key: str, name: str, module, example: str) -> None:
+    try:
+        module.get(name)
+    except ValueError:
+        raise ConfigError(f"{key}: Keras does not know '{name}'.",
+                          fix=f"{key}={example} (or another name from {module.__name__})") from None
+
+
+# --- fit, in phases ---------------------------------------------------------------------------
+
+def fit_phases(model, datasets, optimizer_cfg: DictConfig, settings: Settings, setup: Setup, tracker: Tracker,
+               output_dir: str, chief: bool):
+    """Train the head (trainer.epochs), then fine-tune (trainer.finetune_epochs); one history of both.
+
+    Each phase backs up every epoch; a run killed in its fine-tuning phase resumes there (phase
+    one's result is in that phase's backup). The backups are removed once both phases are done."""
+    trainer = settings.trainer
+    if trainer.finetune_epochs:  # said now, not after the first phase's training
+        require_backbone(model)
+    backup_dir = choose_backup_dir(tracker, output_dir, chief)
+    tensorboard_dir = os.path.join(output_dir, "tensorboard") if chief else None
+    history = None
+    if not finetuning_backup_exists(backup_dir, trainer):
+        history = train(model, datasets, trainer, tracker, setup.plan, backup_dir, tensorboard_dir)
+    if trainer.finetune_epochs:
+        with setup.strategy.scope():
+            start_finetuning(model, optimizer_cfg, settings, setup, tracker)
+        history = merge_histories(history, train(model, datasets, trainer, tracker, setup.plan,
+                                                 os.path.join(backup_dir, FINETUNE_BACKUP), tensorboard_dir,
+                                                 phase=FINETUNE_PHASE))
+    remove_backup(backup_dir, chief)
+    if tensorboard_dir and os.path.isdir(tensorboard_dir):  # `tensorboard --logdir <output dir>/tensorboard`
+        tracker.log_artifacts(tensorboard_dir, "tensorboard")
+    return history
+
+
+def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: BatchPlan | None = None,
+          backup_dir: str | None = None, tensorboard_dir: str | None = None, phase: str = TRAIN_PHASE):
+    """One phase's model.fit, with the callbacks in the order their work needs (see callbacks/).
+    phase="finetune" runs trainer.finetune_epochs more epochs, numbered on from the first phase."""
+    import keras
+    import tensorflow as tf
+
+    from tfx_hydra.callbacks import EpochBackup, EpochClock, NonFiniteGuard
+
+    first_epoch, last_epoch = ((trainer.epochs, trainer.epochs + trainer.finetune_epochs) if phase == FINETUNE_PHASE
+                               else (0, trainer.epochs))
+    steps = plan.steps_per_execution if plan else 1
+    callbacks = [  # at an epoch's end, in this order: a diverged epoch is neither shown, logged nor backed up
+        NonFiniteGuard(steps, backup_dir if trainer.backup else None),
+        EpochClock(datasets.num_train, trainer.epochs + trainer.finetune_epochs, trainer.verbose),
+    ]
+    if trainer.tensorboard and tensorboard_dir:
+        callbacks.append(tensorboard_callback(trainer, tensorboard_dir))
+    stopping = trainer.early_stopping
+    if stopping.enabled:
+        callbacks.append(keras.callbacks.EarlyStopping(monitor=stopping.monitor, patience=stopping.patience,
+                                                       mode=stopping.mode,
+                                                       restore_best_weights=stopping.restore_best_weights))
+    if trainer.backup and backup_dir:  # an epoch is backed up once everything but tracking has seen it
+        finetuning = phase == FINETUNE_PHASE
+        callbacks.append(EpochBackup(backup_dir, last_epoch, catch_up=tracker.log_missing_epochs,
+                                     epochs_key="trainer.finetune_epochs" if finetuning else "trainer.epochs",
+                                     epochs_before=first_epoch))
+    # last: MLflow gets an epoch once it is backed up (a kill in between is caught up on resume)
+    callbacks.append(keras.callbacks.LambdaCallback(on_epoch_end=tracker.log_epoch))
+    started = time.perf_counter()
+    try:
+        history = model.fit(datasets.train, validation_data=datasets.validation, epochs=last_epoch,
+                            initial_epoch=first_epoch, callbacks=callbacks, shuffle=False,
+                            verbose=0)  # the pipeline shuffles, seeded
+    except tf.errors.ResourceExhaustedError as err:
+        raise out_of_memory(err, trainer, plan) from None
+    seconds = time.perf_counter() - started
+    losses = history.history.get("loss", [])  # finite: NonFiniteGuard saw each epoch's running loss
+    history.timings = {}  # the phase's wall time and throughput: end-of-run metrics, logged once
+    if losses:
+        seconds_name, throughput_name = phase_timing(phase)
+        history.timings = {seconds_name: seconds, throughput_name: datasets.num_train * len(losses) / seconds}
+        tracker.log_metrics(history.timings)
+    return history
+
+
+def tensorboard_callback(trainer: TrainerConfig, log_dir: str):
+    """Epoch scalars, weight histograms every `tensorboard_histogram_freq` epochs, the op graph,
+    and a profile of `tensorboard_profile_batches` ([first, last]) if asked."""
+    from tfx_hydra.callbacks import TensorBoardWithGraph
+
+    profile = trainer.tensorboard_profile_batches
+    return TensorBoardWithGraph(log_dir=log_dir, histogram_freq=trainer.tensorboard_histogram_freq,
+                                write_graph=True, update_freq="epoch", profile_batch=tuple(profile) if profile else 0)
+
+
+def out_of_memory(err, trainer: TrainerConfig, plan: BatchPlan | None) -> TrainingError:
+    """The device ran out of memory: say which knobs trade memory for speed."""
+    batch = plan.global_size if plan else trainer.batch_size
+    per_replica = f" ({plan.per_replica:g} per replica)" if plan else ""
+    smaller = max(1, int(batch) // 2)
+    return TrainingError(
+        f"the device ran out of memory at trainer.batch_size={batch}{per_replica}: {err.message.splitlines()[0]}",
+        fix=f"trainer.batch_size={smaller} trainer.grad_accum_steps={trainer.grad_accum_steps * 2} (same "
+        "effective batch in less memory), hardware.memory_growth=true (share the GPU), or precision=mixed/bf16",
+    )
+
+
+# --- the backup's lifecycle --------------------------------------------------------------------
+
+def choose_backup_dir(tracker: Tracker, output_dir: str, chief: bool) -> str:
+    """Where BackupAndRestore keeps the per-epoch backup: the interrupted run's when resuming,
+    this run's output dir otherwise; a throwaway folder on non-chief workers."""
+    if not chief:
+        return tempfile.mkdtemp(prefix="tfx_hydra-worker-backup-")
+    backup_dir = tracker.resumed_backup_dir or os.path.join(output_dir, "backup")
+    tracker.set_tags({BACKUP_TAG: backup_dir})
+    return backup_dir
+
+
+def finetuning_backup_exists(backup_dir: str, trainer: TrainerConfig) -> bool:
+    """A run killed in its fine-tuning phase resumes there: phase one's result is in that backup."""
+    resuming = bool(trainer.finetune_epochs and trainer.backup and
+                    os.path.isdir(os.path.join(backup_dir, FINETUNE_BACKUP)))
+    if resuming:
+        log.info("resuming in the fine-tuning phase: the head-training phase finished before the interruption")
+    return resuming
+
+
+def remove_backup(backup_dir: str, chief: bool) -> None:
+    """After success: Keras removed each phase's backup; drop the folder they lived in."""
+    if not chief:
+        shutil.rmtree(backup_dir, ignore_errors=True)
+    elif os.path.isdir(backup_dir) and not os.listdir(backup_dir):
+        os.rmdir(backup_dir)
+
+
+# --- fine-tuning (transfer learning) -------------------------------------------------------------
+
+def start_finetuning(model, optimizer_cfg: DictConfig, settings: Settings, setup: Setup, tracker: Tracker) -> None:
+    """Unfreeze the backbone (or its top trainer.finetune_layers layers) and recompile at
+    trainer.finetune_lr (default: a tenth of the first phase's): a fresh optimizer, so the
+    large first-phase steps do not carry momentum into the pretrained weights."""
+    trainer = settings.trainer
+    trainable = unfreeze_backbone(model, trainer.finetune_layers)
+    learning_rate = finetune_learning_rate(optimizer_cfg, settings, model.optimizer)
+    compile_model(model, optimizer_cfg, settings, setup, tracker, learning_rate=learning_rate)
+    log.info(f"fine-tuning: backbone unfrozen ({trainable} trainable weights), learning rate {learning_rate:g}, "
+             f"{trainer.finetune_epochs} more epochs")
+    tracker.set_tags({"finetune.layers": trainer.finetune_layers or "all",
+                      "model.params.trainable_finetune": count_params(model.trainable_weights)})
+
+
+def merge_histories(first, second):
+    """One history across both phases (the first is None when resuming in phase two)."""
+    if first is None:
+        return second
+    for key, values in second.history.items():
+        first.history.setdefault(key, []).extend(values)
+    first.epoch.extend(second.epoch)
+    first.timings = {**getattr(first, "timings", {}), **getattr(second, "timings", {})}
+    return first
+
+
+# --- evaluate --------------------------------------------------------------------------------
+
+def evaluate(model, datasets, history, tracker: Tracker) -> dict[str, float]:
+    """The run's results (metrics.end_of_run): the last epoch's metrics, each phase's timing, and
+    the test split's, logged as test_*."""
+    test = model.evaluate(datasets.test, return_dict=True, verbose=0)
+    last_epoch = {k: float(v[-1]) for k, v in history.history.items() if v}
+    results = end_of_run(last_epoch, getattr(history, "timings", {}), test)
+    tracker.log_metrics({k: v for k, v in results.items() if k.startswith(TEST)})
+    return results
