@@ -59,7 +59,7 @@ def run(cfg: DictConfig) -> float:
         policy, precision_warnings = resolve_policy(settings.precision.policy, hardware)
         set_precision(policy)
         strategy = build(cfg.strategy, "strategy", hardware=hardware)
-        setup = Setup(hardware, policy, strategy, plan_batches(settings.trainer, hardware, strategy))
+        setup = Setup(hardware, policy, strategy, plan_batches(settings.trainer, hardware, strategy), chief)
         records.record_setup(tracker, setup, precision_warnings)
 
         datasets = build(cfg.data, "data", batch_size=setup.plan.global_size)
@@ -68,13 +68,13 @@ def run(cfg: DictConfig) -> float:
             trainer.compile_model(model, cfg.optimizer, settings, setup, tracker)
         records.record_model(tracker, model, output_dir)
 
-        history = trainer.fit_phases(model, datasets, cfg.optimizer, settings, setup, tracker, output_dir, chief)
+        history = trainer.fit_phases(model, datasets, cfg.optimizer, settings, setup, tracker, output_dir)
         metrics = trainer.evaluate(model, datasets, history, tracker)
         records.record_plots(tracker, model, datasets, history, output_dir)
 
         from tfx_hydra.export import export_model
 
-        exports = export_model(model, datasets, cfg.export, tracker, chief)
+        exports = export_model(model, datasets, cfg.export, tracker, setup.chief)
         objective = sweep.objective(metrics, settings.sweep)
         tracker.log_metrics({sweep.OBJECTIVE_METRIC: objective})
 

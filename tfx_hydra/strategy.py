@@ -211,6 +211,7 @@ class Setup:
     policy: str  # the Keras dtype policy in effect (precision.py's names)
     strategy: Any  # a tf.distribute.Strategy
     plan: BatchPlan
+    chief: bool = True  # this process writes the run's records and files (is_chief); other workers only train
 
 
 def plan_batches(trainer: TrainerConfig, hardware: HardwareInfo, strategy) -> BatchPlan:

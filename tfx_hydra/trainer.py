@@ -76,7 +76,7 @@ def _require_keras_name(key: str, name: str, module, example: str) -> None:
 # --- fit, in phases ---------------------------------------------------------------------------
 
 def fit_phases(model, datasets, optimizer_cfg: DictConfig, settings: Settings, setup: Setup, tracker: Tracker,
-               output_dir: str, chief: bool):
+               output_dir: str):
     """Train the head (trainer.epochs), then fine-tune (trainer.finetune_epochs); one history of both.
 
     Each phase backs up every epoch; a run killed in its fine-tuning phase resumes there (phase
@@ -84,8 +84,8 @@ def fit_phases(model, datasets, optimizer_cfg: DictConfig, settings: Settings, s
     trainer = settings.trainer
     if trainer.finetune_epochs:  # said now, not after the first phase's training
         require_backbone(model)
-    backup_dir = choose_backup_dir(tracker, output_dir, chief)
-    tensorboard_dir = os.path.join(output_dir, "tensorboard") if chief else None
+    backup_dir = choose_backup_dir(tracker, output_dir, setup.chief)
+    tensorboard_dir = os.path.join(output_dir, "tensorboard") if setup.chief else None
     history = None
     if not finetuning_backup_exists(backup_dir, trainer):
         history = train(model, datasets, trainer, tracker, setup.plan, backup_dir, tensorboard_dir)
@@ -95,7 +95,7 @@ def fit_phases(model, datasets, optimizer_cfg: DictConfig, settings: Settings, s
         history = merge_histories(history, train(model, datasets, trainer, tracker, setup.plan,
                                                  os.path.join(backup_dir, FINETUNE_BACKUP), tensorboard_dir,
                                                  phase=FINETUNE_PHASE))
-    remove_backup(backup_dir, chief)
+    remove_backup(backup_dir, setup.chief)
     if tensorboard_dir and os.path.isdir(tensorboard_dir):  # `tensorboard --logdir <output dir>/tensorboard`
         tracker.log_artifacts(tensorboard_dir, "tensorboard")
     return history

@@ -17,10 +17,15 @@ import logging
 import os
 import shlex
 
+from typing import TYPE_CHECKING
+
 from omegaconf import DictConfig, OmegaConf
 
 from tfx_hydra.tracking.secrets import mask_files
 from tfx_hydra.tracking.tracker import Tracker
+
+if TYPE_CHECKING:  # for the annotation only: the strategy step sits above tracking
+    from tfx_hydra.strategy import Setup
 
 log = logging.getLogger(__name__)
 
@@ -89,9 +94,8 @@ def record_launch(tracker: Tracker, cfg: DictConfig, output_dir: str, launch_dir
     tracker.log_artifacts(environment_dir, "environment")
 
 
-def record_setup(tracker: Tracker, setup, precision_warnings: list[str]) -> None:
-    """What the hardware, precision and strategy steps chose (a strategy.Setup, and why), plus the
-    software environment."""
+def record_setup(tracker: Tracker, setup: Setup, precision_warnings: list[str]) -> None:
+    """What the hardware, precision and strategy steps chose (and why), plus the software environment."""
     from tfx_hydra.environment import collect_environment
     from tfx_hydra.hardware import describe_gpus
 
