@@ -23,14 +23,16 @@ import os
 
 from omegaconf import DictConfig
 
-from tfx_hydra import sweep, tracking
+from tfx_hydra import sweep, tracking, trainer
 from tfx_hydra.config import build
 from tfx_hydra.console import print_summary
 from tfx_hydra.data.preflight import check_data_config
 from tfx_hydra.errors import ConfigError
-from tfx_hydra.export import check_exporters
+from tfx_hydra.export import check_exporters, evaluate_saved_model, export_model, resolve_export_source
+from tfx_hydra.hardware import setup_hardware
+from tfx_hydra.precision import resolve_policy, set_precision
 from tfx_hydra.schemas import Settings, validate
-from tfx_hydra.strategy import is_chief
+from tfx_hydra.strategy import Setup, is_chief, plan_batches
 from tfx_hydra.tracking import records
 
 
@@ -50,11 +52,7 @@ def run(cfg: DictConfig) -> float:
                               offline_dir=os.path.join(output_dir, tracking.OFFLINE_DIR)) as tracker:
         records.record_launch(tracker, cfg, output_dir, launch_dir)
 
-        from tfx_hydra import trainer  # the first TensorFlow import of the run comes with the hardware step
-        from tfx_hydra.hardware import setup_hardware
-        from tfx_hydra.precision import resolve_policy, set_precision
-        from tfx_hydra.strategy import Setup, plan_batches
-
+        # TensorFlow is first imported here, by the step that must configure its devices before any op
         hardware = setup_hardware(settings.hardware, settings.seed, settings.trainer.deterministic)
         policy, precision_warnings = resolve_policy(settings.precision.policy, hardware)
         set_precision(policy)
@@ -71,8 +69,6 @@ def run(cfg: DictConfig) -> float:
         history = trainer.fit_phases(model, datasets, cfg.optimizer, settings, setup, tracker, output_dir)
         metrics = trainer.evaluate(model, datasets, history, tracker)
         records.record_plots(tracker, model, datasets, history, output_dir)
-
-        from tfx_hydra.export import export_model
 
         exports = export_model(model, datasets, cfg.export, tracker, setup.chief)
         objective = sweep.objective(metrics, settings.sweep)
@@ -99,8 +95,6 @@ def evaluate_export(cfg: DictConfig, settings: Settings) -> float:
     """mode=evaluate: run the configured data's test split through an exported SavedModel
     (export.source: a folder, or runs:/<run id> for a tracked run's export) and log its metrics:
     the check before shipping a model."""
-    from tfx_hydra.export import evaluate_saved_model, resolve_export_source
-
     source = cfg.export.get("source")
     if not source:
         raise ConfigError("mode=evaluate needs the model to evaluate.",
@@ -112,8 +106,6 @@ def evaluate_export(cfg: DictConfig, settings: Settings) -> float:
         tracker.log_config(cfg)
         path = resolve_export_source(source, settings.tracking, cfg.paths.launch_dir,  # before TensorFlow: fails fast
                                      download_dir=os.path.join(output_dir, "export_source"))
-        from tfx_hydra.hardware import setup_hardware
-
         setup_hardware(settings.hardware, settings.seed)
         batch_size = settings.trainer.batch_size if settings.trainer.batch_size != "auto" else 256
         datasets = build(cfg.data, "data", batch_size=batch_size)
