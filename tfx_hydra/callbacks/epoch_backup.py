@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import gc
 import json
 import os
 import shutil
@@ -13,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfx_hydra.errors import TrainingError
-from tfx_hydra.tracking import as_disk_full, uninterrupted
+from tfx_hydra.tracking import disk_full_said, uninterrupted
 
 
 class EpochBackup(keras.callbacks.BackupAndRestore):
@@ -61,18 +60,11 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
             self.catch_up(backed_up)
 
     def on_epoch_end(self, epoch, logs=None):
-        with uninterrupted():
-            try:
-                os.makedirs(self.backup_dir, exist_ok=True)
-                self._require_room()
-                self._write_logs(epoch, logs or {})  # before the weights: an entry past the backup is ignored
-                super().on_epoch_end(epoch, logs)
-            except (OSError, RuntimeError) as err:
-                said = as_disk_full(err, self.backup_dir)
-                if said is err:
-                    raise
-                gc.collect()  # h5py's half-written file objects, closed now rather than at interpreter exit
-                raise said from None
+        with uninterrupted(), disk_full_said(self.backup_dir):
+            os.makedirs(self.backup_dir, exist_ok=True)
+            self._require_room()
+            self._write_logs(epoch, logs or {})  # before the weights: an entry past the backup is ignored
+            super().on_epoch_end(epoch, logs)
 
     def _require_room(self) -> None:
         """Room for this epoch's backup, checked before writing it: HDF5 that runs out of disk in the

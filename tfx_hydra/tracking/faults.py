@@ -7,6 +7,7 @@ finds it under any of them and says where it happened and where else the run's f
 from __future__ import annotations
 
 import errno
+import gc
 import os
 import shutil
 from contextlib import contextmanager
@@ -43,13 +44,15 @@ def as_disk_full(err: BaseException, where: str) -> BaseException:
 
 @contextmanager
 def disk_full_said(where: str) -> Iterator[None]:
-    """Inside the block, a full disk is raised as one DiskFull error (see as_disk_full)."""
+    """Inside the block, a full disk is raised as one DiskFull error (see as_disk_full). File
+    objects the failed write left half-open (h5py's) are closed now, not at interpreter exit."""
     try:
         yield
     except Exception as err:
         said = as_disk_full(err, where)
         if said is err:
             raise
+        gc.collect()
         raise said from None
 
 
