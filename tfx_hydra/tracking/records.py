@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 def launch_tags(cfg: DictConfig) -> dict[str, str]:
     """Tags known before anything runs: how to launch this exact run again."""
-    overrides = hydra_overrides()
+    overrides = task_overrides()
     command = " ".join(["python -m tfx_hydra", *(shlex.quote(o) for o in overrides)])
     return {
         "hydra.overrides": " ".join(overrides),
@@ -42,7 +42,7 @@ def launch_tags(cfg: DictConfig) -> dict[str, str]:
     }
 
 
-def hydra_overrides() -> list[str]:
+def task_overrides() -> list[str]:
     """The task overrides of this Hydra job ([] when called from Python, outside an app)."""
     from hydra.core.hydra_config import HydraConfig
 

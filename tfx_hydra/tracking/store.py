@@ -22,6 +22,8 @@ MAX_PARAMS_PER_CALL = 100  # MLflow's log_batch limit
 MAX_TAGS_PER_CALL = 100
 MAX_PARAM_LENGTH = 6000
 MAX_TAG_LENGTH = 5000
+
+
 def resolve_tracking_uri(config: TrackingConfig, launch_dir: str) -> str:
     """An absolute store URI: the default SQLite file in the launch dir, or the user's URI."""
     if not config.uri:
@@ -101,6 +103,7 @@ def ui_command(uri: str, launch_dir: str) -> str:
     if uri.startswith(("http://", "https://")):
         return f"open {mask_uri(uri)}"
     return f"mlflow ui --backend-store-uri {uri}"
+
 
 def limit_http_retries() -> None:
     """MLflow retries a failed request 7 times with exponential backoff (minutes of stalled

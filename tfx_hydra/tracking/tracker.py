@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from typing import Any, Protocol
 
 from omegaconf import DictConfig, OmegaConf
@@ -18,8 +17,8 @@ from tfx_hydra.tracking.faults import full_disk_path
 from tfx_hydra.tracking.journal import OFFLINE_DIR, OfflineJournal
 from tfx_hydra.tracking.secrets import mask_secrets, mask_uri
 from tfx_hydra.tracking.signals import uninterrupted
-from tfx_hydra.tracking.store import (MAX_PARAMS_PER_CALL, MAX_TAG_LENGTH, MAX_TAGS_PER_CALL, flatten, send_artifacts,
-                                      send_batch, ui_command)
+from tfx_hydra.tracking.store import (MAX_PARAMS_PER_CALL, MAX_TAG_LENGTH, MAX_TAGS_PER_CALL, flatten, now_ms,
+                                      send_artifacts, send_batch, ui_command)
 
 log = logging.getLogger(__name__)
 BACKUP_TAG = "resume.backup_dir"  # where an unfinished run keeps its per-epoch backup
@@ -90,7 +89,7 @@ class MlflowTracker:
             self._log_batch(tags=items[start:start + MAX_TAGS_PER_CALL])
 
     def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
-        now = int(time.time() * 1000)
+        now = now_ms()
         items = [(k, float(v), now, step or 0) for k, v in metrics.items() if _is_number(v)]
         if items:
             self._log_batch(metrics=items)
@@ -108,7 +107,7 @@ class MlflowTracker:
             logged = {m.step for m in self.client.get_metric_history(self.run_id, "loss")}
         except Exception as err:  # noqa: BLE001 - better a gap than an epoch twice
             log.warning(f"could not read which epochs MLflow holds ({type(err).__name__}); epochs "
-                         f"{sorted(backed_up)} of the backup are not logged again.")
+                        f"{sorted(backed_up)} of the backup are not logged again.")
             return
         for epoch in sorted(set(backed_up) - logged):
             self.log_epoch(epoch, backed_up[epoch])
@@ -146,7 +145,7 @@ class MlflowTracker:
             tags["mlflow.registered_model"] = f"{register_as}/{self._register(register_as)}"
         elif register_as:
             log.warning(f"export.register_as={register_as}: not registered, MLflow is unreachable; register "
-                         f"runs:/{self.run_id}/model once the run is synced.")
+                        f"runs:/{self.run_id}/model once the run is synced.")
         self.set_tags(tags)
         return uri
 
@@ -168,18 +167,18 @@ class MlflowTracker:
             elif status == "FINISHED" and self.previous_error:  # the interruption is history, not the outcome
                 self.set_tags({"resume.interrupted_by": self.previous_error})
                 self._try(lambda: self.client.delete_tag(self.run_id, "error"))
-            end_time = int(time.time() * 1000)
+            end_time = now_ms()
             if not self._try(lambda: self.client.set_terminated(self.run_id, status=status, end_time=end_time)):
                 self._keep(lambda: self.journal.append({"op": "set_terminated", "status": status,
                                                         "end_time": end_time}))
         if self.dropped:
             log.warning(f"MLflow run {self.run_id} could not be closed {status}: neither the store nor the offline "
-                         f"journal in {self.offline_dir} could be written. Once there is room, the next run on this "
-                         "store closes it (as lost).")
+                        f"journal in {self.offline_dir} could be written. Once there is room, the next run on this "
+                        "store closes it (as lost).")
         elif self.journal is not None:
             when = "once the store's disk has room again" if self.store_full else "once the tracking server is back"
             log.warning(f"MLflow did not take everything this run logged. It is kept in {self.journal.folder}; "
-                         f"{when}: python -m tfx_hydra.sync {os.path.dirname(self.journal.folder)}")
+                        f"{when}: python -m tfx_hydra.sync {os.path.dirname(self.journal.folder)}")
 
     # --- sending, or keeping for later -------------------------------------------------------
 
@@ -206,9 +205,9 @@ class MlflowTracker:
             self.store_full = full_disk_path(err) is not None
             why = ": its disk is full" if self.store_full else ""
             log.warning(f"MLflow at {mask_uri(self.uri)} stopped taking this run's records{why} "
-                         f"({type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}). Training goes "
-                         f"on; everything from now on is kept in {self.journal.folder} for "
-                         "`python -m tfx_hydra.sync`.")
+                        f"({type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}). Training goes "
+                        f"on; everything from now on is kept in {self.journal.folder} for "
+                        "`python -m tfx_hydra.sync`.")
             return False
 
     def _keep(self, write) -> None:
@@ -221,7 +220,7 @@ class MlflowTracker:
         except OSError as err:
             self.dropped = True
             log.warning(f"the offline journal in {self.offline_dir} cannot be written either ({err.strerror}): "
-                         "MLflow records of this run are lost from here on.")
+                        "MLflow records of this run are lost from here on.")
 
 
 class NullTracker:
