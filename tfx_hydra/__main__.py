@@ -3,7 +3,8 @@
 Only Hydra and our light modules are imported here: `--help` and `--cfg job` never
 load TensorFlow or MLflow. User mistakes (tfx_hydra.errors) are Hydra
 CompactHydraExceptions: `main` prints their message without a traceback and exits 1
-(HYDRA_FULL_ERROR=1 still shows every traceback).
+(HYDRA_FULL_ERROR=1 still shows every traceback). Hydra's own composition errors (an unknown
+option or key) are said the same way, with the closest option as the fix.
 """
 
 import os
@@ -14,7 +15,12 @@ from hydra.errors import CompactHydraException
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
+from tfx_hydra.config import composition_error
+from tfx_hydra.console import held_job_error_line
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # TensorFlow's INFO lines drown the run's own output
+# MLflow draws a progress bar for every artifact it downloads (mode=evaluate, reproduce): noise in a log
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 
 @hydra.main(version_base="1.3", config_path="pkg://tfx_hydra.conf", config_name="config")
@@ -36,22 +42,28 @@ def main() -> None:
     is reported by the sweep (its parent run's close) rather than with the launcher's traceback."""
     full_errors = os.environ.get("HYDRA_FULL_ERROR") == "1"  # the user asked for every traceback
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra hands errors to us instead of printing them
+    if sys.argv[0].endswith("__main__.py"):  # `python -m`: Hydra's help names the command by argv[0]
+        sys.argv[0] = "tfx-hydra"
     try:
-        hydra_main()
+        with held_job_error_line() as job_error_line:
+            hydra_main()
     except KeyboardInterrupt as interrupt:
         hint = getattr(interrupt, "resume_hint", None) or "interrupted (SIGINT) before a run started: nothing to resume."
         print(f"tfx_hydra: {hint}", file=sys.stderr)
         sys.exit(getattr(interrupt, "exit_status", 130))
     except CompactHydraException as err:  # our errors and Hydra's own config errors: the message alone
         if full_errors:
+            job_error_line.release()
             raise
-        print(str(err), file=sys.stderr)
-        if isinstance(err.__cause__, OmegaConfBaseException):  # as Hydra prints it: the config error's detail
-            print(str(err.__cause__), file=sys.stderr)
+        said = composition_error(err)
+        print(str(said or err), file=sys.stderr)
+        if said is None and isinstance(err.__cause__, OmegaConfBaseException):
+            print(str(err.__cause__), file=sys.stderr)  # as Hydra prints it: the config error's detail
         sys.exit(1)
     except Exception as err:
         if full_errors or type(err).__name__ not in LOST_WORKER_ERRORS:
-            raise  # a programming error keeps its traceback
+            job_error_line.release()
+            raise  # a programming error keeps its traceback, and the job it came from
         print(f"tfx_hydra: the sweep's launcher stopped: {type(err).__name__}: {str(err).splitlines()[0][:300]}",
               file=sys.stderr)
         sys.exit(1)

@@ -12,6 +12,7 @@ Only Hydra and OmegaConf are imported here: preflight uses this module.
 
 from __future__ import annotations
 
+import difflib
 import logging
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
@@ -58,10 +59,20 @@ def group_options(group: str) -> list[str]:
 
 
 def build(node: DictConfig, key: str, **kwargs: Any) -> Any:
-    """`hydra.utils.instantiate`, with one log line naming what is built (as lightning-hydra-template
-    does), our errors passed through and bad arguments named by key."""
-    log.info(f"{key}: {node.get('_target_')}")
+    """`hydra.utils.instantiate`, with our errors passed through and bad arguments named by key.
+    Which code builds it is a debug line (hydra.verbose=tfx_hydra.config): the steps say what was
+    chosen in the user's words."""
+    log.debug(f"{key}: {node.get('_target_')}")
     return instantiate_node(node, key, **kwargs)
+
+
+def choice(group: str) -> str | None:
+    """The option the run selected for a group (`data` -> 'digits'), None outside a Hydra app."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return None
+    return HydraConfig.get().runtime.choices.get(group)
 
 
 def instantiate_node(node: DictConfig, key: str, **kwargs: Any) -> Any:
@@ -77,3 +88,51 @@ def instantiate_node(node: DictConfig, key: str, **kwargs: Any) -> Any:
                               fix=f"check the keys under '{key}' (python -m tfx_hydra --cfg job --package {key})"
                               ) from None
         raise
+
+
+# --- Hydra's composition errors, in a run's words ----------------------------------------------
+
+def composition_error(err: Exception) -> ConfigError | None:
+    """Hydra's message for an unknown option or key, said as our errors are: what was typed, what
+    exists, the override that fixes it. Hydra's own text lists its search path and OmegaConf's
+    internals (`object_type=dict`); a person needs the closest option. None: not one of those."""
+    from hydra.errors import MissingConfigException
+
+    if isinstance(err, MissingConfigException) and err.missing_cfg_file and "/" in err.missing_cfg_file:
+        group, option = err.missing_cfg_file.rsplit("/", 1)
+        return unknown_option(group, option)
+    text = str(err)
+    if text.startswith("Could not override '"):
+        key = text.split("'")[1]
+        typed = text.rsplit("use +", 1)[-1].strip() if "use +" in text else f"{key}=..."
+        return unknown_key(key, typed.split("=", 1)[1] if "=" in typed else "...")
+    return None
+
+
+def unknown_option(group: str, option: str) -> ConfigError:
+    options = group_options(group)
+    guess = difflib.get_close_matches(option, options, n=1)
+    listed = ", ".join(options) or "(none)"
+    fix = f"{group}={guess[0]} (the closest option)" if guess else f"{group}=<one of the options above>"
+    return ConfigError(f"{group}={option} is not an option of '{group}'; its options are: {listed}.", fix=fix)
+
+
+def unknown_key(key: str, value: str) -> ConfigError:
+    """`trainer.epoch=3`: the keys of `trainer` (as the default config has them) and the closest one."""
+    parent, _, name = key.rpartition(".")
+    try:
+        from omegaconf import OmegaConf
+
+        node = compose()
+        node = OmegaConf.select(node, parent) if parent else node
+    except Exception:  # noqa: BLE001 - only a hint: without the default config, no suggestion
+        node = None
+    keys = [str(k) for k in node.keys()] if isinstance(node, DictConfig) else []
+    guess = difflib.get_close_matches(name, keys, n=3)
+    if not parent:  # `modle=cnn`: a group whose option was typed beats a key spelled alike
+        guess = [g for g in guess if value in group_options(g)] or guess
+    where = f"'{parent}'" if parent else "the config"
+    fix = f"{parent + '.' if parent else ''}{guess[0]}={value}" if guess else \
+        f"+{key}={value} to add a new key, or see every key with: python -m tfx_hydra --cfg job"
+    return ConfigError(f"{key} is not a key of {where}" + (f" (its keys: {', '.join(keys)})." if keys else "."),
+                       fix=fix)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from omegaconf import OmegaConf
 
+from tfx_hydra.console import native_lines_to_log
 from tfx_hydra.errors import HardwareMismatch
 from tfx_hydra.precision import FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16
 from tfx_hydra.schemas import ExpectConfig, HardwareConfig
@@ -162,10 +163,11 @@ def load_profiles() -> dict[str, HardwareConfig]:
 
 def setup_hardware(config: HardwareConfig, seed: int, deterministic: bool = False) -> HardwareInfo:
     """Select and configure devices per the profile, seed every RNG, and report what is there."""
-    import keras
-    import tensorflow as tf
+    with native_lines_to_log():  # TensorFlow's C++ start-up lines: to the job log, not the terminal
+        import keras
+        import tensorflow as tf
 
-    physical = tf.config.list_physical_devices("GPU")
+        physical = tf.config.list_physical_devices("GPU")
     memory = gpu_memory_gb()
     all_gpus = [_gpu_details(tf, index, device, memory.get(index)) for index, device in enumerate(physical)]
     selected = _select_gpus(config, physical)

@@ -61,10 +61,11 @@ def run(cfg: DictConfig) -> float:
         records.record_setup(tracker, setup, precision_warnings)
 
         datasets = build(cfg.data, "data", batch_size=setup.plan.global_size)
+        records.record_data(tracker, datasets)
         with strategy.scope():  # variables (model and optimizer) live where the strategy puts them
             model = build(cfg.model, "model")
+            records.record_model(tracker, model, output_dir)
             trainer.compile_model(model, cfg.optimizer, settings, setup, tracker)
-        records.record_model(tracker, model, output_dir)
 
         history = trainer.fit_phases(model, datasets, cfg.optimizer, settings, setup, tracker, output_dir)
         metrics = trainer.evaluate(model, datasets, history, tracker)
@@ -74,7 +75,8 @@ def run(cfg: DictConfig) -> float:
         objective = sweep.objective(metrics, settings.sweep)
         tracker.log_metrics({sweep.OBJECTIVE_METRIC: objective})
 
-    print_summary(metrics, tracker.run_id, exports, tracker.ui_command, output_dir, records.weights_sha256(model))
+    ui = tracker.ui_command if job is None else None  # a sweep ends with its own, once
+    print_summary(metrics, tracker.run_id, exports, ui, output_dir, records.weights_sha256(model))
     return objective
 
 

@@ -26,6 +26,22 @@ COMMUNICATIONS = ("auto", "ring", "nccl")
 CLUSTERS = ("tf_config", "slurm")
 
 
+STRATEGY_OPTIONS = {"_DefaultDistributionStrategy": "default", "OneDeviceStrategy": "one_device",
+                    "MirroredStrategy": "mirrored", "MultiWorkerMirroredStrategy": "multi_worker",
+                    "CollectiveAllReduceStrategy": "multi_worker", "TPUStrategy": "tpu"}
+
+
+def describe_strategy(strategy, hardware: HardwareInfo) -> str:
+    """'default', 'mirrored over 2 devices': the strategy as its option is called."""
+    name = STRATEGY_OPTIONS.get(type(strategy).__name__, type(strategy).__name__)
+    if name not in ("mirrored", "one_device"):
+        return name
+    devices = [device.split("/")[-1].lower().replace("device:", "") for device in strategy.extended.worker_devices]
+    if devices:
+        return f"{name} on {', '.join(devices)}" if len(devices) < 4 else f"{name} over {len(devices)} devices"
+    return name
+
+
 def auto_strategy(hardware: HardwareInfo):
     """MirroredStrategy over several GPUs, OneDeviceStrategy on one, the default strategy on CPU."""
     if len(hardware.gpus) > 1:

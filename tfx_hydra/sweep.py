@@ -37,6 +37,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from tfx_hydra import tracking
+from tfx_hydra.console import sweep_summary
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.metrics import end_of_run_names
 from tfx_hydra.schemas import Settings, SweepConfig, TrackingConfig, validate_section
@@ -46,6 +47,7 @@ PARENT_RUN_FILE = "mlflow_parent_run.json"  # in the sweep dir
 JOB_ENV = "TFX_HYDRA_SWEEP_JOB"
 SUMMARY_CSV = "sweep_summary.csv"
 SUMMARY_PNG = "sweep_summary.png"
+SUMMARY_TXT = "sweep_summary.txt"  # the table the sweep ends with, as the terminal showed it
 # What Hydra's sweepers write in the sweep dir: the sweep's config, Optuna's best parameters.
 SWEEP_RECORDS = ("multirun.yaml", "optimization_results.yaml")
 
@@ -131,8 +133,11 @@ class SweepCallback(Callback):
             json.dump({"run_id": run_id, "uri": uri, "swept_keys": swept_keys(config), "resume_command": resume},
                       record)
         self._parent = _Parent(client, run_id, sweep_dir, config.sweep.metric, config.sweep.direction,
-                               planned=planned_jobs(config), resume=resume)
+                               planned=planned_jobs(config), resume=resume, ui=tracking.ui_command(uri, launch_dir))
         atexit.register(self._parent.close_unfinished)
+        planned = self._parent.planned
+        say(f"tfx_hydra sweep: {planned if planned is not None else 'its'} jobs under MLflow parent run {run_id}; "
+            f"each job's log: {os.path.join(sweep_dir, '<job>', 'tfx_hydra.log')}")
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if self._parent is not None:
@@ -164,10 +169,11 @@ class _Parent:
     """The parent run, as the launching process closes it."""
 
     def __init__(self, client, run_id: str, sweep_dir: str, metric: str, direction: str,
-                 planned: int | None = None, resume: str = "") -> None:
+                 planned: int | None = None, resume: str = "", ui: str = "") -> None:
         self.client, self.run_id, self.sweep_dir = client, run_id, sweep_dir
         self.metric, self.direction = metric, direction
         self.planned, self.resume = planned, resume  # how many jobs the sweep has; the command that resumes it
+        self.ui = ui  # the command that opens the store in the MLflow UI
         self.closed = False
 
     def close(self, status: str | None, note: str | None = None, jobs_done: bool = True) -> None:
@@ -200,13 +206,18 @@ class _Parent:
             tags["error"] = note
         tracking.send_batch(self.client, self.run_id, tags=tags.items(),
                             metrics=[(k, v, tracking.now_ms(), 0) for k, v in metrics.items()])
+        summary = sweep_summary(jobs, self.metric, self.direction, best, self.run_id, self.sweep_dir, status,
+                                self.planned)
+        with open(os.path.join(self.sweep_dir, SUMMARY_TXT), "w", encoding="utf-8") as text:
+            text.write(summary + "\n")
         if jobs:
             write_summary(jobs, self.sweep_dir, self.metric, best)
         tracking.mask_files(self.sweep_dir)  # Hydra's multirun.yaml holds the sweep's overrides
-        for name in (SUMMARY_CSV, SUMMARY_PNG, *SWEEP_RECORDS):
+        for name in (SUMMARY_TXT, SUMMARY_CSV, SUMMARY_PNG, *SWEEP_RECORDS):
             if os.path.exists(os.path.join(self.sweep_dir, name)):
                 self.client.log_artifact(self.run_id, os.path.join(self.sweep_dir, name))
         self.client.set_terminated(self.run_id, status=status)
+        say(summary + (f"\nbrowse: {self.ui}" if self.ui else ""))
 
     def close_unfinished(self) -> None:
         """Exit hook: the sweep stopped before Hydra's end (a failed job under the basic sweeper, Ctrl-C)."""
@@ -216,6 +227,12 @@ class _Parent:
                        "one failed or was interrupted (see the FAILED/KILLED child runs); later batches did not run")
         except Exception as err:  # at exit, say what was lost rather than raise into nothing
             print(f"tfx_hydra: could not close the sweep's MLflow parent run {self.run_id}: {err}")
+
+
+def say(text: str) -> None:
+    """A line of the launching process. It has no job log and no job logging (each job configures
+    its own), so its few lines are printed as they are; the summary is also in sweep_summary.txt."""
+    print(text, flush=True)
 
 
 def require_launcher_runs_here(config: DictConfig) -> None:
@@ -410,11 +427,8 @@ def _record_failure_without_run(uri: str, job: SweepJob, config: DictConfig, job
         f"tags.`mlflow.parentRunId` = '{job.parent_run_id}' and tags.`sweep.job_num` = '{job.num}'"))
     if existing:
         return
-    try:
-        job_return.return_value  # Hydra's JobReturn raises a failed job's exception when asked for its value
-        error: Any = "failed"
-    except BaseException as err:  # noqa: BLE001 - any failure is recorded as the job's error
-        error = err
+    # A failed JobReturn holds its exception; asking for `.return_value` would raise it and print Hydra's line
+    error: Any = job_return._return_value if isinstance(job_return._return_value, BaseException) else "failed"
     run = client.create_run(parent.info.experiment_id, run_name=job.name, tags=tracking.mask_secrets({
         "mlflow.parentRunId": job.parent_run_id, "sweep.job_num": str(job.num),
         "hydra.overrides": " ".join(config.hydra.overrides.task),

@@ -50,8 +50,8 @@ def test_default_run_prints_a_summary(default_run):
 def test_hydras_job_log_holds_every_line_the_terminal_showed(default_run):
     launch, done = default_run
     (run,) = mlflow_runs(launch)
-    (log,) = Path(run.data.tags["resume.backup_dir"]).parent.glob("*.log")  # <output dir>/__main__.log
-    assert log.name == "__main__.log"
+    (log,) = Path(run.data.tags["resume.backup_dir"]).parent.glob("*.log")  # <output dir>/tfx_hydra.log
+    assert log.name == "tfx_hydra.log"  # named after the app
     logged = log.read_text()
     for line in done.stdout.splitlines():  # the epoch lines, the summary table, the browse command
         if line.strip():
@@ -83,7 +83,7 @@ def test_default_run_is_recorded_in_mlflow(default_run):
     assert run.data.metrics["examples_per_sec"] > 0
     artifacts = artifact_paths(client, run.info.run_id)
     assert {".hydra/config.yaml", ".hydra/overrides.yaml", ".hydra/hydra.yaml", "config_resolved.yaml",
-            "environment/packages.txt", "export/savedmodel/saved_model.pb", "model/MLmodel"} <= artifacts
+            "environment/packages.txt", "export/mlp/1/saved_model.pb", "model/MLmodel"} <= artifacts
     assert run.data.tags["mlflow.model_uri"] == f"runs:/{run.info.run_id}/model"
 
 
@@ -184,4 +184,4 @@ def test_several_exports_are_verified_and_logged(tmp_path):
     assert run.data.tags["export.failed"] == "0"
     artifacts = artifact_paths(mlflow_client(tmp_path), run.info.run_id)
     assert {"export/tflite/mlp.tflite", "export/onnx/mlp.onnx", "export/keras/mlp.keras",
-            "export/savedmodel/saved_model.pb"} <= artifacts
+            "export/mlp/1/saved_model.pb"} <= artifacts

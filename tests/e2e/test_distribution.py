@@ -48,7 +48,7 @@ def test_two_worker_processes_train_identical_weights_and_only_the_chief_tracks(
     outputs = [worker.communicate(timeout=400)[0] for worker in workers]
     for worker, output in zip(workers, outputs):
         assert worker.returncode == 0, output[-3000:]
-        assert "CollectiveAllReduceStrategy with 2 replica(s)" in output
+        assert "tfx_hydra strategy: multi_worker, 2 replicas" in output
     fingerprints = [re.search(r"weights sha256\s+│ (\w+)", output).group(1) for output in outputs]
     assert fingerprints[0] == fingerprints[1]
     (run,) = mlflow_runs(tmp_path)  # the chief's, and no other

@@ -67,7 +67,7 @@ def test_bare_mlflow_ui_in_the_launch_dir_shows_the_run(ui_server):
     listed = {f["path"] for f in get(base, "/api/2.0/mlflow/artifacts/list", run_id=run_id)["files"]}
     assert {".hydra", "config_resolved.yaml", "environment", "export"} <= listed
     exported = {f["path"] for f in get(base, "/api/2.0/mlflow/artifacts/list", run_id=run_id,
-                                        path="export/savedmodel")["files"]}
-    assert "export/savedmodel/saved_model.pb" in exported
+                                        path="export/mlp/1")["files"]}
+    assert "export/mlp/1/saved_model.pb" in exported
     with urllib.request.urlopen(f"{base}/", timeout=10) as page:  # the UI itself is served
         assert b"MLflow" in page.read()

@@ -66,7 +66,14 @@ def test_basic_launcher_sweep_nests_every_job_under_one_parent(tmp_path):
     assert parent.data.tags["sweep.jobs"] == "4" and parent.data.tags["sweep.failed"] == "0"
     client = mlflow_client(tmp_path)
     assert {a.path for a in client.list_artifacts(parent.info.run_id)} == {
-        "sweep_summary.csv", "sweep_summary.png", "multirun.yaml"}
+        "sweep_summary.txt", "sweep_summary.csv", "sweep_summary.png", "multirun.yaml"}
+    summary = done.stdout[done.stdout.index("tfx_hydra: sweep complete"):]  # the sweep's end, on the terminal
+    best = next(c for c in children if c.info.run_id == parent.data.tags["sweep.best_run_id"])
+    for row in ("jobs              │ 4 finished, 0 failed, 0 killed", f"best job          │ {best.info.run_name}",
+                f"parent run        │ {parent.info.run_id}", f"sweep dir         │ {sweep_dir}"):
+        assert row in summary
+    assert summary.rstrip().endswith(f"browse: cd {tmp_path} && mlflow ui")
+    assert summary.startswith((sweep_dir / "sweep_summary.txt").read_text())
     with open(sweep_dir / "sweep_summary.csv", encoding="utf-8") as table:
         rows = list(csv.DictReader(table))
     assert [r["run_id"] for r in rows] == [c.info.run_id for c in children]
@@ -94,6 +101,10 @@ def test_submitit_local_jobs_nest_under_the_parent_and_a_failed_job_is_counted(t
     assert done.returncode == 1  # Hydra reports the failed job once all jobs of the batch have run
     assert "ConfigError: trainer.loss: Keras does not know 'no_such_loss'." in done.stderr
     assert "ConfigError: ConfigError" not in done.stderr  # the error came back pickled from the job's process
+    assert "Error executing job" not in done.stderr and "HYDRA_FULL_ERROR" not in done.stderr
+    # submitit's jobs print to their own files: the terminal has the sweep's first line and its end
+    assert "each job's log: " in done.stdout and "tfx_hydra.log" in done.stdout
+    assert "jobs              │ 1 finished, 1 failed, 0 killed" in done.stdout
     parent, children = parent_and_children(tmp_path)
     assert parent.data.tags["sweep.launcher"].endswith("submitit_launcher.LocalLauncher")
     assert [c.info.status for c in children] == ["FINISHED", "FAILED"]

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf import OmegaConf
 
-from tfx_hydra.config import build, compose, group_options
+from tfx_hydra.config import build, composition_error, compose, group_options
 from tfx_hydra.hardware import load_profiles
 from tfx_hydra.errors import ConfigError, DataError
 
@@ -54,3 +55,41 @@ def test_profiles_that_inherit_are_read_whole_by_hardware_auto():
     assert (t4.expect.name_pattern, t4.precision, t4.per_replica_batch_size) == ("T4", "mixed_float16", 128)
     assert (t4.allocator, t4.xla, t4.steps_per_execution) == (a100.allocator, a100.xla, a100.steps_per_execution)
     assert profiles["a100_80gb"].expect.name_pattern == "A100" and profiles["a100_80gb"].expect.min_memory_gb == 79
+
+
+def test_an_unknown_option_is_said_with_the_options_and_the_closest_as_the_fix():
+    with pytest.raises(MissingConfigException) as raised:
+        compose(["data=mnst"])
+    said = composition_error(raised.value)
+    assert said.message.startswith("data=mnst is not an option of 'data'; its options are: cifar10, cifar100, ")
+    assert "digits" in said.message and "tfrecord" in said.message
+    assert said.fix == "data=mnist (the closest option)"
+    assert "Config search path" not in str(said)
+
+
+def test_an_unknown_option_inside_a_list_is_named_too():
+    with pytest.raises(MissingConfigException) as raised:
+        compose(["export=[savedmodel,coreml]"])
+    said = composition_error(raised.value)
+    assert said.message == "export=coreml is not an option of 'export'; its options are: " \
+        "keras, none, onnx, savedmodel, tfjs, tflite."
+    assert said.fix == "export=<one of the options above>"
+
+
+def test_a_misspelt_key_gets_the_keys_it_could_be_and_the_right_override():
+    with pytest.raises(ConfigCompositionException) as raised:
+        compose(["trainer.epoch=3"])
+    said = composition_error(raised.value)
+    assert said.message.startswith("trainer.epoch is not a key of 'trainer' (its keys: epochs, batch_size, ")
+    assert said.fix == "trainer.epochs=3"
+    assert composition_error(_composition_failure(["modle=cnn"])).fix == "model=cnn"  # a group, by its option
+    unknown = composition_error(_composition_failure(["colour=red"]))
+    assert unknown.fix.startswith("+colour=red to add a new key")
+
+
+def _composition_failure(overrides):
+    try:
+        compose(overrides)
+    except ConfigCompositionException as err:
+        return err
+    raise AssertionError(f"{overrides} composed")

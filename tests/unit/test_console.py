@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import logging
 import logging.config
+import os
+import re
+import sys
+import types
 
 import pytest
 from omegaconf import OmegaConf
 
-from tfx_hydra.console import epoch_line, print_summary
+from tfx_hydra.console import (BARE, NATIVE_LOGGER, TerminalFormatter, epoch_line, held_job_error_line,
+                               native_lines_to_log, print_summary)
 from tests.helpers import REPO
 
 
@@ -16,10 +21,10 @@ from tests.helpers import REPO
 def job_logging(tmp_path):
     """conf/hydra/job_logging/rich.yaml applied as Hydra applies it, the log file in tmp_path."""
     config = OmegaConf.load(REPO / "conf" / "hydra" / "job_logging" / "rich.yaml")
-    config.handlers.file.filename = str(tmp_path / "__main__.log")
+    config.handlers.file.filename = str(tmp_path / "tfx_hydra.log")
     before = logging.getLogger().handlers[:]
     logging.config.dictConfig(OmegaConf.to_container(config))
-    yield tmp_path / "__main__.log"
+    yield tmp_path / "tfx_hydra.log"
     for handler in logging.getLogger().handlers[:]:
         if handler not in before:
             logging.getLogger().removeHandler(handler)
@@ -54,3 +59,63 @@ def test_the_summary_is_one_table_and_the_browse_command(job_logging, capsys):
     assert "test_accuracy" in shown and "0.9512" in shown and "abc123" in shown
     assert shown.rstrip().endswith("browse: cd /tmp && mlflow ui")
     assert "0.9512" in job_logging.read_text()
+
+
+def test_a_path_in_the_summary_is_one_piece_of_text_at_any_terminal_width(job_logging, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "40")  # a narrow terminal, or a pipe (rich then assumes 80)
+    path = "/outputs/2026-12-01/13-49-03-345436/" + "deep/" * 12 + "export/mlp/1"
+    export = types.SimpleNamespace(kind="savedmodel", path=path)
+    print_summary({"test_accuracy": 0.9}, "0123456789abcdef0123456789abcdef", [export], None, "/outputs/x", "f00d")
+    rows = capsys.readouterr().out.splitlines()
+    (row,) = [line for line in rows if "export (savedmodel)" in line]
+    assert f"│ {path} │" in row  # whole, on the row that names it
+    assert any(re.search(r"│ mlflow run\s+│ 0123456789abcdef0123456789abcdef\s+│", line) for line in rows)
+
+
+def test_tensorflows_native_start_up_lines_go_to_the_job_log_and_not_the_terminal(job_logging, capfd):
+    with native_lines_to_log():  # what TensorFlow's C++ side does: write to descriptor 2 itself
+        os.write(2, b"I0000 00:00:1796132321.993220 23909 cudart_stub.cc:31] Could not find cuda drivers\n")
+        os.write(2, b"E0000 00:00:1796132327.143408 23909 cuda_platform.cc:52] failed call to cuInit: (303)\n")
+    shown = capfd.readouterr()
+    assert "cuda" not in shown.out + shown.err
+    logged = job_logging.read_text()
+    assert "[tfx_hydra.native][INFO] - I0000 00:00:1796132321.993220 23909 cudart_stub.cc:31] Could not find" in logged
+    assert "failed call to cuInit: (303)" in logged
+    os.write(2, b"after\n")  # descriptor 2 is the terminal again
+    assert capfd.readouterr().err == "after\n"
+
+
+def test_quiet_lines_show_when_the_user_asks_for_them(job_logging, capsys):
+    native, tf_logger = logging.getLogger(NATIVE_LOGGER), logging.getLogger("tensorflow")
+    retracing = "5 out of the last 5 calls to <function f> triggered tf.function retracing. Tracing is expensive"
+    native.info("I0000 oneDNN custom operations are on.", extra=BARE)
+    tf_logger.warning(retracing)
+    tf_logger.warning("a real TensorFlow warning")
+    assert capsys.readouterr().out.splitlines() == ["warning a real TensorFlow warning"]
+    assert retracing in job_logging.read_text() and "oneDNN" in job_logging.read_text()
+    native.setLevel(logging.DEBUG)  # what hydra.verbose=tfx_hydra.native does
+    try:
+        native.info("I0000 oneDNN custom operations are on.", extra=BARE)
+        assert capsys.readouterr().out == "I0000 oneDNN custom operations are on.\n"
+        logging.getLogger().setLevel(logging.DEBUG)  # hydra.verbose=true
+        tf_logger.warning(retracing)
+        assert capsys.readouterr().out == f"warning {retracing}\n"
+    finally:
+        native.setLevel(logging.NOTSET)
+        logging.getLogger().setLevel(logging.INFO)
+
+
+def test_a_parallel_sweep_job_labels_every_line_of_a_record():
+    formatter = TerminalFormatter("[job 3] ")
+    record = logging.LogRecord("tfx_hydra.run", logging.INFO, __file__, 1, "table\nrow", None, None)
+    assert formatter.format(record) == "\\[job 3] [bold cyan]tfx_hydra[/] table\n\\[job 3] row"  # rich markup
+    assert TerminalFormatter().format(record) == "[bold cyan]tfx_hydra[/] table\nrow"
+
+
+def test_hydras_line_before_a_failed_jobs_error_is_held_back_until_asked_for(capsys):
+    with held_job_error_line() as held:
+        sys.stderr.write("Error executing job with overrides: ['a=1']\n")
+        sys.stderr.write("another line\n")
+    assert capsys.readouterr().err == "another line\n"
+    held.release()  # a programming error: the line comes back, above its traceback
+    assert capsys.readouterr().err == "Error executing job with overrides: ['a=1']\n"

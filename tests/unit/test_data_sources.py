@@ -287,7 +287,7 @@ def test_the_converter_reports_user_mistakes_without_a_traceback(capsys, tmp_pat
     assert to_tfrecord([str(tmp_path), "--shards", "0", "data=digits"]) == 1
     assert "Error: ConfigError: --shards=0: expected at least 1." in capsys.readouterr().err
     assert to_tfrecord([str(tmp_path), "data=imagenet"]) == 1
-    assert "Could not find 'data/imagenet'" in capsys.readouterr().err
+    assert "Error: ConfigError: data=imagenet is not an option of 'data'; its options are: " in capsys.readouterr().err
     assert to_tfrecord([str(tmp_path), "data=mnist", f"data.path={tmp_path}/missing.npz"]) == 1
     assert f"DataError: data.path={tmp_path}/missing.npz does not exist." in capsys.readouterr().err
 

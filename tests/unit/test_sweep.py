@@ -64,7 +64,7 @@ def client(tmp_path):
     return mlflow_client(tmp_path)
 
 
-def test_a_sweep_is_a_parent_run_with_its_jobs_nested_under_it(tmp_path, client):
+def test_a_sweep_is_a_parent_run_with_its_jobs_nested_under_it(tmp_path, client, capsys):
     callback = sweep.SweepCallback()
     callback.on_multirun_start(sweep_config(tmp_path, job_num=None))
     experiment = client.get_experiment_by_name("sweeps")
@@ -89,7 +89,21 @@ def test_a_sweep_is_a_parent_run_with_its_jobs_nested_under_it(tmp_path, client)
     assert parent.data.metrics["best_val_accuracy"] == 0.75
     assert parent.data.tags["sweep.best_run_id"] == best.info.run_id
     assert (parent.data.tags["sweep.jobs"], parent.data.tags["sweep.failed"]) == ("2", "0")
-    assert {a.path for a in client.list_artifacts(parent.info.run_id)} == {sweep.SUMMARY_CSV, sweep.SUMMARY_PNG}
+    assert {a.path for a in client.list_artifacts(parent.info.run_id)} == {sweep.SUMMARY_CSV, sweep.SUMMARY_PNG,
+                                                                          sweep.SUMMARY_TXT}
+    # the sweep ends as a single run does: a table with the counts, the best job, the parent, the dir
+    shown = capsys.readouterr().out
+    sweep_dir = str(tmp_path / "multirun" / "s1")
+    assert f"jobs under MLflow parent run {parent.info.run_id}" in shown.splitlines()[0]
+    table = shown[shown.index("tfx_hydra: sweep complete"):]
+    for row in ("jobs              │ 2 finished, 0 failed, 0 killed", "best job          │ 1: model.units=64",
+                "best val_accuracy │ 0.7500", f"best run          │ {best.info.run_id}",
+                f"parent run        │ {parent.info.run_id}", f"sweep dir         │ {sweep_dir} "):
+        assert row in table
+    assert "0    FINISHED  0.5000        0: model.units=32" in table
+    assert "1    FINISHED  0.7500 *      1: model.units=64" in table
+    assert table.rstrip().splitlines()[-1] == f"browse: cd {tmp_path} && mlflow ui"
+    assert (tmp_path / "multirun" / "s1" / sweep.SUMMARY_TXT).read_text() in table + "\n"
     # (a real sweep also logs Hydra's multirun.yaml: tests/e2e/test_sweeps.py)
     with open(tmp_path / "multirun" / "s1" / sweep.SUMMARY_CSV, encoding="utf-8") as table:
         rows = list(csv.DictReader(table))

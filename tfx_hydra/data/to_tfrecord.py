@@ -36,7 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         written = convert(args.output_dir, args.shards, args.overrides)
     except (TfxHydraError, HydraException) as err:  # a user mistake: the message, not a traceback
-        print(f"Error: {err}", file=sys.stderr)
+        from tfx_hydra.config import composition_error
+
+        print(f"Error: {composition_error(err) or err}", file=sys.stderr)
         return 1
     print(written)
     return 0

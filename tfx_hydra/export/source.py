@@ -36,11 +36,27 @@ def _download_savedmodel(uri: str, tracking_config, launch_dir: str, download_di
     try:
         client.get_run(run_id)
         os.makedirs(download_dir, exist_ok=True)
-        return client.download_artifacts(run_id, "export/savedmodel", download_dir)
+        return client.download_artifacts(run_id, _savedmodel_artifact(client, run_id, uri), download_dir)
     except MlflowException as err:
         raise ExportError(f"export.source={uri}: {err.message}",
                           fix="check the run id in the MLflow UI (and tracking.uri), or pass the export folder") \
             from None
+
+
+def _savedmodel_artifact(client, run_id: str, uri: str, folder: str = "export", depth: int = 3) -> str:
+    """The folder under the run's `export/` that holds a saved_model.pb (export/mlp/1; runs made
+    before exports mirrored the disk layout have export/savedmodel)."""
+    entries = client.list_artifacts(run_id, folder)
+    if any(entry.path.endswith("/saved_model.pb") for entry in entries):
+        return folder
+    for entry in entries:
+        if entry.is_dir and depth > 1:
+            try:
+                return _savedmodel_artifact(client, run_id, uri, entry.path, depth - 1)
+            except ExportError:
+                continue
+    raise ExportError(f"export.source={uri}: the run has no SavedModel among its artifacts (export/...).",
+                      fix="pass a run trained with export=savedmodel, or the export folder itself")
 
 
 def evaluate_saved_model(path: str, datasets) -> dict[str, float]:

@@ -56,10 +56,12 @@ def export_model(model, datasets, export_cfg: DictConfig, tracker: Tracker, chie
             log.warning(f"export {name} failed: {failures[name]}")
             tracker.set_tags({f"export.{name}.error": failures[name]})
             continue
+        where = artifact_path(result.path, str(node.get("export_dir") or os.path.dirname(result.path)))
         if os.path.isfile(result.path):
-            tracker.log_artifact(result.path, f"export/{name}")
+            tracker.log_artifact(result.path, where)
         else:
-            tracker.log_artifacts(result.path, f"export/{name}")
+            tracker.log_artifacts(result.path, where)
+        log.info(f"export: {name} written to {result.path}")
         tracker.log_metrics(result.metrics)
         tracker.set_tags({f"export.{name}.path": result.path})
         results.append(result)
@@ -72,3 +74,14 @@ def export_model(model, datasets, export_cfg: DictConfig, tracker: Tracker, chie
         raise ExportError(f"{len(failures)} export(s) failed: " + "; ".join(f"{k}: {v}" for k, v in failures.items()),
                           fix="fix the exporter's settings, or drop export.strict=true to keep the run on failure")
     return results
+
+
+def artifact_path(path: str, export_dir: str) -> str:
+    """Where an export goes in MLflow: under `export/` as it sits under export_dir on disk
+    (export/mlp/1/ for a SavedModel, export/mlp.tflite), so a path read in one place is found in
+    the other. `model/` in MLflow is the MLflow model."""
+    relative = os.path.relpath(path, export_dir)
+    if relative.startswith(os.pardir):  # written outside its export_dir: keep its own name
+        relative = os.path.basename(path)
+    folder = os.path.dirname(relative) if os.path.isfile(path) else relative
+    return "/".join(["export", *(part for part in folder.split(os.sep) if part not in ("", os.curdir))])

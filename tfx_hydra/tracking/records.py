@@ -16,11 +16,12 @@ import json
 import logging
 import os
 import shlex
-
-from typing import TYPE_CHECKING
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Iterator
 
 from omegaconf import DictConfig, OmegaConf
 
+from tfx_hydra.config import choice
 from tfx_hydra.tracking.secrets import mask_files
 from tfx_hydra.tracking.tracker import Tracker
 
@@ -64,6 +65,8 @@ def record_launch(tracker: Tracker, cfg: DictConfig, output_dir: str, launch_dir
     """Config, overrides, git state and packages: recorded before any training."""
     from tfx_hydra.environment import git_state, installed_packages
 
+    tracked = f"MLflow run {tracker.run_id}" if tracker.run_id else "not tracked"
+    log.info(f"run: {tracked}, outputs in {os.path.relpath(output_dir, launch_dir) if _under(output_dir, launch_dir) else output_dir}")
     if tracker.resumed_backup_dir:
         log.info(f"resuming MLflow run {tracker.run_id} from its backup in {tracker.resumed_backup_dir}")
     else:  # params are write-once in MLflow: a resumed run keeps those of its first attempt
@@ -94,17 +97,21 @@ def record_launch(tracker: Tracker, cfg: DictConfig, output_dir: str, launch_dir
     tracker.log_artifacts(environment_dir, "environment")
 
 
+def _under(path: str, folder: str) -> bool:
+    return os.path.abspath(path).startswith(os.path.abspath(folder) + os.sep)
+
+
 def record_setup(tracker: Tracker, setup: Setup, precision_warnings: list[str]) -> None:
     """What the hardware, precision and strategy steps chose (and why), plus the software environment."""
     from tfx_hydra.environment import collect_environment
     from tfx_hydra.hardware import describe_gpus
 
+    from tfx_hydra.strategy import describe_strategy
+
     hardware, plan = setup.hardware, setup.plan
     strategy = type(setup.strategy).__name__
-    log.info(f"hardware: {describe_gpus(hardware.gpus)}; profile {hardware.profile} ({hardware.reason})")
-    log.info(f"precision {setup.policy}; {strategy} with {plan.replicas} replica(s); "
-             f"global batch {plan.global_size} ({plan.per_replica:g} per replica); "
-             f"steps_per_execution {plan.steps_per_execution}")
+    for line in setup_lines(setup, describe_gpus(hardware.gpus), describe_strategy(setup.strategy, hardware)):
+        log.info(line)
     if hardware.mismatch:
         log.warning(f"{hardware.mismatch} Carrying on with the {hardware.profile} profile's settings on what is "
                     "here (hardware.strict=true makes this an error).")
@@ -122,21 +129,71 @@ def record_setup(tracker: Tracker, setup: Setup, precision_warnings: list[str]) 
     tracker.set_tags(tags | collect_environment(hardware))
 
 
+def setup_lines(setup: Setup, devices: str, strategy: str) -> list[str]:
+    """What the hardware, precision and strategy steps chose, and why, in the words of the options."""
+    hardware, plan = setup.hardware, setup.plan
+    on = f" on {devices}" if hardware.gpus else ""
+    precision = {"auto": f" (precision=auto: the {hardware.profile} profile's)", None: ""}.get(
+        choice("precision"), f" (precision={choice('precision')})")
+    picked = f" (strategy=auto: {auto_strategy_reason(len(hardware.gpus))})" if choice("strategy") == "auto" else ""
+    return [f"hardware: the {hardware.profile} profile ({hardware.reason}){on}",
+            f"precision: {setup.policy}{precision}",
+            f"strategy: {strategy}, {plan.replicas} replica{'s' if plan.replicas > 1 else ''}{picked}",
+            f"batches: {plan.global_size} examples per step ({plan.per_replica:g} per replica), "
+            f"{plan.steps_per_execution} step{'s' if plan.steps_per_execution > 1 else ''} per call"]
+
+
+def auto_strategy_reason(gpus: int) -> str:
+    return "no GPU is visible" if gpus == 0 else "one GPU is visible" if gpus == 1 else f"{gpus} GPUs are visible"
+
+
+def record_data(tracker: Tracker, datasets) -> None:
+    """What the data step read: the split sizes, the inputs and the classes, said and tagged."""
+    spec = datasets.spec
+    named = choice("data") or "data"
+    log.info(f"data: {named}, {datasets.num_train:,} train / {datasets.num_validation:,} validation / "
+             f"{datasets.num_test:,} test examples; inputs {tuple(spec.input_shape)}, {spec.num_classes} classes")
+    tracker.set_tags({"data.num_train": datasets.num_train, "data.num_validation": datasets.num_validation,
+                      "data.num_test": datasets.num_test, "data.input_shape": str(tuple(spec.input_shape)),
+                      "data.num_classes": spec.num_classes})
+
+
 def record_model(tracker: Tracker, model, output_dir: str) -> None:
-    """The model summary (model/summary.txt in the output dir, `model_summary/` in MLflow) and its
-    parameter counts as tags: what a reader compares first between runs."""
+    """The model summary (model_summary/summary.txt, in the output dir and in MLflow, where
+    `model/` is the MLflow model) and its parameter counts as tags: what a reader compares first."""
     from tfx_hydra.models import count_params
 
-    folder = os.path.join(output_dir, "model")
+    folder = os.path.join(output_dir, "model_summary")
     os.makedirs(folder, exist_ok=True)
     lines: list[str] = []
-    model.summary(print_fn=lambda line, *args, **kwargs: lines.append(line), line_length=110, expand_nested=True)
+    with terminal_columns(SUMMARY_WIDTH + 10):  # Keras draws it with rich, as wide as the terminal: 80 in a pipe
+        model.summary(print_fn=lambda line, *args, **kwargs: lines.append(line), line_length=SUMMARY_WIDTH,
+                      expand_nested=True)
     with open(os.path.join(folder, "summary.txt"), "w", encoding="utf-8") as summary:
         summary.write("\n".join(lines) + "\n")
     trainable, frozen = count_params(model.trainable_weights), count_params(model.non_trainable_weights)
+    log.info(f"model: {choice('model') or model.name}, {trainable + frozen:,} parameters"
+             + (f" ({trainable:,} trainable)" if frozen else ""))
     tracker.set_tags({"model.params.total": trainable + frozen, "model.params.trainable": trainable,
                       "model.params.non_trainable": frozen})
     tracker.log_artifacts(folder, "model_summary")
+
+
+SUMMARY_WIDTH = 110  # the model summary's width, whether or not a terminal is attached
+
+
+@contextmanager
+def terminal_columns(columns: int) -> Iterator[None]:
+    """COLUMNS (which rich and shutil read for the terminal's width) set for the block."""
+    saved = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = str(columns)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = saved
 
 
 def record_plots(tracker: Tracker, model, datasets, history, output_dir: str) -> None:
