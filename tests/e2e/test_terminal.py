@@ -1,0 +1,156 @@
+"""What a person sees: the CLI's terminal output in a subprocess, piped (Slurm, nohup, CI) and on a
+real terminal (a pseudo-terminal 60 columns wide), for a default run, a verbose run and a parallel sweep."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import struct
+import subprocess
+import sys
+import termios
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import QUICK, cli_env, mlflow_client, mlflow_runs
+
+pytestmark = pytest.mark.slow
+
+# What TensorFlow's C++ side prints while it starts (absl's preamble, oneDNN, CUDA probing).
+NATIVE_CHATTER = ("absl::InitializeLog", "oneDNN custom operations", "cuda drivers", "cuInit", "I0000", "E0000",
+                  "W0000", "cudart_stub", "port.cc")
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def new_user_env() -> dict[str, str]:
+    """The environment of someone who just installed: no TF_CPP_MIN_LOG_LEVEL, no COLUMNS."""
+    env = cli_env()
+    for name in ("TF_CPP_MIN_LOG_LEVEL", "COLUMNS", "LINES"):
+        env.pop(name, None)
+    return env
+
+
+def run_piped(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tfx_hydra", *args], cwd=cwd, env=new_user_env(),
+                          capture_output=True, text=True, timeout=300)
+
+
+def run_on_a_terminal(args: list[str], cwd: Path, columns: int = 60) -> tuple[int, str]:
+    """`python -m tfx_hydra ARGS` with a pseudo-terminal of `columns` columns as stdin, stdout and
+    stderr: what the user's terminal receives (colour codes removed)."""
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    child = subprocess.Popen([sys.executable, "-m", "tfx_hydra", *args], cwd=cwd, env=new_user_env(),
+                             stdin=follower, stdout=follower, stderr=follower, close_fds=True)
+    os.close(follower)
+    received = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        received += chunk
+    os.close(leader)
+    status = child.wait(timeout=300)
+    return status, ANSI.sub("", received.decode(errors="replace")).replace("\r\n", "\n")
+
+
+def assert_no_native_chatter(shown: str) -> None:
+    for text in NATIVE_CHATTER:
+        assert text not in shown, f"{text!r} reached the terminal:\n{shown[:3000]}"
+
+
+def output_dir_of(launch: Path) -> Path:
+    (run,) = mlflow_runs(launch)
+    return Path(run.data.params["paths.output_dir"])
+
+
+def assert_summary_keeps_paths_whole(shown: str, output_dir: Path) -> None:
+    export = output_dir / "export" / "mlp" / "1"
+    (row,) = [line for line in shown.splitlines() if "export (savedmodel)" in line]
+    assert str(export) in row, shown[-3000:]  # the whole path on its own row: never folded mid-word
+    assert any(re.search(rf"│ outputs\s+│ {re.escape(str(output_dir))}\s+│", line) for line in shown.splitlines())
+
+
+def assert_model_summary_is_full_width(launch: Path, output_dir: Path) -> None:
+    on_disk = (output_dir / "model_summary" / "summary.txt").read_text()
+    assert "Param #" in on_disk and "Trainable params" in on_disk
+    assert max(len(line) for line in on_disk.splitlines()) == 110  # whatever the terminal (80 in a pipe)
+    (run,) = mlflow_runs(launch)
+    client = mlflow_client(launch)
+    # one naming scheme: the disk's layout is MLflow's (model/ there is the MLflow model)
+    in_mlflow = Path(client.download_artifacts(run.info.run_id, "model_summary/summary.txt", str(launch / "dl")))
+    assert in_mlflow.read_text() == on_disk
+    assert (output_dir / "export" / "mlp" / "1" / "saved_model.pb").is_file()
+    assert "saved_model.pb" in {Path(a.path).name for a in client.list_artifacts(run.info.run_id, "export/mlp/1")}
+
+
+def test_a_piped_default_run_starts_with_its_own_line_and_keeps_tensorflows_in_the_job_log(tmp_path):
+    done = run_piped(QUICK, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    shown = done.stdout + done.stderr
+    assert_no_native_chatter(shown)
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("tfx_hydra run: MLflow run "), shown[:2000]
+    # what was chosen, in the options' words, not import paths
+    assert lines[1:8] == ["tfx_hydra hardware: the cpu profile (no GPU is visible)",
+                          "tfx_hydra precision: float32 (precision=auto: the cpu profile's)",
+                          "tfx_hydra strategy: default, 1 replica (strategy=auto: no GPU is visible)",
+                          "tfx_hydra batches: 32 examples per step (32 per replica), 64 steps per call",
+                          "tfx_hydra data: digits, 300 train / 144 validation / 360 test examples; inputs (8, 8), "
+                          "10 classes",
+                          "tfx_hydra model: mlp, 9,610 parameters",
+                          "tfx_hydra optimizer: adam, learning rate 0.001"], shown[:3000]
+    assert "tfx_hydra." not in done.stdout.replace("tfx_hydra.log", "")  # no module path anywhere
+    assert done.stderr == ""  # a run that went well writes nothing to stderr
+    output_dir = output_dir_of(tmp_path)
+    logged = (output_dir / "tfx_hydra.log").read_text()
+    assert re.search(r"\]\[tfx_hydra\.native\]\[INFO\] - \S", logged)  # TensorFlow's start-up lines are kept here
+    assert "[tfx_hydra.config][DEBUG]" not in logged  # the import paths are debug lines, off by default
+    assert_summary_keeps_paths_whole(done.stdout, output_dir)
+    assert_model_summary_is_full_width(tmp_path, output_dir)
+
+
+def test_on_a_narrow_terminal_the_same_run_is_as_clean_and_no_path_breaks(tmp_path):
+    status, shown = run_on_a_terminal(QUICK, tmp_path, columns=60)
+    assert status == 0, shown[-3000:]
+    assert_no_native_chatter(shown)
+    assert shown.lstrip().startswith("tfx_hydra run: MLflow run "), shown[:2000]
+    output_dir = output_dir_of(tmp_path)
+    assert_summary_keeps_paths_whole(shown, output_dir)
+    assert_model_summary_is_full_width(tmp_path, output_dir)
+
+
+def test_hydra_verbose_shows_tensorflows_start_up_lines(tmp_path):
+    done = run_piped([*QUICK, "trainer.epochs=1", "export=none", "hydra.verbose=tfx_hydra.native"], tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    before_ours = done.stdout.split("tfx_hydra hardware:")[0]
+    assert any(text in before_ours for text in NATIVE_CHATTER), done.stdout[:3000]
+
+
+def test_a_parallel_sweep_labels_each_line_with_its_job_and_each_job_logs_its_own(tmp_path):
+    done = run_piped(["-m", "hydra/launcher=parallel", "trainer.epochs=1", "data.limit=200", "export=none",
+                      "optimizer.learning_rate=0.001,0.01"], tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_no_native_chatter(done.stdout + done.stderr)
+    jobs_lines = [line for line in done.stdout.splitlines() if line.startswith("[job ")]
+    for num, rate in ((0, "0.001"), (1, "0.01")):
+        own = [line for line in jobs_lines if line.startswith(f"[job {num}] ")]
+        assert f"[job {num}] tfx_hydra optimizer: adam, learning rate {rate}" in own
+        assert any(line.startswith(f"[job {num}] epoch 1/1 ") for line in own)
+    unlabelled = [line for line in done.stdout.splitlines() if line.startswith(("tfx_hydra ", "epoch "))
+                  and not line.startswith("tfx_hydra sweep: ")]
+    assert unlabelled == []  # every job's line says whose it is
+    (sweep_dir,) = [p for p in (tmp_path / "multirun").glob("*/*") if p.is_dir()]
+    for num, rate, other in ((0, "0.001", "0.01"), (1, "0.01", "0.001")):
+        logged = (sweep_dir / str(num) / "tfx_hydra.log").read_text()
+        assert f"optimizer: adam, learning rate {rate}\n" in logged
+        assert f"optimizer: adam, learning rate {other}\n" not in logged
+    summary = done.stdout[done.stdout.index("tfx_hydra: sweep complete"):]
+    assert "jobs              │ 2 finished, 0 failed, 0 killed" in summary
+    assert f"sweep dir         │ {sweep_dir}" in summary
