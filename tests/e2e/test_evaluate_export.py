@@ -20,6 +20,7 @@ def test_evaluating_the_export_reproduces_the_runs_test_metrics(tmp_path):
     for source in (folder, f"runs:/{run.info.run_id}"):
         done = run_cli(["mode=evaluate", f"export.source={source}"], cwd=tmp_path, env={"TMPDIR": str(temp)})
         assert done.returncode == 0, done.stderr[-3000:]
+        assert "Downloading artifacts" not in done.stdout + done.stderr  # MLflow's progress bars stay quiet
     assert [p.name for p in temp.iterdir() if p.name.startswith("tfx_hydra")] == []  # nothing left behind
     evaluations = [r for r in mlflow_runs(tmp_path) if r.data.tags.get("mode") == "evaluate"]
     (downloaded,) = [r for r in evaluations if r.data.tags["export.source"].startswith("runs:/")]

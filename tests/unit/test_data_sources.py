@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
+from tfx_hydra.config import build, compose
 from tfx_hydra.data import csv, digits, image_folder, keras_dataset, tfds, tfrecord
 from tfx_hydra.data.pipeline import DataSpec, PipelineOptions, streamed_datasets
 from tfx_hydra.data.to_tfrecord import main as to_tfrecord
@@ -39,9 +40,16 @@ def digits_tfrecords(tmp_path_factory):
 def test_to_tfrecord_writes_shards_and_the_config_that_reads_them(digits_tfrecords, capsys):
     names = sorted(os.listdir(digits_tfrecords))
     assert "train-00000-of-00003.tfrecord" in names and "test-00002-of-00003.tfrecord" in names
-    text = (digits_tfrecords / "tfrecord.yaml").read_text()
-    assert "_target_: tfx_hydra.data.tfrecord" in text and "raw_scale: 0.0625" in text
-    assert "1293 train, 144 validation, 360 test examples" in text
+    text = (digits_tfrecords / "data" / f"{digits_tfrecords.name}.yaml").read_text()
+    assert "raw_scale: 0.0625" in text and "1293 train, 144 validation, 360 test examples" in text
+    # the written file is a data option: a run selects it by name through Hydra's search path
+    option = f"data={digits_tfrecords.name}"
+    assert f"# python -m tfx_hydra hydra.searchpath=[file://{digits_tfrecords}] {option}\n" in text
+    cfg = compose([f"hydra.searchpath=[file://{digits_tfrecords}]", option])
+    assert cfg.data._target_ == "tfx_hydra.data.tfrecord" and list(cfg.data.input_shape) == [8, 8]
+    assert cfg.data.train_files == str(digits_tfrecords / "train-*.tfrecord")
+    data = build(cfg.data, "data", batch_size=32)
+    assert (data.num_train, data.num_validation, data.num_test) == (1293, 144, 360)
 
 
 def test_tfrecord_reads_back_exactly_what_the_in_memory_source_gives(digits_tfrecords):

@@ -208,7 +208,7 @@ def check_first_example(path: str, parse, spec: DataSpec, inputs_key: str, label
             f"the first record of {path} does not parse as data.inputs_key={inputs_key}, data.label_key={label_key}, "
             f"data.input_shape={list(spec.input_shape)}: {message}",
             fix="declare the keys, data.kind (dense | image) and data.input_shape the files were written with "
-            "(to_tfrecord writes them into its tfrecord.yaml)",
+            "(to_tfrecord writes them into the data option it writes beside the files)",
         ) from None
     if not 0 <= int(label) < spec.num_classes:
         raise DataError(f"data.num_classes={spec.num_classes} does not match the data: {path} has label {int(label)}.",

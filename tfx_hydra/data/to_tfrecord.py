@@ -6,13 +6,15 @@ dataset to sharded TFRecord files, the streaming fast path (`data=tfrecord`).
 composes the same config as `python -m tfx_hydra` with the same overrides, builds the data
 pipeline, and writes OUTPUT_DIR/{train,validation,test}-NNNNN-of-NNNNN.tfrecord (one
 tf.train.Example per example: `inputs`, the raw values as floats; `label`, an int64), plus
-OUTPUT_DIR/tfrecord.yaml: the data config that reads them back, and prints the command to use it.
+OUTPUT_DIR/data/<folder name>.yaml: the data option that reads them back
+(`python -m tfx_hydra hydra.searchpath=[file://OUTPUT_DIR] data=<folder name>`), and prints how to use it.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 
 import numpy as np
@@ -45,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def convert(output_dir: str, shards: int, overrides: list[str]) -> str:
-    """Write the shards and tfrecord.yaml; return the `python -m tfx_hydra` overrides that read them."""
+    """Write the shards and their data option; return how `python -m tfx_hydra` reads them."""
     from omegaconf import OmegaConf
 
     from tfx_hydra.config import build, compose
@@ -64,21 +66,30 @@ def convert(output_dir: str, shards: int, overrides: list[str]) -> str:
     for split in SPLITS:
         counts[split] = write_split(getattr(datasets, split), spec, os.path.join(output_dir, split), shards)
     reader = {
-        "_target_": "tfx_hydra.data.tfrecord",
         **{f"{split}_files": os.path.join(output_dir, f"{split}-*.tfrecord") for split in SPLITS},
         "input_shape": list(spec.input_shape), "num_classes": spec.num_classes, "kind": "dense",
         "normalization": "scale", "raw_scale": float(spec.input_scale) if uniform_scale else 1.0,
     }
-    with open(os.path.join(output_dir, "tfrecord.yaml"), "w", encoding="utf-8") as file:
-        file.write(f"# {counts['train']} train, {counts['validation']} validation, {counts['test']} test examples, "
-                   f"written from data={cfg.data._target_.rsplit('.', 1)[-1]}\n")
-        file.write(OmegaConf.to_yaml(OmegaConf.create(reader)))
+    option = option_name(output_dir)
+    os.makedirs(os.path.join(output_dir, "data"), exist_ok=True)
+    with open(os.path.join(output_dir, "data", f"{option}.yaml"), "w", encoding="utf-8") as file:
+        file.write(f"# data={option}: {counts['train']} train, {counts['validation']} validation, {counts['test']} "
+                   f"test examples, written from data={cfg.data._target_.rsplit('.', 1)[-1]}.\n"
+                   f"# python -m tfx_hydra hydra.searchpath=[file://{output_dir}] data={option}\n")
+        file.write(OmegaConf.to_yaml(OmegaConf.create({"defaults": ["tfrecord", "_self_"], **reader})))
     command = " ".join(["python -m tfx_hydra data=tfrecord"] +
-                       [f"data.{k}={format_value(v)}" for k, v in reader.items() if k not in ("_target_", "kind",
-                                                                                            "normalization")])
+                       [f"data.{k}={format_value(v)}" for k, v in reader.items() if k not in ("kind", "normalization")])
     note = "" if uniform_scale else ("\n(the source standardized per feature: the files hold raw values; "
                                      "add your own normalization)")
-    return f"wrote {counts} examples to {output_dir}\nread them with:\n  {command}{note}"
+    return (f"wrote {counts} examples to {output_dir}\nread them with the data option written beside them:\n"
+            f"  python -m tfx_hydra hydra.searchpath=[file://{output_dir}] data={option}\n"
+            f"or with every value spelled out:\n  {command}{note}")
+
+
+def option_name(output_dir: str) -> str:
+    """The data option the written config is: the folder's name (`/data/digits-tfr` -> digits-tfr)."""
+    name = re.sub(r"[^\w-]+", "_", os.path.basename(os.path.normpath(output_dir))).strip("_") or "records"
+    return f"{name}_records" if name in ("tfrecord", "pipeline") else name  # never one of ours: it inherits tfrecord
 
 
 def write_split(dataset, spec, prefix: str, shards: int) -> int:

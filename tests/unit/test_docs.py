@@ -1,0 +1,108 @@
+"""The reference docs stay true to the code: docs/configuration.md lists every key of every config
+file with its default and its comment, regenerated from conf/ here (UPDATE_DOCS=1 rewrites it)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from tests.helpers import REPO
+
+CONF = REPO / "conf"
+DOC = REPO / "docs" / "configuration.md"
+BEGIN, END = "<!-- every key: generated from conf/ by tests/unit/test_docs.py -->", "<!-- end of every key -->"
+KEY_LINE = re.compile(r"^(\s*)([\w\-@]+):(?:\s+(.*))?$")
+
+
+def split_comment(rest: str) -> tuple[str, str]:
+    """'5   # passes over the split' -> ('5', 'passes over the split'); a # inside quotes stays."""
+    quote = None
+    for index, char in enumerate(rest):
+        if char in "'\"":
+            quote = None if quote == char else (quote or char)
+        elif char == "#" and quote is None and (index == 0 or rest[index - 1] == " "):
+            return rest[:index].strip(), rest[index + 1:].strip()
+    return rest.strip(), ""
+
+
+def file_keys(path) -> tuple[str, list[tuple[str, str, str]]]:
+    """A config file's header comment and its (dotted key, default, comment) rows."""
+    header, rows, stack, in_header, block = [], [], [], True, None  # block: the indent of a `key: |` text
+    for line in path.read_text().splitlines():
+        stripped = line.strip()
+        if block is not None:
+            if not stripped or len(line) - len(line.lstrip()) > block:
+                continue
+            block = None
+        if in_header and stripped.startswith("#"):
+            if not stripped.startswith("# @package"):
+                header.append(stripped.lstrip("#").strip())
+            continue
+        in_header = False
+        match = KEY_LINE.match(line)
+        if not match or stripped.startswith(("#", "-")):
+            continue
+        indent, key, rest = len(match.group(1)), match.group(2), match.group(3) or ""
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        if key == "defaults" and indent == 0:
+            stack.append((indent, key))
+            continue
+        if stack and stack[0][1] == "defaults":
+            continue
+        value, comment = split_comment(rest)
+        stack.append((indent, key))
+        if value in ("|", ">", "|-", ">-"):
+            block = indent
+        if value:
+            rows.append((".".join(k for _, k in stack), value, comment))
+    return " ".join(header), rows
+
+
+def cell(text: str, code: bool = False) -> str:
+    """A table cell: a `|` inside is escaped; a block of text (`|`, `>`) is named, not shown."""
+    if code and text in ("|", ">", "|-", ">-"):
+        return "(a block of text: see the file)"
+    text = text.replace("|", "\\|")
+    return f"`{text}`" if code else text
+
+
+def reference() -> str:
+    """Every config file of every group (Hydra's launchers included), one table each."""
+    out = [BEGIN, ""]
+    files = sorted(p for p in CONF.rglob("*.yaml") if p.name != "config.yaml")
+    for path in [CONF / "config.yaml", *files]:
+        relative = path.relative_to(CONF).with_suffix("")
+        group, option = str(relative.parent), relative.name
+        title = "config.yaml (top level)" if path.name == "config.yaml" else f"{group}={option}"
+        header, rows = file_keys(path)
+        prefix = "" if path.name == "config.yaml" or group.startswith(("hydra", "experiment", "hparams_search")) \
+            else group.split("/")[0] + "."
+        out += [f"### `{title}`", ""]
+        if header:
+            out += [header, ""]
+        if rows:
+            out += ["| key | default | what it does |", "|---|---|---|"]
+            out += [f"| `{prefix}{key}` | {cell(value, code=True)} | {cell(comment)} |" for key, value, comment in rows]
+            out.append("")
+    out.append(END)
+    return "\n".join(out)
+
+
+def test_the_configuration_reference_lists_every_key_as_conf_has_it():
+    text = DOC.read_text()
+    generated = reference()
+    if os.environ.get("UPDATE_DOCS") == "1":
+        head, tail = text.split(BEGIN)[0], text.split(END)[1]
+        DOC.write_text(head + generated + tail)
+        text = DOC.read_text()
+    assert generated in text, "docs/configuration.md is stale: UPDATE_DOCS=1 pytest tests/unit/test_docs.py"
+    assert "| `trainer.epochs` | `5` | passes over the training split (>= 1) |" in text  # the parse works
+
+
+def test_the_readme_links_every_reference_doc_and_each_exists():
+    readme = (REPO / "README.md").read_text()
+    for doc in ("docs/configuration.md", "docs/troubleshooting.md", "docs/faults.md", "ARCHITECTURE.md",
+                "bench/README.md"):
+        assert f"]({doc})" in readme, doc
+        assert (REPO / doc).is_file(), doc
