@@ -1,0 +1,106 @@
+"""README.md's example outputs come from the code as it is: each block marked
+`<!-- example: COMMAND -->` is what COMMAND prints, checked here by running it for real.
+
+Run ids, fingerprints, timings, metric values and the launch folder differ from run to run and
+machine to machine; they are masked on both sides, and so are table borders (their width follows
+the paths). Every word the code prints must match. `...` in a block skips lines.
+UPDATE_README=1 rewrites the blocks from real runs, launched in README_LAUNCH (created for it), with
+the whole output: trim a long one with `...` afterwards."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO, cli_env
+
+pytestmark = pytest.mark.slow
+
+README = REPO / "README.md"
+README_LAUNCH = Path("/home/you/experiments")  # the folder the README's examples show
+EXAMPLE = re.compile(r"(<!-- example: (?P<command>[^\n]+?) -->\n```text\n)(?P<shown>.*?)(```)", re.S)
+MASKS = [(re.compile(r"\b[0-9a-f]{32}\b"), "<run id>"), (re.compile(r"\b[0-9a-f]{16}\b"), "<sha>"),
+         (re.compile(r"\d{4}-\d{2}-\d{2}/\d{2}-\d{2}-\d{2}-\d{6}"), "<date>/<time>"),
+         (re.compile(r"\[\d{4}-\d{2}-\d{2} [\d:,]+\]"), "[<time>]"),
+         (re.compile(r"\d[\d,]*(\.\d+)?"), "<n>"), (re.compile(r"[─│┌┐└┘├┤┬┴┼]"), " "), (re.compile(r"\s+"), " ")]
+
+
+def normalize(text: str, launch: Path) -> list[str]:
+    lines = []
+    for line in text.replace(str(launch), "<launch>").splitlines():
+        for pattern, mask in MASKS:
+            line = pattern.sub(mask, line)
+        if line.strip():
+            lines.append(line.strip())
+    return lines
+
+
+def shows(expected: list[str], actual: list[str]) -> bool:
+    """Each run of README lines between `...` appears in the output, contiguous, in order."""
+    chunks, chunk = [], []
+    for line in expected:
+        if line == "...":
+            chunks.append(chunk)
+            chunk = []
+        else:
+            chunk.append(line)
+    chunks.append(chunk)
+    position = 0
+    for chunk in (c for c in chunks if c):
+        found = next((i for i in range(position, len(actual) - len(chunk) + 1)
+                      if actual[i:i + len(chunk)] == chunk), None)
+        if found is None:
+            return False
+        position = found + len(chunk)
+    return True
+
+
+def run(command: str, launch: Path) -> str:
+    """What the terminal shows for `command`, as a new user's shell gets it (stdout, then stderr)."""
+    env = cli_env()
+    env.pop("TF_CPP_MIN_LOG_LEVEL")
+    args = shlex.split(command)
+    assert args[:3] == ["python", "-m", "tfx_hydra"], command
+    done = subprocess.run([sys.executable, *args[1:]], cwd=launch, env=env, capture_output=True, text=True,
+                          timeout=600)
+    return done.stdout + done.stderr
+
+
+def test_every_example_output_in_the_readme_is_what_the_code_prints(tmp_path):
+    text = README.read_text()
+    examples = list(EXAMPLE.finditer(text))
+    assert [m["command"] for m in examples] == ["python -m tfx_hydra",
+                                                "python -m tfx_hydra -m optimizer.learning_rate=0.001,0.01",
+                                                "python -m tfx_hydra data=imagenet"]
+    if os.environ.get("UPDATE_README") == "1":
+        for match in reversed(examples):
+            shutil.rmtree(README_LAUNCH, ignore_errors=True)
+            README_LAUNCH.mkdir(parents=True)
+            shown = run(match["command"], README_LAUNCH)
+            text = text[:match.start("shown")] + shown.rstrip("\n") + "\n" + text[match.end("shown"):]
+        README.write_text(text)
+        shutil.rmtree(README_LAUNCH, ignore_errors=True)
+        examples = list(EXAMPLE.finditer(text))
+    for number, match in enumerate(examples):
+        launch = tmp_path / str(number)
+        launch.mkdir()
+        actual = normalize(run(match["command"], launch), launch)
+        expected = normalize(match["shown"], README_LAUNCH)
+        assert shows(expected, actual), f"README's output of `{match['command']}` is stale (UPDATE_README=1 " \
+            f"rewrites it):\n" + "\n".join(expected) + "\n--- the code prints:\n" + "\n".join(actual)
+
+
+def test_the_readme_starts_where_a_new_user_starts():
+    headings = [line for line in README.read_text().splitlines() if line.startswith("## ")]
+    assert headings[:6] == ["## Install", "## Quickstart", "## The headline command", "## A sweep",
+                            "## Browse it in the MLflow UI", "## When something is wrong"]
+    assert headings[-1] == "## Development"  # the 16-minute test suite comes last
+    text = README.read_text()
+    assert "| you typed | you get |" not in text and "## Faults" not in text  # the long references are in docs/
