@@ -32,8 +32,9 @@ from tfx_hydra.metrics import summary_names
 log = logging.getLogger("tfx_hydra")
 BARE = {"bare": True}  # `extra=` for a line shown as it is: an epoch line, the summary
 NATIVE_LOGGER = "tfx_hydra.native"  # what TensorFlow's C++ side wrote while it started
-# Library warnings known to be harmless here: every job of a sweep traces its model's functions anew.
-HARMLESS_WARNINGS = ("triggered tf.function retracing",)
+# Library warnings known to be harmless here (Python's warnings reach logging: see TerminalHandler).
+HARMLESS_WARNINGS = ("triggered tf.function retracing",  # every job of a sweep traces its model's functions anew
+                     "In the future `np.object` will be defined")  # Keras' ONNX exporter asks NumPy an old question
 
 
 class TerminalFormatter(logging.Formatter):
@@ -77,6 +78,7 @@ class TerminalHandler(RichHandler):
                          show_level=False, show_path=False, markup=True, highlighter=NullHighlighter(), keywords=[])
         self.setFormatter(TerminalFormatter(parallel_job_label()))
         self.addFilter(QuietUnlessVerbose())
+        logging.captureWarnings(True)  # Python's warnings as `py.warnings` records: in the job log, and filtered
 
     def render(self, *, record, traceback, message_renderable):
         return message_renderable if traceback is None else Group(message_renderable, traceback)

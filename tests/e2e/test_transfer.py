@@ -29,8 +29,8 @@ def test_head_then_fine_tuning_in_one_tracked_run_from_converted_tfrecords(tmp_p
     printed = capsys.readouterr().out
     assert "wrote {'train': 1293, 'validation': 144, 'test': 360} examples" in printed
     command = next(line.strip() for line in printed.splitlines() if line.strip().startswith("python -m"))
-    data_overrides = shlex.split(command)[3:]  # after `python -m tfx_hydra`
-    assert data_overrides[0] == "data=tfrecord"
+    data_overrides = shlex.split(command)[3:]  # after `python -m tfx_hydra`: the data option written beside the files
+    assert data_overrides == [f"hydra.searchpath=[file://{tmp_path / 'tfr'}]", "data=tfr"]
     handle = save_tiny_hub_model(tmp_path / "hub_model")
     done = run_cli([*data_overrides, "model=hub", f"model.handle={handle}", "trainer.epochs=2",
                     "trainer.finetune_epochs=2", "trainer.finetune_lr=0.0005", "optimizer.learning_rate=0.01",
@@ -57,7 +57,7 @@ def test_head_then_fine_tuning_in_one_tracked_run_from_converted_tfrecords(tmp_p
     artifacts = Path(run.info.artifact_uri)
     summary = (artifacts / "model_summary" / "summary.txt").read_text()
     assert "backbone (HubLayer)" in summary and "Total params" in summary
-    assert (artifacts / "export" / "savedmodel" / "saved_model.pb").is_file()
+    assert (artifacts / "export" / "hub" / "1" / "saved_model.pb").is_file()  # as on disk: export/<model>/<version>
     assert_tensorboard_logs(artifacts / "tensorboard")
 
 
