@@ -55,7 +55,7 @@ def main() -> None:
         if full_errors:
             job_error_line.release()
             raise
-        said = composition_error(err)
+        said = composition_error(err, [arg for arg in sys.argv[1:] if "=" in arg and not arg.startswith("-")])
         print(str(said or err), file=sys.stderr)
         if said is None and isinstance(err.__cause__, OmegaConfBaseException):
             print(str(err.__cause__), file=sys.stderr)  # as Hydra prints it: the config error's detail

@@ -92,10 +92,11 @@ def instantiate_node(node: DictConfig, key: str, **kwargs: Any) -> Any:
 
 # --- Hydra's composition errors, in a run's words ----------------------------------------------
 
-def composition_error(err: Exception) -> ConfigError | None:
+def composition_error(err: Exception, overrides: Sequence[str] = ()) -> ConfigError | None:
     """Hydra's message for an unknown option or key, said as our errors are: what was typed, what
     exists, the override that fixes it. Hydra's own text lists its search path and OmegaConf's
-    internals (`object_type=dict`); a person needs the closest option. None: not one of those."""
+    internals (`object_type=dict`); a person needs the closest option. `overrides`: the command's,
+    so a key is looked for in the groups it selected (`model=cnn model.filtrs=...`). None: not one of those."""
     from hydra.errors import MissingConfigException
 
     if isinstance(err, MissingConfigException) and err.missing_cfg_file and "/" in err.missing_cfg_file:
@@ -105,7 +106,8 @@ def composition_error(err: Exception) -> ConfigError | None:
     if text.startswith("Could not override '"):
         key = text.split("'")[1]
         typed = text.rsplit("use +", 1)[-1].strip() if "use +" in text else f"{key}=..."
-        return unknown_key(key, typed.split("=", 1)[1] if "=" in typed else "...")
+        others = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != key]
+        return unknown_key(key, typed.split("=", 1)[1] if "=" in typed else "...", others)
     return None
 
 
@@ -117,16 +119,20 @@ def unknown_option(group: str, option: str) -> ConfigError:
     return ConfigError(f"{group}={option} is not an option of '{group}'; its options are: {listed}.", fix=fix)
 
 
-def unknown_key(key: str, value: str) -> ConfigError:
-    """`trainer.epoch=3`: the keys of `trainer` (as the default config has them) and the closest one."""
-    parent, _, name = key.rpartition(".")
-    try:
-        from omegaconf import OmegaConf
+def unknown_key(key: str, value: str, others: Sequence[str] = ()) -> ConfigError:
+    """`trainer.epoch=3`: the keys of `trainer` (in the config the command's other overrides give,
+    else the default one) and the closest one."""
+    from omegaconf import OmegaConf
 
-        node = compose()
-        node = OmegaConf.select(node, parent) if parent else node
-    except Exception:  # noqa: BLE001 - only a hint: without the default config, no suggestion
-        node = None
+    parent, _, name = key.rpartition(".")
+    node = None
+    for overrides in (others, ()):  # the other overrides may not compose alone (a sweep's `a=1,2`)
+        try:
+            node = compose(overrides)
+            break
+        except Exception:  # noqa: BLE001 - only a hint: without a config, no suggestion
+            continue
+    node = OmegaConf.select(node, parent) if parent and node is not None else node
     keys = [str(k) for k in node.keys()] if isinstance(node, DictConfig) else []
     guess = difflib.get_close_matches(name, keys, n=3)
     if not parent:  # `modle=cnn`: a group whose option was typed beats a key spelled alike

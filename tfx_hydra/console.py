@@ -207,11 +207,11 @@ def held_job_error_line() -> Iterator[HeldJobErrorLine]:
 SWEEP_ROWS_SHOWN = 20  # a longer sweep lists its best jobs; sweep_summary.csv has them all
 
 
-def sweep_summary(jobs: list[dict[str, Any]], metric: str, direction: str, best: dict[str, Any] | None,
-                  parent_run_id: str, sweep_dir: str, status: str, planned: int | None) -> str:
-    """A sweep's end, as a single run's: the counts, the best job and its objective, the parent run,
-    where the sweep dir is; then one line per job (its number, status, objective, what sets it apart)."""
-    counts = {state: sum(j["status"] == state for j in jobs) for state in ("FINISHED", "FAILED", "KILLED")}
+def sweep_summary(jobs: list[dict[str, Any]], counts: dict[str, int], metric: str, direction: str,
+                  best: dict[str, Any] | None, parent_run_id: str, sweep_dir: str, status: str,
+                  planned: int | None) -> str:
+    """A sweep's end, as a single run's: the counts (by status), the best job and its objective, the
+    parent run, where the sweep dir is; then one line per job (number, status, objective, what sets it apart)."""
     done = f"{counts['FINISHED']} finished, {counts['FAILED']} failed, {counts['KILLED']} killed"
     rows = [("jobs", done + (f" (of {planned} planned)" if planned is not None and planned != len(jobs) else ""))]
     if best is not None:

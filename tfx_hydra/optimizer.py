@@ -9,17 +9,14 @@ functions: config validation must not pay for it.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from omegaconf import DictConfig
 
-from tfx_hydra.config import build, choice
+from tfx_hydra.config import build
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.precision import apply_loss_scaling
 from tfx_hydra.schemas import Settings
-
-log = logging.getLogger(__name__)
 
 
 def build_optimizer(optimizer_cfg: DictConfig, settings: Settings, policy: str, replicas: int,
@@ -42,12 +39,6 @@ def build_optimizer(optimizer_cfg: DictConfig, settings: Settings, policy: str, 
     if trainer.grad_accum_steps > 1:
         arguments["gradient_accumulation_steps"] = trainer.grad_accum_steps
     optimizer = build(optimizer_cfg, "optimizer", **arguments)
-    if learning_rate is None:  # the fine-tuning phase says its own rate
-        import keras
-
-        rate = float(keras.ops.convert_to_numpy(optimizer.learning_rate))
-        log.info(f"optimizer: {choice('optimizer') or type(optimizer).__name__}, learning rate {rate:g}"
-                 + (f", {trainer.grad_accum_steps} batches per update" if trainer.grad_accum_steps > 1 else ""))
     return apply_loss_scaling(optimizer, policy, settings.precision.loss_scale)
 
 

@@ -31,8 +31,8 @@ STRATEGY_OPTIONS = {"_DefaultDistributionStrategy": "default", "OneDeviceStrateg
                     "CollectiveAllReduceStrategy": "multi_worker", "TPUStrategy": "tpu"}
 
 
-def describe_strategy(strategy, hardware: HardwareInfo) -> str:
-    """'default', 'mirrored over 2 devices': the strategy as its option is called."""
+def describe_strategy(strategy) -> str:
+    """'default', 'mirrored on cpu:0, cpu:1': the strategy as its option is called."""
     name = STRATEGY_OPTIONS.get(type(strategy).__name__, type(strategy).__name__)
     if name not in ("mirrored", "one_device"):
         return name
@@ -40,6 +40,12 @@ def describe_strategy(strategy, hardware: HardwareInfo) -> str:
     if devices:
         return f"{name} on {', '.join(devices)}" if len(devices) < 4 else f"{name} over {len(devices)} devices"
     return name
+
+
+def auto_strategy_reason(hardware: HardwareInfo) -> str:
+    """Why strategy=auto picked what it did (the rule auto_strategy follows)."""
+    gpus = len(hardware.gpus)
+    return "no GPU is visible" if gpus == 0 else "one GPU is visible" if gpus == 1 else f"{gpus} GPUs are visible"
 
 
 def auto_strategy(hardware: HardwareInfo):

@@ -206,8 +206,8 @@ class _Parent:
             tags["error"] = note
         tracking.send_batch(self.client, self.run_id, tags=tags.items(),
                             metrics=[(k, v, tracking.now_ms(), 0) for k, v in metrics.items()])
-        summary = sweep_summary(jobs, self.metric, self.direction, best, self.run_id, self.sweep_dir, status,
-                                self.planned)
+        summary = sweep_summary(jobs, counts, self.metric, self.direction, best, self.run_id, self.sweep_dir,
+                                status, self.planned)
         with open(os.path.join(self.sweep_dir, SUMMARY_TXT), "w", encoding="utf-8") as text:
             text.write(summary + "\n")
         if jobs:

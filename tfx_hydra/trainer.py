@@ -18,6 +18,7 @@ import time
 
 from omegaconf import DictConfig
 
+from tfx_hydra.config import choice
 from tfx_hydra.errors import ConfigError, TrainingError
 from tfx_hydra.metrics import FINETUNE_PHASE, TEST, TRAIN_PHASE, end_of_run, phase_timing
 from tfx_hydra.models import count_params, require_backbone, unfreeze_backbone
@@ -43,6 +44,10 @@ def compile_model(model, optimizer_cfg: DictConfig, settings: Settings, setup: S
     trainer, hardware = settings.trainer, setup.hardware
     optimizer, auto_scale_loss = build_optimizer(optimizer_cfg, settings, setup.policy, setup.plan.replicas,
                                                  learning_rate)
+    rate = float(keras.ops.convert_to_numpy(optimizer.learning_rate))
+    if learning_rate is None:  # the fine-tuning phase says its own rate (start_finetuning)
+        log.info(f"optimizer: {choice('optimizer') or type(optimizer).__name__}, learning rate {rate:g}"
+                 + (f", {trainer.grad_accum_steps} batches per update" if trainer.grad_accum_steps > 1 else ""))
     _require_keras_name("trainer.loss", trainer.loss, keras.losses, "sparse_categorical_crossentropy")
     for metric in trainer.metrics:  # Keras would only fail at the first batch of fit
         if metric not in KERAS_COMPILE_METRIC_ALIASES:
@@ -60,7 +65,7 @@ def compile_model(model, optimizer_cfg: DictConfig, settings: Settings, setup: S
         log.warning(xla_note)
     lr_tag = "optimizer.learning_rate" if learning_rate is None else "finetune.learning_rate"
     tracker.set_tags({"xla": "on" if model.jit_compile else "off", "xla.note": xla_note,
-                      lr_tag: float(keras.ops.convert_to_numpy(optimizer.learning_rate)),
+                      lr_tag: rate,
                       "optimizer.gradient_accumulation_steps": trainer.grad_accum_steps,
                       "optimizer.loss_scale": type(model.optimizer).__name__ == "LossScaleOptimizer"})
 

@@ -83,6 +83,9 @@ def test_a_misspelt_key_gets_the_keys_it_could_be_and_the_right_override():
     assert said.message.startswith("trainer.epoch is not a key of 'trainer' (its keys: epochs, batch_size, ")
     assert said.fix == "trainer.epochs=3"
     assert composition_error(_composition_failure(["modle=cnn"])).fix == "model=cnn"  # a group, by its option
+    # a key of the group the command selected, not of the default option
+    cnn = composition_error(_composition_failure(["model=cnn", "model.filtrs=[8]"]), ["model=cnn", "model.filtrs=[8]"])
+    assert cnn.fix == "model.filters=[8]" and "convs_per_block" in cnn.message
     unknown = composition_error(_composition_failure(["colour=red"]))
     assert unknown.fix.startswith("+colour=red to add a new key")
 

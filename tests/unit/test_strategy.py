@@ -41,8 +41,8 @@ def test_auto_picks_mirrored_for_several_gpus(monkeypatch):
 def test_one_device_defaults_to_the_cpu_here():
     strategy = one_device_strategy(CPU_ONLY)
     assert strategy.extended.worker_devices[0].endswith("CPU:0")
-    assert describe_strategy(strategy, CPU_ONLY) == "one_device on cpu:0"
-    assert describe_strategy(auto_strategy(CPU_ONLY), CPU_ONLY) == "default"
+    assert describe_strategy(strategy) == "one_device on cpu:0"
+    assert describe_strategy(auto_strategy(CPU_ONLY)) == "default"
 
 
 def test_an_unknown_device_lists_the_real_ones():
@@ -60,7 +60,7 @@ def test_mirrored_on_two_logical_cpus_trains_with_two_replicas(two_logical_cpus)
     assert len(two_logical_cpus) == 2
     strategy = mirrored_strategy(CPU_ONLY, devices=["/cpu:0", "/cpu:1"], cross_device_ops="reduce_to_one")
     assert strategy.num_replicas_in_sync == 2
-    assert describe_strategy(strategy, CPU_ONLY) == "mirrored on cpu:0, cpu:1"  # as the console says it
+    assert describe_strategy(strategy) == "mirrored on cpu:0, cpu:1"  # as the console says it
     data = digits([8, 8], 10, batch_size=64, seed=0)
     with strategy.scope():
         model = mlp(name="mlp", input_shape=[8, 8], num_classes=10)

@@ -87,9 +87,12 @@ def convert(output_dir: str, shards: int, overrides: list[str]) -> str:
 
 
 def option_name(output_dir: str) -> str:
-    """The data option the written config is: the folder's name (`/data/digits-tfr` -> digits-tfr)."""
+    """The data option the written config is: the folder's name (`/data/digits-tfr` -> digits-tfr),
+    never the name of one of ours (Hydra would read ours, or the file would inherit from itself)."""
+    from tfx_hydra.config import group_options
+
     name = re.sub(r"[^\w-]+", "_", os.path.basename(os.path.normpath(output_dir))).strip("_") or "records"
-    return f"{name}_records" if name in ("tfrecord", "pipeline") else name  # never one of ours: it inherits tfrecord
+    return f"{name}_records" if name in [*group_options("data"), "pipeline"] else name
 
 
 def write_split(dataset, spec, prefix: str, shards: int) -> int:

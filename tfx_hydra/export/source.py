@@ -43,18 +43,16 @@ def _download_savedmodel(uri: str, tracking_config, launch_dir: str, download_di
             from None
 
 
-def _savedmodel_artifact(client, run_id: str, uri: str, folder: str = "export", depth: int = 3) -> str:
-    """The folder under the run's `export/` that holds a saved_model.pb (export/mlp/1; runs made
-    before exports mirrored the disk layout have export/savedmodel)."""
-    entries = client.list_artifacts(run_id, folder)
-    if any(entry.path.endswith("/saved_model.pb") for entry in entries):
-        return folder
-    for entry in entries:
-        if entry.is_dir and depth > 1:
-            try:
-                return _savedmodel_artifact(client, run_id, uri, entry.path, depth - 1)
-            except ExportError:
-                continue
+def _savedmodel_artifact(client, run_id: str, uri: str) -> str:
+    """The folder under the run's `export/` that holds a saved_model.pb, searched level by level
+    (export/mlp/1; runs made before exports mirrored the disk layout have export/savedmodel)."""
+    folders = ["export"]
+    for _ in range(3):  # export/<model>/<version> is as deep as an export goes
+        entries = [entry for folder in folders for entry in client.list_artifacts(run_id, folder)]
+        for entry in entries:
+            if entry.path.endswith("/saved_model.pb"):
+                return entry.path.rsplit("/", 1)[0]
+        folders = [entry.path for entry in entries if entry.is_dir]
     raise ExportError(f"export.source={uri}: the run has no SavedModel among its artifacts (export/...).",
                       fix="pass a run trained with export=savedmodel, or the export folder itself")
 

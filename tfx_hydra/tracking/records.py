@@ -66,7 +66,8 @@ def record_launch(tracker: Tracker, cfg: DictConfig, output_dir: str, launch_dir
     from tfx_hydra.environment import git_state, installed_packages
 
     tracked = f"MLflow run {tracker.run_id}" if tracker.run_id else "not tracked"
-    log.info(f"run: {tracked}, outputs in {os.path.relpath(output_dir, launch_dir) if _under(output_dir, launch_dir) else output_dir}")
+    shown = os.path.relpath(output_dir, launch_dir)  # as the user would type it from where they launched
+    log.info(f"run: {tracked}, outputs in {output_dir if shown.startswith(os.pardir) else shown}")
     if tracker.resumed_backup_dir:
         log.info(f"resuming MLflow run {tracker.run_id} from its backup in {tracker.resumed_backup_dir}")
     else:  # params are write-once in MLflow: a resumed run keeps those of its first attempt
@@ -97,20 +98,14 @@ def record_launch(tracker: Tracker, cfg: DictConfig, output_dir: str, launch_dir
     tracker.log_artifacts(environment_dir, "environment")
 
 
-def _under(path: str, folder: str) -> bool:
-    return os.path.abspath(path).startswith(os.path.abspath(folder) + os.sep)
-
-
 def record_setup(tracker: Tracker, setup: Setup, precision_warnings: list[str]) -> None:
     """What the hardware, precision and strategy steps chose (and why), plus the software environment."""
     from tfx_hydra.environment import collect_environment
     from tfx_hydra.hardware import describe_gpus
 
-    from tfx_hydra.strategy import describe_strategy
-
     hardware, plan = setup.hardware, setup.plan
     strategy = type(setup.strategy).__name__
-    for line in setup_lines(setup, describe_gpus(hardware.gpus), describe_strategy(setup.strategy, hardware)):
+    for line in setup_lines(setup):
         log.info(line)
     if hardware.mismatch:
         log.warning(f"{hardware.mismatch} Carrying on with the {hardware.profile} profile's settings on what is "
@@ -129,22 +124,23 @@ def record_setup(tracker: Tracker, setup: Setup, precision_warnings: list[str]) 
     tracker.set_tags(tags | collect_environment(hardware))
 
 
-def setup_lines(setup: Setup, devices: str, strategy: str) -> list[str]:
+def setup_lines(setup: Setup) -> list[str]:
     """What the hardware, precision and strategy steps chose, and why, in the words of the options."""
+    from tfx_hydra.hardware import describe_gpus
+    from tfx_hydra.strategy import auto_strategy_reason, describe_strategy
+
     hardware, plan = setup.hardware, setup.plan
-    on = f" on {devices}" if hardware.gpus else ""
-    precision = {"auto": f" (precision=auto: the {hardware.profile} profile's)", None: ""}.get(
-        choice("precision"), f" (precision={choice('precision')})")
-    picked = f" (strategy=auto: {auto_strategy_reason(len(hardware.gpus))})" if choice("strategy") == "auto" else ""
+    on = f" on {describe_gpus(hardware.gpus)}" if hardware.gpus else ""
+    precision = choice("precision")
+    why_policy = "" if precision is None else \
+        f" (precision=auto: the {hardware.profile} profile's)" if precision == "auto" else f" (precision={precision})"
+    why_strategy = f" (strategy=auto: {auto_strategy_reason(hardware)})" if choice("strategy") == "auto" else ""
     return [f"hardware: the {hardware.profile} profile ({hardware.reason}){on}",
-            f"precision: {setup.policy}{precision}",
-            f"strategy: {strategy}, {plan.replicas} replica{'s' if plan.replicas > 1 else ''}{picked}",
+            f"precision: {setup.policy}{why_policy}",
+            f"strategy: {describe_strategy(setup.strategy)}, {plan.replicas} replica{'s' if plan.replicas > 1 else ''}"
+            f"{why_strategy}",
             f"batches: {plan.global_size} examples per step ({plan.per_replica:g} per replica), "
             f"{plan.steps_per_execution} step{'s' if plan.steps_per_execution > 1 else ''} per call"]
-
-
-def auto_strategy_reason(gpus: int) -> str:
-    return "no GPU is visible" if gpus == 0 else "one GPU is visible" if gpus == 1 else f"{gpus} GPUs are visible"
 
 
 def record_data(tracker: Tracker, datasets) -> None:
