@@ -212,7 +212,9 @@ def sweep_summary(jobs: list[dict[str, Any]], counts: dict[str, int], metric: st
                   planned: int | None) -> str:
     """A sweep's end, as a single run's: the counts (by status), the best job and its objective, the
     parent run, where the sweep dir is; then one line per job (number, status, objective, what sets it apart)."""
-    done = f"{counts['FINISHED']} finished, {counts['FAILED']} failed, {counts['KILLED']} killed"
+    pruned = sum(j.get("state") == "PRUNED" for j in jobs)
+    done = (f"{counts['FINISHED']} finished" + (f" ({pruned} pruned)" if pruned else "")
+            + f", {counts['FAILED']} failed, {counts['KILLED']} killed")
     rows = [("jobs", done + (f" (of {planned} planned)" if planned is not None and planned != len(jobs) else ""))]
     if best is not None:
         rows += [("best job", best["name"]), (f"best {metric}", _format(best["objective"])),
@@ -223,12 +225,15 @@ def sweep_summary(jobs: list[dict[str, Any]], counts: dict[str, int], metric: st
     title = "tfx_hydra: sweep complete" if status == "FINISHED" else f"tfx_hydra: sweep ended {status}"
     listed = jobs if len(jobs) <= SWEEP_ROWS_SHOWN else _best_first(jobs, direction)[:SWEEP_ROWS_SHOWN]
     table = Table(show_header=True, box=None, pad_edge=False)
-    for column in ("job", "status", metric, "name"):
+    epochs = any(j.get("epochs") for j in jobs)  # a search's trials: how far each trained (pruned ones stop early)
+    for column in ("job", "status", *(["epochs"] if epochs else []), metric, "name"):
         table.add_column(column, no_wrap=True)
     for job in listed:
         mark = " *" if best is not None and job["run_id"] == best["run_id"] else ""
         objective = "" if job["objective"] is None else _format(job["objective"]) + mark
-        table.add_row(str(job["job"]), job["status"], objective, job["name"] or "")
+        status = "PRUNED" if job.get("state") == "PRUNED" else job["status"]
+        table.add_row(str(job["job"]), status, *([job.get("epochs") or ""] if epochs else []), objective,
+                      job["name"] or "")
     more = f"\n({len(jobs) - len(listed)} more jobs in sweep_summary.csv)" if len(listed) < len(jobs) else ""
     return render_text(key_value_table(title, rows)) + "\n" + render_text(table) + more
 

@@ -12,6 +12,7 @@ VALIDATION, TEST = "val_", "test_"
 EPOCH_SECONDS, EXAMPLES_PER_SEC = "epoch_seconds", "examples_per_sec"  # per epoch, added by the epoch clock
 EPOCH_TIMING = (EPOCH_SECONDS, EXAMPLES_PER_SEC)
 TRAIN_PHASE, FINETUNE_PHASE = "train", "finetune"
+PARAMETERS = "parameters"  # the model's number of weights, logged once at the end
 
 
 def compiled_names(metrics) -> list[str]:
@@ -32,16 +33,17 @@ def epoch_names(metrics) -> list[str]:
 
 def end_of_run_names(trainer) -> list[str]:
     """Every metric a finished training run reports: the last epoch's (training, validation,
-    timing), each phase's timing, and the test split's."""
+    timing), each phase's timing, the test split's, and the model's parameter count."""
     compiled = compiled_names(trainer.metrics)
     names = [f"{VALIDATION}{n}" for n in compiled] + compiled + [f"{TEST}{n}" for n in compiled]
     phases = [TRAIN_PHASE, FINETUNE_PHASE] if trainer.finetune_epochs else [TRAIN_PHASE]
-    return names + [*EPOCH_TIMING] + [name for phase in phases for name in phase_timing(phase)]
+    return names + [*EPOCH_TIMING] + [name for phase in phases for name in phase_timing(phase)] + [PARAMETERS]
 
 
-def end_of_run(last_epoch: dict[str, float], timings: dict[str, float], test: dict[str, float]) -> dict[str, float]:
+def end_of_run(last_epoch: dict[str, float], timings: dict[str, float], test: dict[str, float],
+               parameters: float) -> dict[str, float]:
     """The run's results, keyed by the names above (test values under test_*)."""
-    return last_epoch | timings | {f"{TEST}{k}": float(v) for k, v in test.items()}
+    return last_epoch | timings | {f"{TEST}{k}": float(v) for k, v in test.items()} | {PARAMETERS: parameters}
 
 
 def summary_names(metrics: dict[str, float]) -> list[str]:

@@ -6,7 +6,7 @@
     3. strategy    strategy.py     the tf.distribute strategy and the batch plan    -> Setup
     4. data        data/           train / validation / test tf.data pipelines      -> Datasets
     5. model       models/ + trainer.compile_model, inside strategy.scope()
-    6. train       trainer.fit_phases: head, then fine-tuning; a backup per epoch
+    6. train       trainer.fit_phases: head, then fine-tuning; a backup per epoch; a search's pruning
     7. evaluate    trainer.evaluate: the held-out test split
     8. export      export/: each selected exporter writes and verifies its artifact
 
@@ -23,7 +23,7 @@ import os
 
 from omegaconf import DictConfig
 
-from tfx_hydra import sweep, tracking, trainer
+from tfx_hydra import hparams_search, sweep, tracking, trainer
 from tfx_hydra.config import build
 from tfx_hydra.console import print_summary
 from tfx_hydra.data.preflight import check_data_config
@@ -36,8 +36,9 @@ from tfx_hydra.strategy import Setup, is_chief, plan_batches
 from tfx_hydra.tracking import records
 
 
-def run(cfg: DictConfig) -> float:
-    """Run the experiment `cfg` describes; return the sweep objective (`sweep.metric`)."""
+def run(cfg: DictConfig) -> float | list[float] | hparams_search.PrunedResult:
+    """Run the experiment `cfg` describes; return the sweep objective (`sweep.metric`: one value,
+    or one per metric), or, for a search's trial its pruner stopped, how far it got."""
     settings = preflight(cfg)
     if cfg.mode == "evaluate":
         return evaluate_export(cfg, settings)
@@ -49,7 +50,8 @@ def run(cfg: DictConfig) -> float:
     if done is not None:  # a re-run of an interrupted sweep: this job already finished
         return done
     with tracking.tracked_run(track, launch_dir, tags=records.launch_tags(cfg), resume_key=resume_key, sweep_job=job,
-                              offline_dir=os.path.join(output_dir, tracking.OFFLINE_DIR)) as tracker:
+                              offline_dir=os.path.join(output_dir, tracking.OFFLINE_DIR)) as tracker, \
+            hparams_search.reporting_trial(cfg, job, tracker) as trial:  # an Optuna search's live trial, or None
         records.record_launch(tracker, cfg, output_dir, launch_dir)
 
         # TensorFlow is first imported here, by the step that must configure its devices before any op
@@ -67,13 +69,19 @@ def run(cfg: DictConfig) -> float:
             records.record_model(tracker, model, output_dir)
             trainer.compile_model(model, cfg.optimizer, settings, setup, tracker)
 
-        history = trainer.fit_phases(model, datasets, cfg.optimizer, settings, setup, tracker, output_dir)
+        try:
+            history = trainer.fit_phases(model, datasets, cfg.optimizer, settings, setup, tracker, output_dir,
+                                         pruning=trial.callback() if trial else None)
+        except hparams_search.Pruned as pruned:  # the search's pruner stopped this trial: its epochs stay
+            return trial.pruned(tracker, pruned)
         metrics = trainer.evaluate(model, datasets, history, tracker)
         records.record_plots(tracker, model, datasets, history, output_dir)
 
         exports = export_model(model, datasets, cfg.export, tracker, setup.chief)
         objective = sweep.objective(metrics, settings.sweep)
-        tracker.log_metrics({sweep.OBJECTIVE_METRIC: objective})
+        tracker.log_metrics({sweep.OBJECTIVE_METRIC: objective[0] if isinstance(objective, list) else objective})
+        if trial:
+            trial.completed(tracker, history)
 
     ui = tracker.ui_command if job is None else None  # a sweep ends with its own, once
     print_summary(metrics, tracker.run_id, exports, ui, output_dir, records.weights_sha256(model))

@@ -239,11 +239,30 @@ class TrackingConfig:
 
 @dataclass
 class SweepConfig:
-    metric: str = "val_accuracy"
-    direction: str = "maximize"
+    """What a sweep optimises; a list of metrics (one direction each) is a multi-objective search."""
+
+    metric: Any = "val_accuracy"   # a name, or a list of names
+    direction: Any = "maximize"    # maximize | minimize, or a list: one per metric
 
     def __post_init__(self) -> None:
-        _require_choice("sweep.direction", self.direction, DIRECTIONS)
+        names, directions = self.metrics, self.directions
+        if not names or not all(isinstance(n, str) and n for n in names) or len(set(names)) < len(names):
+            raise ConfigError(f"sweep.metric={show(self.metric)} is not a metric name or a list of different ones.",
+                              fix="sweep.metric=val_accuracy (or sweep.metric=[val_accuracy,parameters])")
+        if len(directions) != len(names):
+            raise ConfigError(f"sweep.direction={show(self.direction)} does not match sweep.metric={show(self.metric)}:"
+                              f" one direction per metric, {len(names)} here.",
+                              fix=f"sweep.direction=[{','.join(['maximize'] * len(names))}]")
+        for direction in directions:
+            _require_choice("sweep.direction", direction, DIRECTIONS)
+
+    @property
+    def metrics(self) -> list:
+        return [self.metric] if isinstance(self.metric, str) else list(self.metric)
+
+    @property
+    def directions(self) -> list:
+        return [self.direction] if isinstance(self.direction, str) else list(self.direction)
 
 
 @dataclass
@@ -333,21 +352,6 @@ def validate_export_switches(node: DictConfig | None) -> None:
             raise ConfigError(f"export.{key}={show(value)}: expected a name or null.", fix=f"export.{key}=null")
 
 
-def require_writable_folder(key: str, value: str, folder: str, create: bool) -> None:
-    """`folder` (where `key`=`value` writes) exists and is writable, or (create=True) its nearest
-    existing parent is a writable folder."""
-    path = os.path.abspath(os.path.expanduser(folder))
-    existing = path
-    while create and not os.path.exists(existing):
-        existing = os.path.dirname(existing)
-    if not os.path.isdir(existing):
-        what = "is a file" if os.path.exists(existing) else "does not exist"
-        raise ConfigError(f"{key}={value} cannot be written: {existing} {what}.", fix=f"{key}=<a writable folder>")
-    if not os.access(existing, os.W_OK):
-        raise ConfigError(f"{key}={value} cannot be written: {existing} is not writable.",
-                          fix=f"{key}=<a writable folder>")
-
-
 def require_mandatory_values(cfg: DictConfig) -> None:
     """Keys a config option leaves for the user (`???`, e.g. data=tfrecord's train_files)."""
     missing = sorted(key for key in _missing_keys(cfg) if not key.startswith("hydra."))
@@ -372,9 +376,10 @@ def _missing_keys(node: DictConfig, prefix: str = "") -> list[str]:
     return found
 
 
-def validate_section(cfg: DictConfig, name: str) -> Any:
-    """One settings section (`trainer`, `tracking`, ...) of `cfg` as its typed dataclass."""
-    schema = SECTIONS[name]
+def validate_section(cfg: DictConfig, name: str, schema: type | None = None) -> Any:
+    """One settings section (`trainer`, `tracking`, ...) of `cfg` as its typed dataclass
+    (`schema`: a section kept with its own package, e.g. hparams_search)."""
+    schema = schema or SECTIONS[name]
     if name not in cfg:
         raise ConfigError(f"the config has no '{name}' section.", fix=f"add '{name}' to the defaults list")
     try:

@@ -23,13 +23,11 @@ fresh SQLite store at once fail in its schema migration.
 from __future__ import annotations
 
 import atexit
-import csv
 import json
 import logging
 import os
 import shlex
 import shutil
-import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,19 +35,14 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from tfx_hydra import tracking
-from tfx_hydra.console import sweep_summary
 from tfx_hydra.errors import ConfigError
+from tfx_hydra.hparams_search import checks
 from tfx_hydra.metrics import end_of_run_names
+from tfx_hydra.sweep_parent import OBJECTIVE_METRIC, PARENT_RUN_FILE, Parent, read_parent_record, say
 from tfx_hydra.schemas import Settings, SweepConfig, TrackingConfig, validate_section
 
 log = logging.getLogger(__name__)
-PARENT_RUN_FILE = "mlflow_parent_run.json"  # in the sweep dir
 JOB_ENV = "TFX_HYDRA_SWEEP_JOB"
-SUMMARY_CSV = "sweep_summary.csv"
-SUMMARY_PNG = "sweep_summary.png"
-SUMMARY_TXT = "sweep_summary.txt"  # the table the sweep ends with, as the terminal showed it
-# What Hydra's sweepers write in the sweep dir: the sweep's config, Optuna's best parameters.
-SWEEP_RECORDS = ("multirun.yaml", "optimization_results.yaml")
 
 
 @dataclass
@@ -73,18 +66,22 @@ def current_job() -> SweepJob | None:
 def require_known_metric(settings: Settings) -> None:
     """sweep.metric must be something the run will report: found out after training, the run would be lost."""
     known = end_of_run_names(settings.trainer)
-    if settings.sweep.metric not in known:
-        raise ConfigError(f"sweep.metric={settings.sweep.metric} is not a metric this run logs "
-                          f"(trainer.metrics={list(settings.trainer.metrics)}).",
-                          fix=f"one of: {', '.join(known)}; or add the metric to trainer.metrics")
+    for metric in settings.sweep.metrics:
+        if metric not in known:
+            raise ConfigError(f"sweep.metric={metric} is not a metric this run logs "
+                              f"(trainer.metrics={list(settings.trainer.metrics)}).",
+                              fix=f"one of: {', '.join(known)}; or add the metric to trainer.metrics")
 
 
-def objective(metrics: dict[str, float], sweep: SweepConfig) -> float:
-    """The value Hydra's sweepers optimise: `sweep.metric` from the finished run."""
-    if sweep.metric not in metrics:
-        raise ConfigError(f"sweep.metric={sweep.metric} is not a metric this run produced.",
+def objective(metrics: dict[str, float], sweep: SweepConfig) -> float | list[float]:
+    """The value Hydra's sweepers optimise: `sweep.metric` from the finished run (a list of
+    values, in sweep.metric's order, for a multi-objective search)."""
+    missing = [m for m in sweep.metrics if m not in metrics]
+    if missing:
+        raise ConfigError(f"sweep.metric={missing[0]} is not a metric this run produced.",
                           fix=f"one of: {', '.join(sorted(metrics))}")
-    return metrics[sweep.metric]
+    values = [metrics[m] for m in sweep.metrics]
+    return values[0] if isinstance(sweep.metric, str) else values
 
 
 def finished_objective(job: SweepJob | None, track: TrackingConfig, launch_dir: str, resume_key: str) -> float | None:
@@ -103,13 +100,17 @@ class SweepCallback(Callback):
     """Hydra callback (conf/config.yaml: hydra.callbacks.mlflow_sweep)."""
 
     def __init__(self) -> None:
-        self._parent: _Parent | None = None
+        self._parent: Parent | None = None
 
     # --- launching process ------------------------------------------------------------
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        search = None
         try:
             require_launcher_runs_here(config)  # before any record of a sweep that could not start
+            if checks.is_search(config):  # an Optuna search: its settings, space and storage, checked whole
+                search = checks.plan(config, config.hydra.sweeper.get("params") or {},
+                                     list(config.hydra.overrides.task))
         except ConfigError as err:
             # Hydra turns a callback's exception into a warning and goes on to the launcher, which
             # then fails with a traceback; SystemExit passes through, so this message is all there is.
@@ -125,15 +126,20 @@ class SweepCallback(Callback):
         os.makedirs(sweep_dir, exist_ok=True)
         run_id = _reopen_parent(client, sweep_dir)  # the same sweep dir re-run: the same parent
         tags = sweep_tags(config, sweep_dir)
+        if search is not None:  # every command of one study, wherever it runs, shares one parent
+            tags[STUDY_TAG] = f"{search.settings.study_name} in {search.shown_storage}"
+            run_id = run_id or study_parent(client, experiment_id, tags[STUDY_TAG])
         if run_id is None:
             run = client.create_run(experiment_id, run_name=_sweep_name(sweep_dir), tags=tracking.mask_secrets(tags))
             run_id = run.info.run_id
+            if search is not None:
+                run_id = study_parent(client, experiment_id, tags[STUDY_TAG], made=run_id)
         resume = tracking.mask_text(resume_command(tags["command"], sweep_dir))
         with open(os.path.join(sweep_dir, PARENT_RUN_FILE), "w", encoding="utf-8") as record:
             json.dump({"run_id": run_id, "uri": uri, "swept_keys": swept_keys(config), "resume_command": resume},
                       record)
-        self._parent = _Parent(client, run_id, sweep_dir, config.sweep.metric, config.sweep.direction,
-                               planned=planned_jobs(config), resume=resume, ui=tracking.ui_command(uri, launch_dir))
+        self._parent = Parent(client, run_id, sweep_dir, *primary_objective(config), planned=planned_jobs(config),
+                              resume=resume, ui=tracking.ui_command(uri, launch_dir), shared=search is not None)
         atexit.register(self._parent.close_unfinished)
         planned = self._parent.planned
         say(f"tfx_hydra sweep: {planned if planned is not None else 'its'} jobs under MLflow parent run {run_id}; "
@@ -147,10 +153,11 @@ class SweepCallback(Callback):
     # --- each job's process -------------------------------------------------------------
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
-        record = _read_parent_record(str(config.hydra.sweep.dir)) if _in_multirun(config) else None
+        record = read_parent_record(str(config.hydra.sweep.dir)) if _in_multirun(config) else None
         if record is None:
             return
-        num = int(config.hydra.job.num)
+        trial = (config.get("hparams_search") or {}).get("trial")  # a search's job: named by its trial
+        num = int(config.hydra.job.num) if trial is None else int(trial)
         overrides = list(config.hydra.overrides.task)
         os.environ[JOB_ENV] = json.dumps({"parent_run_id": record["run_id"], "num": num,
                                           "name": job_name(num, overrides, record["swept_keys"]),
@@ -161,78 +168,15 @@ class SweepCallback(Callback):
         os.environ.pop(JOB_ENV, None)
         if job is None or job_return.status.name != "FAILED":
             return
-        record = _read_parent_record(str(config.hydra.sweep.dir))
+        record = read_parent_record(str(config.hydra.sweep.dir))
         _record_failure_without_run(record["uri"], job, config, job_return)
 
 
-class _Parent:
-    """The parent run, as the launching process closes it."""
-
-    def __init__(self, client, run_id: str, sweep_dir: str, metric: str, direction: str,
-                 planned: int | None = None, resume: str = "", ui: str = "") -> None:
-        self.client, self.run_id, self.sweep_dir = client, run_id, sweep_dir
-        self.metric, self.direction = metric, direction
-        self.planned, self.resume = planned, resume  # how many jobs the sweep has; the command that resumes it
-        self.ui = ui  # the command that opens the store in the MLflow UI
-        self.closed = False
-
-    def close(self, status: str | None, note: str | None = None, jobs_done: bool = True) -> None:
-        """End the parent with the jobs' counts. `jobs_done`: the launcher returned, so a child still
-        RUNNING lost its process (a killed worker) and is closed KILLED here, counted as killed.
-        status None: KILLED if a job was killed (or lost), else FAILED."""
-        if self.closed:
-            return
-        self.closed = True
-        lost = close_lost_children(self.client, self.run_id, jobs_done)
-        jobs = summarize_jobs(self.client, self.run_id)
-        counts = {state: sum(j["status"] == state for j in jobs) for state in ("FINISHED", "FAILED", "KILLED")}
-        never_ran = max(0, self.planned - len(jobs)) if self.planned is not None else 0
-        if status is None:
-            status = "KILLED" if counts["KILLED"] else "FAILED"
-        if lost:
-            report_lost_jobs([j for j in jobs if j["run_id"] in lost], never_ran, self.resume)
-        if status == "FINISHED" and jobs and counts["FINISHED"] == 0:
-            status = "FAILED"
-            note = note or "no job of the sweep finished"
-        tags = {"sweep.jobs": len(jobs), "sweep.finished": counts["FINISHED"], "sweep.failed": counts["FAILED"],
-                "sweep.killed": counts["KILLED"], "sweep.lost": len(lost), "sweep.never_ran": never_ran,
-                "sweep.planned": self.planned if self.planned is not None else "unknown"}
-        metrics = {"jobs": len(jobs), "jobs_finished": counts["FINISHED"], "jobs_failed": counts["FAILED"]}
-        best = best_job(jobs, self.direction)
-        if best is not None:
-            tags |= {"sweep.best_run_id": best["run_id"], "sweep.best_run_name": best["name"]}
-            metrics[f"best_{self.metric}"] = best["objective"]
-        if note:
-            tags["error"] = note
-        tracking.send_batch(self.client, self.run_id, tags=tags.items(),
-                            metrics=[(k, v, tracking.now_ms(), 0) for k, v in metrics.items()])
-        summary = sweep_summary(jobs, counts, self.metric, self.direction, best, self.run_id, self.sweep_dir,
-                                status, self.planned)
-        with open(os.path.join(self.sweep_dir, SUMMARY_TXT), "w", encoding="utf-8") as text:
-            text.write(summary + "\n")
-        if jobs:
-            write_summary(jobs, self.sweep_dir, self.metric, best)
-        tracking.mask_files(self.sweep_dir)  # Hydra's multirun.yaml holds the sweep's overrides
-        for name in (SUMMARY_TXT, SUMMARY_CSV, SUMMARY_PNG, *SWEEP_RECORDS):
-            if os.path.exists(os.path.join(self.sweep_dir, name)):
-                self.client.log_artifact(self.run_id, os.path.join(self.sweep_dir, name))
-        self.client.set_terminated(self.run_id, status=status)
-        say(summary + (f"\nbrowse: {self.ui}" if self.ui else ""))
-
-    def close_unfinished(self) -> None:
-        """Exit hook: the sweep stopped before Hydra's end (a failed job under the basic sweeper, Ctrl-C)."""
-        try:
-            self.close(None, jobs_done=False,
-                       note="the sweep ended with an error: Hydra's sweeper stops after the batch of jobs in which "
-                       "one failed or was interrupted (see the FAILED/KILLED child runs); later batches did not run")
-        except Exception as err:  # at exit, say what was lost rather than raise into nothing
-            print(f"tfx_hydra: could not close the sweep's MLflow parent run {self.run_id}: {err}")
-
-
-def say(text: str) -> None:
-    """A line of the launching process. It has no job log and no job logging (each job configures
-    its own), so its few lines are printed as they are; the summary is also in sweep_summary.txt."""
-    print(text, flush=True)
+def primary_objective(config: DictConfig) -> tuple[str, str]:
+    """The metric and direction the sweep's table ranks by: the first of a multi-objective search."""
+    metric, direction = config.sweep.metric, config.sweep.direction
+    first = (lambda value: str(value) if isinstance(value, str) else str(value[0]))
+    return first(metric), first(direction)
 
 
 def require_launcher_runs_here(config: DictConfig) -> None:
@@ -306,24 +250,6 @@ def job_name(num: int, overrides: list[str], keys: list[str]) -> str:
     return f"{num}: {' '.join(own)}"[:200] if own else f"job {num}"
 
 
-def summarize_jobs(client, parent_run_id: str) -> list[dict[str, Any]]:
-    """One row per child run: its job number, name, status, objective and error."""
-    parent = client.get_run(parent_run_id)
-    children = client.search_runs([parent.info.experiment_id],
-                                  filter_string=f"tags.`mlflow.parentRunId` = '{parent_run_id}'", max_results=5000)
-    rows = []
-    for child in children:
-        tags = child.data.tags
-        rows.append({"job": int(tags.get("sweep.job_num", -1)), "name": child.info.run_name,
-                     "run_id": child.info.run_id, "status": child.info.status,
-                     "objective": child.data.metrics.get(OBJECTIVE_METRIC),
-                     "error": tags.get("error", "")})
-    return sorted(rows, key=lambda row: row["job"])
-
-
-OBJECTIVE_METRIC = "objective"  # the value run() returned to the sweeper (sweep.metric's final value)
-
-
 def planned_jobs(config: DictConfig) -> int | None:
     """How many jobs the sweep will launch: the grid's size for Hydra's basic sweeper, n_trials for
     Optuna's; None for a sweeper that does not say."""
@@ -337,51 +263,8 @@ def planned_jobs(config: DictConfig) -> int | None:
             return sum(len(batch) for batch in BasicSweeper.split_arguments(parsed, None))
         except Exception:  # noqa: BLE001
             return None
-    trials = config.hydra.sweeper.get("n_trials")
+    trials = (config.get("hparams_search") or {}).get("n_trials") if checks.is_search(config) else None
     return int(trials) if isinstance(trials, int) else None
-
-
-def report_lost_jobs(lost: list[dict[str, Any]], never_ran: int, resume: str) -> None:
-    """One message for a sweep whose worker died: which jobs were lost, how many never ran, how to resume."""
-    named = "; ".join(f"job {j['name']} (MLflow run {j['run_id']})" for j in lost)
-    print(f"tfx_hydra: the sweep lost {len(lost)} job(s) whose process died without a word (a killed worker, e.g. "
-          f"kill -9 or the out-of-memory killer): {named}. {never_ran} job(s) never ran. Their runs are closed "
-          f"KILLED with their backups kept; resume the sweep (finished jobs are skipped) with: {resume}",
-          file=sys.stderr, flush=True)
-
-
-def close_lost_children(client, parent_run_id: str, jobs_done: bool) -> list[str]:
-    """Children left RUNNING whose process is gone, or (jobs_done) any child still RUNNING: KILLED
-    with a note, so no job of a finished sweep stays RUNNING and its backup still resumes."""
-    parent = client.get_run(parent_run_id)
-    running = client.search_runs([parent.info.experiment_id], max_results=5000, filter_string=(
-        f"tags.`mlflow.parentRunId` = '{parent_run_id}' and attributes.status = 'RUNNING'"))
-    closed = []
-    for child in running:
-        if jobs_done or tracking.process_is_gone(child.data.tags):
-            tracking.close_lost_run(client, child, "lost: its sweep job's process ended without closing the run "
-                                    "(a killed worker, e.g. kill -9 or the out-of-memory killer)")
-            closed.append(child.info.run_id)
-    return closed
-
-
-def best_job(jobs: list[dict[str, Any]], direction: str) -> dict[str, Any] | None:
-    scored = [j for j in jobs if j["status"] == "FINISHED" and j["objective"] is not None]
-    if not scored:
-        return None
-    pick = max if direction == "maximize" else min
-    return pick(scored, key=lambda j: j["objective"])
-
-
-def write_summary(jobs: list[dict[str, Any]], folder: str, metric: str, best: dict[str, Any] | None) -> None:
-    """sweep_summary.csv (one row per job) and sweep_summary.png (the objective per job, best in green)."""
-    with open(os.path.join(folder, SUMMARY_CSV), "w", newline="", encoding="utf-8") as table:
-        writer = csv.DictWriter(table, fieldnames=["job", "name", "run_id", "status", "objective", "error"])
-        writer.writeheader()
-        writer.writerows(jobs)
-    from tfx_hydra.plots import plot_sweep
-
-    plot_sweep(jobs, metric, best["run_id"] if best else None, os.path.join(folder, SUMMARY_PNG))
 
 
 # --- helpers --------------------------------------------------------------------------------
@@ -398,17 +281,29 @@ def _sweep_name(sweep_dir: str) -> str:
     return "sweep " + "/".join(parts[-2:])
 
 
-def _read_parent_record(sweep_dir: str) -> dict[str, Any] | None:
-    try:
-        with open(os.path.join(os.path.abspath(sweep_dir), PARENT_RUN_FILE), encoding="utf-8") as record:
-            return json.load(record)
-    except FileNotFoundError:
-        return None  # tracking=none, or a launcher without our callback's start
+STUDY_TAG = "sweep.study"  # an Optuna search's parent: "<study name> in <storage>"
+
+
+def study_parent(client, experiment_id: str, study: str, made: str | None = None) -> str | None:
+    """The parent run of an Optuna study's commands: the earliest one tagged with the study. Two
+    commands starting at once may each make one (`made`); both then take the earliest, and the
+    later one's run is deleted, so the study keeps one parent."""
+    runs = client.search_runs([experiment_id], max_results=50, order_by=["attributes.start_time ASC"],
+                              filter_string=f"tags.`{STUDY_TAG}` = '{study}'")
+    runs = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    if not runs:
+        return made
+    first = min(runs, key=lambda r: (r.info.start_time, r.info.run_id)).info.run_id
+    if made is not None and made != first:
+        client.delete_run(made)
+    if made is None:
+        client.update_run(first, status="RUNNING")
+    return first
 
 
 def _reopen_parent(client, sweep_dir: str) -> str | None:
     """Re-running a sweep into the same sweep dir continues its parent run."""
-    record = _read_parent_record(sweep_dir)
+    record = read_parent_record(sweep_dir)
     if record is None:
         return None
     try:

@@ -20,7 +20,8 @@ from omegaconf import DictConfig
 
 from tfx_hydra.config import choice
 from tfx_hydra.errors import ConfigError, TrainingError
-from tfx_hydra.metrics import FINETUNE_PHASE, TEST, TRAIN_PHASE, end_of_run, phase_timing
+from tfx_hydra.hparams_search.pruned import Pruned
+from tfx_hydra.metrics import FINETUNE_PHASE, PARAMETERS, TEST, TRAIN_PHASE, end_of_run, phase_timing
 from tfx_hydra.models import count_params, require_backbone, unfreeze_backbone
 from tfx_hydra.optimizer import build_optimizer, finetune_learning_rate
 from tfx_hydra.schemas import Settings, TrainerConfig
@@ -81,25 +82,30 @@ def _require_keras_name(key: str, name: str, module, example: str) -> None:
 # --- fit, in phases ---------------------------------------------------------------------------
 
 def fit_phases(model, datasets, optimizer_cfg: DictConfig, settings: Settings, setup: Setup, tracker: Tracker,
-               output_dir: str):
+               output_dir: str, pruning=None):
     """Train the head (trainer.epochs), then fine-tune (trainer.finetune_epochs); one history of both.
 
     Each phase backs up every epoch; a run killed in its fine-tuning phase resumes there (phase
-    one's result is in that phase's backup). The backups are removed once both phases are done."""
+    one's result is in that phase's backup). The backups are removed once both phases are done,
+    or when a search's pruner stops the trial (`pruning`: its callback; a pruned trial never resumes)."""
     trainer = settings.trainer
     if trainer.finetune_epochs:  # said now, not after the first phase's training
         require_backbone(model)
     backup_dir = choose_backup_dir(tracker, output_dir, setup.chief)
     tensorboard_dir = os.path.join(output_dir, "tensorboard") if setup.chief else None
     history = None
-    if not finetuning_backup_exists(backup_dir, trainer):
-        history = train(model, datasets, trainer, tracker, setup.plan, backup_dir, tensorboard_dir)
-    if trainer.finetune_epochs:
-        with setup.strategy.scope():
-            start_finetuning(model, optimizer_cfg, settings, setup, tracker)
-        history = merge_histories(history, train(model, datasets, trainer, tracker, setup.plan,
-                                                 os.path.join(backup_dir, FINETUNE_BACKUP), tensorboard_dir,
-                                                 phase=FINETUNE_PHASE))
+    try:
+        if not finetuning_backup_exists(backup_dir, trainer):
+            history = train(model, datasets, trainer, tracker, setup.plan, backup_dir, tensorboard_dir, pruning=pruning)
+        if trainer.finetune_epochs:
+            with setup.strategy.scope():
+                start_finetuning(model, optimizer_cfg, settings, setup, tracker)
+            history = merge_histories(history, train(model, datasets, trainer, tracker, setup.plan,
+                                                     os.path.join(backup_dir, FINETUNE_BACKUP), tensorboard_dir,
+                                                     phase=FINETUNE_PHASE, pruning=pruning))
+    except Pruned:
+        remove_backup(backup_dir, setup.chief)
+        raise
     remove_backup(backup_dir, setup.chief)
     if tensorboard_dir and os.path.isdir(tensorboard_dir):  # `tensorboard --logdir <output dir>/tensorboard`
         tracker.log_artifacts(tensorboard_dir, "tensorboard")
@@ -107,9 +113,11 @@ def fit_phases(model, datasets, optimizer_cfg: DictConfig, settings: Settings, s
 
 
 def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: BatchPlan | None = None,
-          backup_dir: str | None = None, tensorboard_dir: str | None = None, phase: str = TRAIN_PHASE):
+          backup_dir: str | None = None, tensorboard_dir: str | None = None, phase: str = TRAIN_PHASE,
+          pruning=None):
     """One phase's model.fit, with the callbacks in the order their work needs (see callbacks/).
-    phase="finetune" runs trainer.finetune_epochs more epochs, numbered on from the first phase."""
+    phase="finetune" runs trainer.finetune_epochs more epochs, numbered on from the first phase.
+    `pruning` (a search's TrialPruning) goes after tracking: a pruned epoch is in MLflow too."""
     import keras
     import tensorflow as tf
 
@@ -136,6 +144,8 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
                                      epochs_before=first_epoch))
     # last: MLflow gets an epoch once it is backed up (a kill in between is caught up on resume)
     callbacks.append(keras.callbacks.LambdaCallback(on_epoch_end=tracker.log_epoch))
+    if pruning is not None:
+        callbacks.append(pruning)
     started = time.perf_counter()
     try:
         history = model.fit(datasets.train, validation_data=datasets.validation, epochs=last_epoch,
@@ -234,10 +244,11 @@ def merge_histories(first, second):
 # --- evaluate --------------------------------------------------------------------------------
 
 def evaluate(model, datasets, history, tracker: Tracker) -> dict[str, float]:
-    """The run's results (metrics.end_of_run): the last epoch's metrics, each phase's timing, and
-    the test split's, logged as test_*."""
+    """The run's results (metrics.end_of_run): the last epoch's metrics, each phase's timing, the
+    test split's (logged as test_*) and the model's size in `parameters` (logged: a multi-objective
+    search can trade accuracy against it)."""
     test = model.evaluate(datasets.test, return_dict=True, verbose=0)
     last_epoch = {k: float(v[-1]) for k, v in history.history.items() if v}
-    results = end_of_run(last_epoch, getattr(history, "timings", {}), test)
-    tracker.log_metrics({k: v for k, v in results.items() if k.startswith(TEST)})
+    results = end_of_run(last_epoch, getattr(history, "timings", {}), test, float(model.count_params()))
+    tracker.log_metrics({k: v for k, v in results.items() if k.startswith(TEST) or k == PARAMETERS})
     return results

@@ -10,7 +10,7 @@ from tests.helpers import REPO
 
 PACKAGE = REPO / "tfx_hydra"
 # groups whose options are presets of other groups' keys, or Hydra's own: no code of their own
-PRESET_GROUPS = {"experiment", "hparams_search", "hydra"}
+PRESET_GROUPS = {"experiment", "hydra"}
 MODULE_OF_GROUP = {"model": "models"}  # the one plural: a package of model builders
 
 

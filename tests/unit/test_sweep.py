@@ -16,7 +16,7 @@ from hydra.types import RunMode
 from omegaconf import OmegaConf
 
 from tests.helpers import mlflow_client
-from tfx_hydra import sweep
+from tfx_hydra import sweep, sweep_parent
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.schemas import SweepConfig, TrackingConfig
 from tfx_hydra.tracking import tracked_run
@@ -89,8 +89,8 @@ def test_a_sweep_is_a_parent_run_with_its_jobs_nested_under_it(tmp_path, client,
     assert parent.data.metrics["best_val_accuracy"] == 0.75
     assert parent.data.tags["sweep.best_run_id"] == best.info.run_id
     assert (parent.data.tags["sweep.jobs"], parent.data.tags["sweep.failed"]) == ("2", "0")
-    assert {a.path for a in client.list_artifacts(parent.info.run_id)} == {sweep.SUMMARY_CSV, sweep.SUMMARY_PNG,
-                                                                          sweep.SUMMARY_TXT}
+    assert {a.path for a in client.list_artifacts(parent.info.run_id)} == {sweep_parent.SUMMARY_CSV, sweep_parent.SUMMARY_PNG,
+                                                                          sweep_parent.SUMMARY_TXT}
     # the sweep ends as a single run does: a table with the counts, the best job, the parent, the dir
     shown = capsys.readouterr().out
     sweep_dir = str(tmp_path / "multirun" / "s1")
@@ -103,13 +103,13 @@ def test_a_sweep_is_a_parent_run_with_its_jobs_nested_under_it(tmp_path, client,
     assert "0    FINISHED  0.5000        0: model.units=32" in table
     assert "1    FINISHED  0.7500 *      1: model.units=64" in table
     assert table.rstrip().splitlines()[-1] == f"browse: cd {tmp_path} && mlflow ui"
-    assert (tmp_path / "multirun" / "s1" / sweep.SUMMARY_TXT).read_text() in table + "\n"
+    assert (tmp_path / "multirun" / "s1" / sweep_parent.SUMMARY_TXT).read_text() in table + "\n"
     # (a real sweep also logs Hydra's multirun.yaml: tests/e2e/test_sweeps.py)
-    with open(tmp_path / "multirun" / "s1" / sweep.SUMMARY_CSV, encoding="utf-8") as table:
+    with open(tmp_path / "multirun" / "s1" / sweep_parent.SUMMARY_CSV, encoding="utf-8") as table:
         rows = list(csv.DictReader(table))
     assert [(r["job"], r["status"], float(r["objective"])) for r in rows] == [("0", "FINISHED", 0.5),
                                                                              ("1", "FINISHED", 0.75)]
-    assert (tmp_path / "multirun" / "s1" / sweep.SUMMARY_PNG).read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "multirun" / "s1" / sweep_parent.SUMMARY_PNG).read_bytes()[:4] == b"\x89PNG"
 
 
 def test_failed_jobs_are_counted_even_when_they_fail_before_their_run_starts(tmp_path, client):
@@ -148,9 +148,9 @@ def test_a_sweep_stopped_early_closes_its_parent_failed_not_running(tmp_path, cl
 def test_minimize_picks_the_lowest_objective():
     jobs = [{"run_id": "a", "status": "FINISHED", "objective": 0.3}, {"run_id": "b", "status": "FINISHED",
             "objective": 0.1}, {"run_id": "c", "status": "FAILED", "objective": None}]
-    assert sweep.best_job(jobs, "minimize")["run_id"] == "b"
-    assert sweep.best_job(jobs, "maximize")["run_id"] == "a"
-    assert sweep.best_job(jobs[2:], "maximize") is None
+    assert sweep_parent.best_job(jobs, "minimize")["run_id"] == "b"
+    assert sweep_parent.best_job(jobs, "maximize")["run_id"] == "a"
+    assert sweep_parent.best_job(jobs[2:], "maximize") is None
 
 
 def test_a_job_is_named_by_what_the_sweep_varies():
@@ -204,7 +204,7 @@ def composed_sweep(overrides: list[str]):
     (["hydra/launcher=parallel", "model.units=64,128,256", "trainer.epochs=1"], "JoblibLauncher", "BasicSweeper"),
     (["hydra/launcher=local_gpus", "optimizer.learning_rate=0.01,0.001"], "LocalLauncher", "BasicSweeper"),
     (["hydra/launcher=slurm", "hydra.launcher.partition=gpu", "model.units=64,128"], "SlurmLauncher", "BasicSweeper"),
-    (["hparams_search=optuna", "hydra.sweeper.n_trials=5", "hydra.sweep.dir=multirun/search"], "BasicLauncher",
+    (["hparams_search=optuna", "hparams_search.n_trials=5", "hydra.sweep.dir=multirun/search"], "BasicLauncher",
      "OptunaSweeper"),
 ])
 def test_the_parents_command_re_runs_the_same_sweep(overrides, launcher, sweeper, tmp_path):

@@ -74,8 +74,9 @@ def test_evaluate_adds_the_test_split(data):
     history = train(model, data, trainer, RecordingTracker())
     tracker = RecordingTracker()
     metrics = evaluate(model, data, history, tracker)
-    assert set(tracker.metrics) == {"test_loss", "test_accuracy"}
+    assert set(tracker.metrics) == {"test_loss", "test_accuracy", "parameters"}
     assert metrics["test_accuracy"] == tracker.metrics["test_accuracy"]
+    assert metrics["parameters"] == model.count_params() > 0  # what a multi-objective search can minimise
     assert metrics["val_accuracy"] == history.history["val_accuracy"][-1]
     assert sorted(metrics) == sorted(end_of_run_names(trainer))  # exactly what preflight accepts as sweep.metric
     assert metrics["train_examples_per_sec"] == pytest.approx(data.num_train / metrics["train_seconds"])

@@ -10,7 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 from tfx_hydra.data.files import expand_globs
 from tfx_hydra.data.pipeline import PipelineOptions
 from tfx_hydra.errors import DataError
-from tfx_hydra.schemas import require_writable_folder
+from tfx_hydra.paths import require_writable_folder
 
 
 def check_data_config(data: DictConfig) -> None:

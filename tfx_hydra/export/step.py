@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 
 from tfx_hydra.config import build, instantiate_node
 from tfx_hydra.errors import ExportError
-from tfx_hydra.schemas import require_writable_folder
+from tfx_hydra.paths import require_writable_folder
 from tfx_hydra.tracking import Tracker, describe_error, full_disk_path
 from tfx_hydra.tracking.records import weights_sha256
 

@@ -150,15 +150,7 @@ class MlflowTracker:
         return uri
 
     def _register(self, name: str) -> str:
-        from mlflow.exceptions import MlflowException
-
-        try:
-            self.client.create_registered_model(name)
-        except MlflowException:
-            pass  # already registered: add a version
-        artifact_uri = self.client.get_run(self.run_id).info.artifact_uri
-        version = self.client.create_model_version(name, f"{artifact_uri}/model", run_id=self.run_id)
-        return version.version
+        return register_model(self.client, self.run_id, name)
 
     def end(self, status: str, error: str | None = None) -> None:
         with uninterrupted():  # a second Ctrl-C must not leave the run RUNNING
@@ -268,3 +260,15 @@ def _is_number(value: Any) -> bool:
         return True
     except (TypeError, ValueError):
         return False
+
+
+def register_model(client, run_id: str, name: str) -> str:
+    """A new version of registered model `name` from the run's logged `model/`; its version number."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client.create_registered_model(name)
+    except MlflowException:
+        pass  # already registered: add a version
+    artifact_uri = client.get_run(run_id).info.artifact_uri
+    return client.create_model_version(name, f"{artifact_uri}/model", run_id=run_id).version
