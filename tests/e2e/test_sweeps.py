@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-import yaml
 
 from tests.helpers import cli_env, mlflow_client, mlflow_runs, run_cli
 
@@ -114,22 +113,6 @@ def test_submitit_local_jobs_nest_under_the_parent_and_a_failed_job_is_counted(t
     assert_best_on_parent(parent, children)
     sweep_dir = parent.data.tags["sweep.dir"]
     assert all(c.data.params["paths.output_dir"].startswith(sweep_dir) for c in children)
-
-
-def test_optuna_search_runs_seeded_trials_as_child_runs(tmp_path):
-    done = run_cli(["hparams_search=optuna", "hydra.sweeper.n_trials=3", *FAST], cwd=tmp_path, multirun=True)
-    assert done.returncode == 0, done.stderr[-3000:]
-    parent, children = parent_and_children(tmp_path)
-    assert parent.data.tags["sweep.sweeper"].endswith("OptunaSweeper")
-    assert len(children) == 3 and {c.info.status for c in children} == {"FINISHED"}
-    tried = {(c.data.params["optimizer.learning_rate"], c.data.params["model.units"]) for c in children}
-    assert len(tried) == 3  # three different proposals
-    assert children[0].info.run_name.startswith("0: optimizer.learning_rate=")
-    assert_best_on_parent(parent, children)
-    client = mlflow_client(tmp_path)
-    results = yaml.safe_load(open(client.download_artifacts(parent.info.run_id, "optimization_results.yaml",
-                                                             str(tmp_path)), encoding="utf-8"))
-    assert results["best_value"] == pytest.approx(parent.data.metrics["best_val_accuracy"])
 
 
 def test_the_slurm_launcher_off_a_cluster_is_one_message_and_leaves_no_parent(tmp_path):

@@ -16,13 +16,13 @@ from omegaconf import DictConfig
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.hparams_search import space as search_space
 from tfx_hydra.hparams_search import study as studies
-from tfx_hydra.hparams_search.settings import SearchSettings, read, storage_url
+from tfx_hydra.hparams_search.settings import SearchSettings, is_url, read, storage_url
 from tfx_hydra.metrics import epoch_names
 from tfx_hydra.schemas import validate_section
 from tfx_hydra.tracking import mask_uri
 
 SWEEPER_TARGET = "hydra_plugins.tfx_hydra_search.OptunaSweeper"
-OWN_KEYS = ("hparams_search.storage", "hparams_search.study_name", "hparams_search.trial")  # set per job
+OWN_KEYS = ("hparams_search.study_name", "hparams_search.trial")  # set per job
 
 
 @dataclass
@@ -50,8 +50,9 @@ class SearchPlan:
     def job_overrides(self, number: int, params: dict[str, Any]) -> list[str]:
         """One trial's job: the command's overrides, the trial's values, and where its trial lives."""
         passed = [o for o in self.fixed if o.split("=", 1)[0].lstrip("+~") not in OWN_KEYS]
-        own = [f"hparams_search.trial={number}", f"hparams_search.study_name={self.settings.study_name}",
-               f"hparams_search.storage={_quoted(self.url)}"]
+        # the storage is not passed resolved: the launcher prints every job's overrides, and a URL's
+        # password belongs in an ${oc.env:...} the job resolves itself (or in PGPASSWORD)
+        own = [f"hparams_search.trial={number}", f"hparams_search.study_name={self.settings.study_name}"]
         if self.register_as:
             own.append("export.register_as=null")
         return [*passed, *(search_space.override(k, v) for k, v in params.items()), *own]
@@ -74,8 +75,9 @@ def plan(config: DictConfig, params: dict[str, Any], arguments: list[str]) -> Se
     if settings.pruner != "none":
         require_prunable(sweep.metrics, list(trainer.metrics))
     url = storage_url(settings, config.hydra.runtime.cwd)
-    if url.startswith("sqlite:///"):
-        os.makedirs(os.path.dirname(url[len("sqlite:///"):]), exist_ok=True)
+    local_file = url[len("sqlite:///"):] if url.startswith("sqlite:///") else None if is_url(url) else url
+    if local_file:  # an SQLite or journal file: its folder is made, as Hydra makes the sweep's
+        os.makedirs(os.path.dirname(local_file), exist_ok=True)
     studies.sampler(settings.sampler, int(config.seed), len(sweep.metrics) > 1, settings.n_jobs)
     studies.pruner(settings, max_epochs)
     register_as = (config.get("export") or {}).get("register_as")
@@ -98,8 +100,3 @@ def require_prunable(metrics: list[str], compiled: list[str]) -> None:
                           f"trials by it (each epoch logs: {', '.join(per_epoch)}).",
                           fix="sweep.metric=val_accuracy (a per-epoch validation metric), or "
                           "hparams_search.pruner=none to search on it without pruning")
-
-
-def _quoted(value: str) -> str:
-    """A value in Hydra's override grammar whatever its characters (a URL's ':', '@', '?')."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -1,7 +1,7 @@
 """A job's side of a search: the live Optuna trial it reports to.
 
-The sweeper hands each job its trial by overrides (`hparams_search.trial`, `.study_name`,
-`.storage`), so this works under every launcher, in process or on another machine: the job opens
+The sweeper hands each job its trial by overrides (`hparams_search.trial`, `.study_name`; the
+storage is the command's own setting), so this works under every launcher, in process or on another machine: the job opens
 the study itself, rebuilds the pruner from config (Optuna does not store pruners), and makes a
 live `optuna.trial.Trial` from the trial's number. A frozen trial's `should_prune()` is always
 False; a live one asks the pruner. After each epoch the job reports `sweep.metric` and stops when
@@ -32,13 +32,15 @@ SECONDS = "tfx_hydra.seconds"  # user attr: how long the trial's job took (the s
 class LiveTrial:
     """The trial this job runs, live in the study's storage."""
 
-    def __init__(self, settings, metric: str, max_epochs: int) -> None:
+    def __init__(self, settings, metric: str, max_epochs: int, launch_dir: str) -> None:
         import optuna
 
         from tfx_hydra.hparams_search import study as studies
+        from tfx_hydra.hparams_search.settings import storage_url
 
         self.settings, self.metric, self.started = settings, metric, time.monotonic()
-        self.study = optuna.load_study(study_name=settings.study_name, storage=studies.storage(settings.storage),
+        self.study = optuna.load_study(study_name=settings.study_name,
+                                       storage=studies.storage(storage_url(settings, launch_dir)),
                                        pruner=studies.pruner(settings, max_epochs))
         trial_id = self.study._storage.get_trial_id_from_study_id_trial_number(self.study._study_id,
                                                                               settings.trial)
@@ -106,6 +108,6 @@ def reporting_trial(cfg: DictConfig, job, tracker) -> Iterator[LiveTrial | None]
     settings = read(cfg)
     metric = cfg.sweep.metric if isinstance(cfg.sweep.metric, str) else str(cfg.sweep.metric[0])
     max_epochs = int(cfg.trainer.epochs) + int(cfg.trainer.get("finetune_epochs") or 0)
-    with LiveTrial(settings, metric, max_epochs) as trial:
+    with LiveTrial(settings, metric, max_epochs, cfg.paths.launch_dir) as trial:
         tracker.set_tags({TRIAL_TAG: str(trial.number), "optuna.study": settings.study_name})
         yield trial
