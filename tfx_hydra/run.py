@@ -71,7 +71,7 @@ def run(cfg: DictConfig) -> float | list[float] | hparams_search.PrunedResult:
 
         try:
             history = trainer.fit_phases(model, datasets, cfg.optimizer, settings, setup, tracker, output_dir,
-                                         pruning=trial.callback() if trial else None)
+                                         pruning=trial.epoch_reports() if trial else None)
         except hparams_search.Pruned as pruned:  # the search's pruner stopped this trial: its epochs stay
             return trial.pruned(tracker, pruned)
         metrics = trainer.evaluate(model, datasets, history, tracker)

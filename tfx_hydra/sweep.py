@@ -10,11 +10,13 @@ the launcher pickling our state or forwarding our environment. In the job's proc
 the callback hands the id to the run as `TFX_HYDRA_SWEEP_JOB` (a JSON environment
 variable, read by `current_job`), so the task function never guesses whether it is in a sweep.
 
-When the sweep ends, the parent gets the jobs' count by status, the best objective
-(`sweep.metric`, `sweep.direction`) with a tag naming the best child, and a table and
-plot comparing the jobs. Hydra's basic sweeper raises after a batch with a failed
-job, so `on_multirun_end` never comes: an exit hook then closes the parent as FAILED
-with the same summary, rather than leaving it RUNNING.
+When the sweep ends, the parent is closed with its summary (sweep_parent.py). Hydra's basic
+sweeper raises after a batch with a failed job, so `on_multirun_end` never comes: an exit
+hook then closes the parent as FAILED with the same summary, rather than leaving it RUNNING.
+
+An Optuna search (hparams_search=optuna) is checked whole here, before its parent exists
+(hparams_search/checks.py), and its parent is the study's: every command of one study, on
+any machine, finds the same parent run by its `sweep.study` tag.
 
 The store itself is created here too, before any job starts: two processes creating a
 fresh SQLite store at once fail in its schema migration.
@@ -135,9 +137,12 @@ class SweepCallback(Callback):
             if search is not None:
                 run_id = study_parent(client, experiment_id, tags[STUDY_TAG], made=run_id)
         resume = tracking.mask_text(resume_command(tags["command"], sweep_dir))
-        with open(os.path.join(sweep_dir, PARENT_RUN_FILE), "w", encoding="utf-8") as record:
+        # written whole, then moved in: a second command of the same study may be reading it
+        partial = os.path.join(sweep_dir, f"{PARENT_RUN_FILE}.{os.getpid()}")
+        with open(partial, "w", encoding="utf-8") as record:
             json.dump({"run_id": run_id, "uri": uri, "swept_keys": swept_keys(config), "resume_command": resume},
                       record)
+        os.replace(partial, os.path.join(sweep_dir, PARENT_RUN_FILE))
         self._parent = Parent(client, run_id, sweep_dir, *primary_objective(config), planned=planned_jobs(config),
                               resume=resume, ui=tracking.ui_command(uri, launch_dir), shared=search is not None)
         atexit.register(self._parent.close_unfinished)

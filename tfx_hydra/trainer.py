@@ -20,7 +20,7 @@ from omegaconf import DictConfig
 
 from tfx_hydra.config import choice
 from tfx_hydra.errors import ConfigError, TrainingError
-from tfx_hydra.hparams_search.pruned import Pruned
+from tfx_hydra.hparams_search.pruned import EpochReports, Pruned
 from tfx_hydra.metrics import FINETUNE_PHASE, PARAMETERS, TEST, TRAIN_PHASE, end_of_run, phase_timing
 from tfx_hydra.models import count_params, require_backbone, unfreeze_backbone
 from tfx_hydra.optimizer import build_optimizer, finetune_learning_rate
@@ -82,7 +82,7 @@ def _require_keras_name(key: str, name: str, module, example: str) -> None:
 # --- fit, in phases ---------------------------------------------------------------------------
 
 def fit_phases(model, datasets, optimizer_cfg: DictConfig, settings: Settings, setup: Setup, tracker: Tracker,
-               output_dir: str, pruning=None):
+               output_dir: str, pruning: EpochReports | None = None):
     """Train the head (trainer.epochs), then fine-tune (trainer.finetune_epochs); one history of both.
 
     Each phase backs up every epoch; a run killed in its fine-tuning phase resumes there (phase
@@ -114,10 +114,11 @@ def fit_phases(model, datasets, optimizer_cfg: DictConfig, settings: Settings, s
 
 def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: BatchPlan | None = None,
           backup_dir: str | None = None, tensorboard_dir: str | None = None, phase: str = TRAIN_PHASE,
-          pruning=None):
+          pruning: EpochReports | None = None):
     """One phase's model.fit, with the callbacks in the order their work needs (see callbacks/).
     phase="finetune" runs trainer.finetune_epochs more epochs, numbered on from the first phase.
-    `pruning` (a search's TrialPruning) goes after tracking: a pruned epoch is in MLflow too."""
+    `pruning` (a search trial's EpochReports): its TrialPruning goes after tracking, so a pruned
+    epoch is in MLflow too."""
     import keras
     import tensorflow as tf
 
@@ -145,7 +146,9 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     # last: MLflow gets an epoch once it is backed up (a kill in between is caught up on resume)
     callbacks.append(keras.callbacks.LambdaCallback(on_epoch_end=tracker.log_epoch))
     if pruning is not None:
-        callbacks.append(pruning)
+        from tfx_hydra.callbacks.trial_pruning import TrialPruning
+
+        callbacks.append(TrialPruning(pruning.trial, pruning.metric))
     started = time.perf_counter()
     try:
         history = model.fit(datasets.train, validation_data=datasets.validation, epochs=last_epoch,

@@ -6,7 +6,7 @@
     epoch_clock.py      EpochClock: each epoch's seconds and examples/s, and its line on the terminal
     tensorboard.py      TensorBoardWithGraph: TensorBoard with the op-level graph
     trial_pruning.py    TrialPruning: an Optuna search's per-epoch report; a pruned trial stops
-                        (imported by the trial that uses it, not here: it imports Optuna)
+                        (imported by the trainer when a search's trial runs, not here: it imports Optuna)
 
 At an epoch's end they run in the order the trainer lists them: the guard first (a diverged
 epoch is neither shown, logged nor backed up), the tracking write last (an epoch reaches MLflow

@@ -1,4 +1,5 @@
-"""A trial its pruner stopped: the exception that ends its training, and what its job returns.
+"""What the trainer and a search's trial hand each other: the trial to report each epoch to, the
+exception that ends a pruned trial's training, and what its job returns.
 
 A module of its own, importing nothing: the pruning callback (callbacks/trial_pruning.py), the
 trainer and the run all name these without importing Optuna or the rest of the search.
@@ -7,6 +8,7 @@ trainer and the run all name these without importing Optuna or the rest of the s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 class Pruned(Exception):
@@ -24,3 +26,12 @@ class PrunedResult:
     trial: int
     epochs: int
     value: float
+
+
+@dataclass
+class EpochReports:
+    """What the trainer needs to report a trial's epochs (callbacks/trial_pruning.py): its live
+    Optuna trial and the metric it reports."""
+
+    trial: Any
+    metric: str

@@ -118,7 +118,7 @@ def changes(recorded: dict[str, str], now: dict[str, str]) -> list[str]:
 
 def _show(distribution_json: str) -> str:
     data = json.loads(distribution_json)
-    attributes = ", ".join(f"{k}={v}" for k, v in data["attributes"].items() if v not in (None, False))
+    attributes = ", ".join(f"{k}={v}" for k, v in data["attributes"].items() if v is not None and v is not False)
     return f"{data['name']}({attributes})"
 
 

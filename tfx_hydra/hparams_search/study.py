@@ -42,7 +42,15 @@ def storage(url: str):
         if not is_url(url):
             return JournalStorage(JournalFileBackend(url))
         engine_kwargs = {"connect_args": {"connect_timeout": 5}} if url.startswith("postgresql") else {}
-        return RDBStorage(url, engine_kwargs=engine_kwargs)
+        for attempt in range(5):
+            try:
+                return RDBStorage(url, engine_kwargs=engine_kwargs)
+            except Exception as err:  # noqa: BLE001
+                # two commands creating a fresh database's tables at once: the later one's schema
+                # migration collides with the first's (alembic_version); once they exist, it opens
+                if attempt == 4 or not any(s in str(err) for s in ("alembic_version", "already exists", "locked")):
+                    raise
+                time.sleep(0.5 + attempt)
     except (ImportError, ModuleNotFoundError) as err:
         raise ConfigError(f"hparams_search.storage={mask_uri(url)} needs a database driver that is not installed: "
                           f"{err}.", fix="pip install 'psycopg[binary]' (PostgreSQL: SQLAlchemy 2.1 drives it "
@@ -188,15 +196,16 @@ def over_budget(study, trial, n_trials: int) -> bool:
     return True
 
 
-def retry_lost_trials(study, grace_period: float, own: set[int]) -> list[int]:
+def retry_lost_trials(study, grace_period: float, own: set[int], only: set[int] | None = None) -> list[int]:
     """RUNNING trials of other processes whose heartbeat stopped: failed, their parameters enqueued
-    once more. Returns the numbers of the trials retried."""
+    once more. Returns the numbers of the trials retried. (`only`: these trials, whatever their
+    heartbeat: a command's own batch when it is interrupted.)"""
     from optuna.trial import TrialState
 
     retried = []
     now = time.time()
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if trial.number in own:
+        if trial.number in own or (only is not None and trial.number not in only):
             continue
         beat = trial.user_attrs.get(HEARTBEAT, trial.datetime_start.timestamp() if trial.datetime_start else now)
         if now - beat <= grace_period:
@@ -206,8 +215,8 @@ def retry_lost_trials(study, grace_period: float, own: set[int]) -> list[int]:
         except (ValueError, RuntimeError):  # another command failed it first, and retries it
             continue
         study.enqueue_trial(trial.params, user_attrs={RETRY_OF: trial.number})
-        log.warning(f"trial {trial.number} lost its process (no heartbeat for {now - beat:.0f} s): it is FAIL, "
-                    f"and its parameters run again as a new trial")
+        why = "was interrupted" if only is not None else f"lost its process (no heartbeat for {now - beat:.0f} s)"
+        log.warning(f"trial {trial.number} {why}: it is FAIL, and its parameters run again as a new trial")
         retried.append(trial.number)
     return retried
 

@@ -61,7 +61,11 @@ class OptunaSearch(Sweeper):
             + f"; sampler {plan.settings.sampler}, pruner {plan.settings.pruner}. "
             f"See it: optuna-dashboard {plan.shown_storage}")
         rounds = Rounds(self, plan, study)
-        rounds.run()
+        try:
+            rounds.run()
+        except BaseException:  # Ctrl-C, SIGTERM, a failed batch: its trials are re-run by the next command
+            studies.retry_lost_trials(study, grace_period=-1.0, own=set(), only=rounds.in_flight)
+            raise
         report.finish(study, plan, sweep_dir, self.config, rounds.idle_seconds)
         return rounds.returns
 
@@ -73,6 +77,7 @@ class Rounds:
         self.sweeper, self.plan, self.study = sweeper, plan, study
         self.settings = plan.settings
         self.own: set[int] = set()          # trials this command launched
+        self.in_flight: set[int] = set()    # those of the batch the launcher is running now
         self.returns: list[Any] = []
         self.launched = self.failed = 0
         self.idle_seconds = 0.0
@@ -116,6 +121,7 @@ class Rounds:
     def launch(self, trials: list) -> None:
         overrides = [self.plan.job_overrides(t.number, t.params) for t in trials]
         self.own.update(t.number for t in trials)
+        self.in_flight = {t.number for t in trials}
         started = time.monotonic()
         returns = self.sweeper.launcher.launch(overrides, initial_job_idx=trials[0].number)
         wall = time.monotonic() - started
@@ -124,6 +130,7 @@ class Rounds:
         if len(trials) > 1:  # each worker waited from its own trial's end to the batch's
             ran = [self.study.trials[t.number].user_attrs.get(SECONDS, wall) for t in trials]
             self.idle_seconds += sum(max(0.0, wall - seconds) for seconds in ran)
+        self.in_flight = set()
         self.returns.extend(returns)
         self.require_failure_rate()
 

@@ -5,7 +5,7 @@ storage is the command's own setting), so this works under every launcher, in pr
 the study itself, rebuilds the pruner from config (Optuna does not store pruners), and makes a
 live `optuna.trial.Trial` from the trial's number. A frozen trial's `should_prune()` is always
 False; a live one asks the pruner. After each epoch the job reports `sweep.metric` and stops when
-the pruner says so (callbacks/trial_pruning.py); a heartbeat thread tells every command of the
+the pruner says so (the trainer's callbacks/trial_pruning.py); a heartbeat thread tells every command of the
 study that the job is alive.
 
 The sweeper, not the job, tells Optuna how the trial ended: the job returns its objective, or a
@@ -22,7 +22,8 @@ from typing import Iterator
 
 from omegaconf import DictConfig
 
-from tfx_hydra.hparams_search.pruned import Pruned, PrunedResult
+from tfx_hydra.hparams_search.pruned import EpochReports, Pruned, PrunedResult
+from tfx_hydra.metrics import epoch_names
 
 log = logging.getLogger(__name__)
 STATE_TAG, TRIAL_TAG, EPOCHS_TAG = "optuna.state", "optuna.trial", "epochs_trained"
@@ -32,13 +33,14 @@ SECONDS = "tfx_hydra.seconds"  # user attr: how long the trial's job took (the s
 class LiveTrial:
     """The trial this job runs, live in the study's storage."""
 
-    def __init__(self, settings, metric: str, max_epochs: int, launch_dir: str) -> None:
+    def __init__(self, settings, metrics: list[str], per_epoch: list[str], max_epochs: int, launch_dir: str) -> None:
         import optuna
 
         from tfx_hydra.hparams_search import study as studies
         from tfx_hydra.hparams_search.settings import storage_url
 
-        self.settings, self.metric, self.started = settings, metric, time.monotonic()
+        self.settings, self.started = settings, time.monotonic()
+        self.metric, self.multi_objective, self.per_epoch = metrics[0], len(metrics) > 1, per_epoch
         self.study = optuna.load_study(study_name=settings.study_name,
                                        storage=studies.storage(storage_url(settings, launch_dir)),
                                        pruner=studies.pruner(settings, max_epochs))
@@ -52,13 +54,13 @@ class LiveTrial:
     def number(self) -> int:
         return self.settings.trial
 
-    def callback(self):
-        """The Keras callback that reports each epoch and prunes; None with hparams_search.pruner=none."""
-        if self.settings.pruner == "none":
+    def epoch_reports(self) -> EpochReports | None:
+        """What the trainer reports each epoch to (the dashboard's curves; the pruner's judgement).
+        None for a multi-objective search (Optuna takes no per-epoch reports there) and, with
+        pruner=none, for a metric that is not logged per epoch."""
+        if self.multi_objective or (self.settings.pruner == "none" and self.metric not in self.per_epoch):
             return None
-        from tfx_hydra.callbacks.trial_pruning import TrialPruning
-
-        return TrialPruning(self.trial, self.metric)
+        return EpochReports(self.trial, self.metric)
 
     def completed(self, tracker, history) -> None:
         epochs = len(history.history.get("loss", [])) if history is not None else 0
@@ -106,8 +108,9 @@ def reporting_trial(cfg: DictConfig, job, tracker) -> Iterator[LiveTrial | None]
     from tfx_hydra.hparams_search.settings import read
 
     settings = read(cfg)
-    metric = cfg.sweep.metric if isinstance(cfg.sweep.metric, str) else str(cfg.sweep.metric[0])
+    metrics = [cfg.sweep.metric] if isinstance(cfg.sweep.metric, str) else [str(m) for m in cfg.sweep.metric]
     max_epochs = int(cfg.trainer.epochs) + int(cfg.trainer.get("finetune_epochs") or 0)
-    with LiveTrial(settings, metric, max_epochs, cfg.paths.launch_dir) as trial:
+    per_epoch = epoch_names(list(cfg.trainer.metrics))
+    with LiveTrial(settings, metrics, per_epoch, max_epochs, cfg.paths.launch_dir) as trial:
         tracker.set_tags({TRIAL_TAG: str(trial.number), "optuna.study": settings.study_name})
         yield trial

@@ -12,7 +12,8 @@ import re
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Iterable
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator
 
 from tfx_hydra.errors import TrackingError
 from tfx_hydra.schemas import TrackingConfig
@@ -74,9 +75,10 @@ def open_store(uri: str, experiment: str, artifact_location: str | None):
     """An MLflow client on the store and the id of `experiment`, created if new."""
     from mlflow.exceptions import MlflowException
 
-    client = client_for(uri)
     try:
-        found = client.get_experiment_by_name(experiment)
+        with one_opener_at_a_time(uri):
+            client = client_for(uri)
+            found = client.get_experiment_by_name(experiment)
         if found is None:
             try:
                 return client, client.create_experiment(experiment, artifact_location=artifact_location)
@@ -94,6 +96,26 @@ def open_store(uri: str, experiment: str, artifact_location: str | None):
             "or pick another: tracking.experiment=<new name>",
         )
     return client, found.experiment_id
+
+
+@contextmanager
+def one_opener_at_a_time(uri: str) -> Iterator[None]:
+    """Two commands opening one fresh SQLite store at once would both run its schema migration, and
+    the later one fails half-way (MLflow's alembic steps are not concurrent-safe). A lock file
+    beside the store lets one create it while the other waits, then opens what the first made."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    import fcntl
+
+    path = uri[len("sqlite:///"):]
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(f"{path}.lock", "w", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def ui_command(uri: str, launch_dir: str) -> str:

@@ -1,0 +1,230 @@
+"""Hyperparameter search, measured side by side in one run (`hparams_search=optuna`).
+
+    python bench/hpo.py                 # 24 trials x up to 10 epochs, 3 seeds for the KerasTuner match (~25 min here)
+    python bench/hpo.py --quick         # 3 trials x 2 epochs, 1 seed: checks the script, the ratios mean little
+    python bench/hpo.py --skip-kerastuner --json hpo.json
+    pip install keras-tuner             # for the KerasTuner part only (not a tfx_hydra dependency)
+
+1. Pruning pays: the same seeded TPE search (the MLP on the digits; learning rate 1e-5..1 on a log
+   scale, so some trials are hopeless; units; dropout) with the median pruner vs none. Reported:
+   total epochs trained (target <= 0.6x) and the best val_accuracy (target: within 0.5 points).
+2. Against the Keras peer: KerasTuner's Hyperband on the same model, space and data (the same
+   tf.data pipelines, built by tfx_hydra's digits option), its max_epochs our trainer.epochs; our
+   pruned TPE search gets the epochs Hyperband trained as its budget (as many trials as part 1's
+   pruned search trained that many epochs in). Best val_accuracy, median of the seeds (target: ours
+   >= KerasTuner's; KerasTuner scores a trial by its best epoch, ours by its last), wall time beside.
+3. Spreading pays: the same search (pruner none, so both runs train the same epochs) as one command
+   vs two cooperating commands on one study, on this machine's cores: wall ratio; each trial once.
+4. What batches cost: a pruned search with hydra/launcher=parallel (2 workers, batches of 2): the
+   seconds workers waited for their batch's slowest trial (`sweep.idle_worker_seconds`).
+
+Every search runs `python -m tfx_hydra -m ...` in a fresh launch dir (its own optuna.db and
+mlflow.db) and is read back from its Optuna study.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# The preset's space (units, dropout, batch size) with the learning rate widened to 1e-5..1
+SPACE = ["optimizer.learning_rate=tag(log, interval(0.00001, 1.0))"]
+COMMON = ["export=none", "export.mlflow_model=false", "trainer.verbose=false", "trainer.backup=false",
+          "trainer.tensorboard=false"]
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trials", type=int, default=24)
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--seeds", type=int, default=3, help="seeds of the KerasTuner match (median reported)")
+    parser.add_argument("--spread-trials", type=int, default=12)
+    parser.add_argument("--quick", action="store_true", help="3 trials x 2 epochs, 1 seed")
+    parser.add_argument("--skip-kerastuner", action="store_true")
+    parser.add_argument("--parts", default="pruning,kerastuner,spreading,batches",
+                        help="which measurements, comma-separated (the test suite runs --quick --parts pruning)")
+    parser.add_argument("--json", help="write the results here too")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.trials, args.epochs, args.seeds, args.spread_trials = 3, 2, 1, 3
+    args.parts = set(args.parts.split(","))
+    if args.skip_kerastuner:
+        args.parts.discard("kerastuner")
+    return args
+
+
+def environment() -> dict[str, str]:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT="true")
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def search_command(trials: int, epochs: int, seed: int, pruner: str, extra: list[str] = ()) -> list[str]:
+    return [sys.executable, "-m", "tfx_hydra", "-m", "hparams_search=optuna", f"hparams_search.n_trials={trials}",
+            f"hparams_search.pruner={pruner}", f"trainer.epochs={epochs}", f"seed={seed}", *SPACE, *COMMON, *extra]
+
+
+def run_search(trials: int, epochs: int, seed: int, pruner: str, commands: int = 1) -> dict:
+    """`commands` cooperating commands on one study in a fresh launch dir: wall time and the study's figures."""
+    import optuna
+
+    with tempfile.TemporaryDirectory(prefix="tfx_hydra-bench-hpo-") as launch:
+        started = time.perf_counter()
+        running = [subprocess.Popen(search_command(trials, epochs, seed, pruner), cwd=launch, env=environment(),
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                   for _ in range(commands)]
+        errors = [p.communicate()[1] for p in running]
+        seconds = time.perf_counter() - started
+        if any(p.returncode for p in running):
+            sys.exit("a search failed:\n" + "\n".join(e[-3000:] for e in errors))
+        study = optuna.load_study(study_name="mlp-digits", storage=f"sqlite:///{launch}/optuna.db")
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(f"sqlite:///{launch}/mlflow.db")
+        runs = client.search_runs([client.get_experiment_by_name("tfx_hydra").experiment_id], max_results=1000)
+        trial_runs = [r.data.tags.get("optuna.trial") for r in runs if "mlflow.parentRunId" in r.data.tags]
+        done = [t for t in study.trials if t.state.name in ("COMPLETE", "PRUNED")]
+        epochs_trained = sum(len(t.intermediate_values) for t in done)
+        return {"wall_seconds": seconds, "trials": len(study.trials), "finished": len(done),
+                "pruned": sum(t.state.name == "PRUNED" for t in done), "epochs_trained": epochs_trained,
+                "best_val_accuracy": study.best_value,
+                "child_runs": len(trial_runs), "each_trial_once": len(trial_runs) == len(set(trial_runs)) == len(done)}
+
+
+def kerastuner_hyperband(epochs: int, seed: int) -> dict:
+    """KerasTuner's Hyperband on the MLP tfx_hydra builds, over the same data pipelines and the same
+    space (units, dropout, batch size, log-scale learning rate)."""
+    import keras
+    import keras_tuner
+
+    from tfx_hydra.config import build, compose
+
+    cfg = compose([f"seed={seed}", "tracking=none", "paths.launch_dir=/tmp", "paths.output_dir=/tmp/kt"])
+    data = build(cfg.data, "data", batch_size=1)  # re-batched per trial below
+    keras.utils.set_random_seed(seed)
+    epochs_run = []
+
+    class Digits(keras_tuner.HyperModel):
+        def build(self, hp):
+            cfg.model.units = hp.Choice("units", [64, 128, 256, 512])
+            cfg.model.dropout = hp.Float("dropout", 0.0, 0.5)
+            model = build(cfg.model, "model")
+            model.compile(optimizer=keras.optimizers.Adam(hp.Float("learning_rate", 1e-5, 1.0, sampling="log")),
+                          loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+            return model
+
+        def fit(self, hp, model, x, validation_data=None, **kwargs):
+            size = hp.Choice("batch_size", [32, 64, 128])
+            history = model.fit(x.unbatch().batch(size), validation_data=validation_data.unbatch().batch(size),
+                                **kwargs)
+            epochs_run.append(len(history.history["loss"]))
+            return history
+
+    with tempfile.TemporaryDirectory(prefix="tfx_hydra-bench-kt-") as folder:
+        tuner = keras_tuner.Hyperband(Digits(), objective="val_accuracy", max_epochs=epochs, factor=3, seed=seed,
+                                      directory=folder, project_name="digits", overwrite=True)
+        started = time.perf_counter()
+        tuner.search(data.train, validation_data=data.validation, verbose=0)
+        seconds = time.perf_counter() - started
+        best = tuner.oracle.get_best_trials(1)[0]
+        return {"wall_seconds": seconds, "trials": len(tuner.oracle.trials), "epochs_trained": sum(epochs_run),
+                "best_val_accuracy": best.score}
+
+
+def budgeted_search(budget: int, epochs_per_trial: float, epochs: int, seed: int) -> dict:
+    """Our pruned TPE search on `budget` epochs: as many trials as part 1's pruned search needed
+    epochs for on average (the figure reports the epochs it really trained)."""
+    trials = max(2, int(budget / epochs_per_trial))
+    return run_search(trials, epochs, seed, "median") | {"budget": budget}
+
+
+def idle_of_batches(trials: int, epochs: int) -> dict:
+    """A pruned search in batches of 2 (hydra/launcher=parallel): the time workers waited for their
+    batch's slowest trial (Hydra's launcher returns a batch whole), from the parent run."""
+    from mlflow.tracking import MlflowClient
+
+    with tempfile.TemporaryDirectory(prefix="tfx_hydra-bench-idle-") as launch:
+        command = search_command(trials, epochs, 0, "median", ["hydra/launcher=parallel", "hydra.launcher.n_jobs=2",
+                                                               "hparams_search.n_jobs=2"])
+        started = time.perf_counter()
+        done = subprocess.run(command, cwd=launch, env=environment(), capture_output=True, text=True, check=False)
+        seconds = time.perf_counter() - started
+        if done.returncode:
+            sys.exit("the batched search failed:\n" + done.stderr[-3000:])
+        client = MlflowClient(f"sqlite:///{launch}/mlflow.db")
+        runs = client.search_runs([client.get_experiment_by_name("tfx_hydra").experiment_id])
+        parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
+        idle = parent.data.metrics["sweep.idle_worker_seconds"]
+        return {"wall_seconds": seconds, "idle_worker_seconds": idle, "idle_share": idle / (2 * seconds)}
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    results: dict = {"trials": args.trials, "epochs": args.epochs, "cpu": cpu_name()}
+    print(f"1. pruning: a seeded TPE search, {args.trials} trials x up to {args.epochs} epochs, median pruner vs none")
+    plain = run_search(args.trials, args.epochs, 0, "none")
+    pruned = run_search(args.trials, args.epochs, 0, "median")
+    ratio = pruned["epochs_trained"] / plain["epochs_trained"]
+    points = 100 * (pruned["best_val_accuracy"] - plain["best_val_accuracy"])
+    for name, r in (("no pruning", plain), ("median pruner", pruned)):
+        print(f"   {name:14s} {r['epochs_trained']:4d} epochs  best val_accuracy {r['best_val_accuracy']:.4f}  "
+              f"{r['pruned']:2d} pruned  {r['wall_seconds']:6.1f} s")
+    print(f"   epochs ratio {ratio:.2f}x (target <= 0.6x); best {points:+.2f} points (target within 0.5)")
+    results["pruning"] = {"none": plain, "median": pruned, "epochs_ratio": ratio, "best_points": points}
+
+    if "kerastuner" in args.parts:
+        print(f"2. against KerasTuner's Hyperband (max_epochs {args.epochs}), {args.seeds} seed(s), same epoch budget")
+        matches = []
+        for seed in range(args.seeds):
+            theirs = kerastuner_hyperband(args.epochs, seed)
+            ours = budgeted_search(theirs["epochs_trained"], pruned["epochs_trained"] / pruned["finished"],
+                                   args.epochs, seed)
+            matches.append({"seed": seed, "kerastuner": theirs, "tfx_hydra": ours})
+            print(f"   seed {seed}: KerasTuner {theirs['best_val_accuracy']:.4f} ({theirs['epochs_trained']} epochs, "
+                  f"{theirs['wall_seconds']:.0f} s)  tfx_hydra {ours['best_val_accuracy']:.4f} "
+                  f"({ours['epochs_trained']} epochs, {ours['trials']} trials, {ours['wall_seconds']:.0f} s)")
+        medians = {side: statistics.median(m[side]["best_val_accuracy"] for m in matches)
+                   for side in ("kerastuner", "tfx_hydra")}
+        print(f"   median best val_accuracy: tfx_hydra {medians['tfx_hydra']:.4f} vs KerasTuner "
+              f"{medians['kerastuner']:.4f} (target: ours >=)")
+        results["kerastuner"] = {"matches": matches, "medians": medians}
+
+    if "spreading" in args.parts:
+        print(f"3. spreading: {args.spread_trials} trials (pruner none), one command vs two on one study")
+        one = run_search(args.spread_trials, args.epochs, 0, "none")
+        two = run_search(args.spread_trials, args.epochs, 0, "none", commands=2)
+        spread = two["wall_seconds"] / one["wall_seconds"]
+        print(f"   one command {one['wall_seconds']:.1f} s, two {two['wall_seconds']:.1f} s: ratio {spread:.2f}x; "
+              f"trials {two['finished']} of {args.spread_trials}, each run once: {two['each_trial_once']}")
+        results["spreading"] = {"one": one, "two": two, "wall_ratio": spread}
+    if "batches" in args.parts:
+        report_batches(args, results)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+def report_batches(args, results: dict) -> None:
+    print(f"4. batches: {args.spread_trials} trials, median pruner, hydra/launcher=parallel with 2 workers")
+    batched = idle_of_batches(args.spread_trials, args.epochs)
+    print(f"   {batched['wall_seconds']:.1f} s; workers waited {batched['idle_worker_seconds']:.1f} s for their "
+          f"batch's slowest trial ({100 * batched['idle_share']:.0f}% of the workers' time)")
+    results["batches"] = batched
+
+
+def cpu_name() -> str:
+    try:
+        return next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return "unknown"
+
+
+if __name__ == "__main__":
+    main()

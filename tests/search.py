@@ -1,0 +1,92 @@
+"""What the end-to-end search tests share: a tiny search command, and the study, runs and pruned
+trials read back from a launch dir.
+
+The space always holds a learning rate that cannot learn in one epoch (1e-5) beside ones that
+can, so the seeded pruner has trials to prune; which trials it prunes is the study's business,
+what a pruned trial looks like (in Optuna, in MLflow, in the sweep table) is checked on every one.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from tests.helpers import mlflow_client
+
+TINY = ["trainer.epochs=3", "data.limit=300", "export=none", "export.mlflow_model=false",
+        "trainer.backup=false", "trainer.tensorboard=false"]
+SPACE = ["optimizer.learning_rate=choice(0.00001,0.003,0.01)", "model.units=choice(16,32)"]  # + the preset's
+PRUNE_EARLY = ["hparams_search.pruner_args={n_startup_trials:1,n_warmup_steps:0}"]
+FAST_HEARTBEAT = ["hparams_search.heartbeat_interval=1", "hparams_search.grace_period=4"]
+
+
+def search(n_trials: int, *extra: str) -> list[str]:
+    pruning = [] if "hparams_search.pruner=none" in extra else PRUNE_EARLY
+    return ["hparams_search=optuna", f"hparams_search.n_trials={n_trials}", *TINY, *SPACE, *pruning,
+            *FAST_HEARTBEAT, *extra]
+
+
+def study_of(launch: Path, name: str = "mlp-digits") -> optuna.Study:
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{launch / 'optuna.db'}")
+
+
+def parent_and_children(launch: Path):
+    client = mlflow_client(launch)
+    runs = client.search_runs([client.get_experiment_by_name("tfx_hydra").experiment_id], max_results=500)
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert len(parents) == 1, [p.info.run_name for p in parents]
+    children = sorted((r for r in runs if "mlflow.parentRunId" in r.data.tags),
+                      key=lambda r: int(r.data.tags["optuna.trial"]))
+    return client, parents[0], children
+
+
+def assert_pruned_trials_look_pruned(study, client, children, epochs: int = 3) -> int:
+    """Every PRUNED trial: told PRUNED (not FAIL), its MLflow run FINISHED with the epochs it trained,
+    tagged PRUNED, no objective, nothing exported. Returns how many there were."""
+    by_trial = {int(c.data.tags["optuna.trial"]): c for c in children}
+    pruned = [t for t in study.trials if t.state == TrialState.PRUNED]
+    for trial in pruned:
+        run = by_trial[trial.number]
+        trained = int(run.data.tags["epochs_trained"])
+        assert run.info.status == "FINISHED" and run.data.tags["optuna.state"] == "PRUNED"
+        assert trained < epochs and trained == len(trial.intermediate_values)
+        assert len(client.get_metric_history(run.info.run_id, "val_accuracy")) == trained
+        assert "objective" not in run.data.metrics and "test_accuracy" not in run.data.metrics
+        assert not [a for a in client.list_artifacts(run.info.run_id) if a.path in ("export", "model")]
+    for trial in study.trials:
+        if trial.state == TrialState.COMPLETE:
+            run = by_trial[trial.number]
+            assert run.data.tags["optuna.state"] == "COMPLETE" and run.data.tags["epochs_trained"] == str(epochs)
+            assert run.data.metrics["objective"] == pytest.approx(trial.value)
+            assert len(trial.intermediate_values) == epochs
+    return len(pruned)
+
+
+def wait_for_running_trial(launch: Path, number: int, process: subprocess.Popen, timeout: float = 240,
+                           with_run: bool = False):
+    """Trial `number` RUNNING in the study (`with_run`: and its job's MLflow run started)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        assert process.poll() is None, process.stdout.read()[-3000:]
+        if (launch / "optuna.db").exists():
+            try:
+                trials = study_of(launch).get_trials(deepcopy=False)
+            except Exception:  # noqa: BLE001 - the study (or its tables) is being created
+                trials = []
+            if len(trials) > number and trials[number].state == TrialState.RUNNING and (
+                    not with_run or trial_has_run(launch, number)):
+                return trials[number]
+        time.sleep(0.3)
+    raise AssertionError(f"trial {number} never ran")
+
+
+def trial_has_run(launch: Path, number: int) -> bool:
+    client = mlflow_client(launch)
+    experiment = client.get_experiment_by_name("tfx_hydra")
+    return bool(experiment and client.search_runs([experiment.experiment_id],
+                                                  filter_string=f"tags.`optuna.trial` = '{number}'"))

@@ -1,0 +1,176 @@
+"""The search's parts without training: the space in Hydra's grammar, the settings, the checks a
+command passes before its first trial, and the study's bookkeeping on a real Optuna SQLite storage
+(n_trials as the study's total, lost trials found by heartbeat, two commands asking at once)."""
+
+from __future__ import annotations
+
+import time
+
+import optuna
+import pytest
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import TrialState
+
+from tfx_hydra.errors import ConfigError
+from tfx_hydra.hparams_search import checks, space
+from tfx_hydra.hparams_search import study as studies
+from tfx_hydra.hparams_search.settings import SearchSettings, storage_url
+from tests.unit.test_sweep import composed_sweep
+
+
+def test_the_space_reads_hydras_grammar_and_sweep_overrides_join_it():
+    found, fixed = space.parse({"optimizer.learning_rate": "tag(log, interval(0.0001, 0.1))",
+                                "model.units": "choice(64, 128)", "trainer.epochs": "range(2, 10, 2)"},
+                               ["model=cnn", "model.dropout=interval(0.0,0.5)", "trainer.batch_size=32,64"])
+    assert found == {
+        "optimizer.learning_rate": FloatDistribution(0.0001, 0.1, log=True),
+        "model.units": CategoricalDistribution([64, 128]),
+        "trainer.epochs": IntDistribution(2, 8, step=2),  # Hydra's range stops before its end
+        "model.dropout": FloatDistribution(0.0, 0.5),
+        "trainer.batch_size": CategoricalDistribution([32, 64]),
+    }
+    assert fixed == ["model=cnn"]
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"model.units": "range(10, 5)"}, r"model.units=range\(10, 5, 1\) is empty"),
+    ({"model.dropout": "interval(0.5, 0.1)"}, r"model.dropout=interval\(0.5, 0.1\) is empty or inverted.*"
+                                              r"\n  Fix: model.dropout: interval\(0.1, 0.5\)"),
+    ({"optimizer.learning_rate": "tag(log, interval(0.0, 0.1))"}, "a log-scale interval must start above 0"),
+    ({"model.units": "choice(64"}, r"hydra.sweeper.params: cannot read 'model.units=choice\(64'"),
+])
+def test_an_empty_inverted_or_unreadable_range_is_one_message(params, message):
+    with pytest.raises(ConfigError, match=message):
+        space.parse(params, [])
+
+
+def test_a_changed_space_says_which_key_changed():
+    before = space.as_json(space.parse({"a": "interval(0.0, 1.0)", "b": "choice(1, 2)"}, [])[0])
+    after = space.as_json(space.parse({"a": "interval(0.0, 2.0)", "c": "choice(1, 2)"}, [])[0])
+    assert space.changes(before, after) == [
+        "c: added", "b: removed", "a: was FloatDistribution(low=0.0, high=1.0), now FloatDistribution(low=0.0, high=2.0)"]
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"sampler": "grid"}, "hparams_search.sampler=grid is not one of: tpe, random, gp, cmaes, qmc, nsga2"),
+    ({"pruner": "asha"}, "hparams_search.pruner=asha is not one of: median, percentile"),
+    ({"n_trials": 0}, "hparams_search.n_trials=0 is not a positive number of trials"),
+    ({"grace_period": 5.0, "heartbeat_interval": 10.0}, "grace_period=5.0 must be longer than"),
+    ({"study_name": "a/b"}, "is not a name a folder can take"),
+])
+def test_bad_settings_are_refused_with_the_key(values, message):
+    with pytest.raises(ConfigError, match=message):
+        SearchSettings(**values)
+
+
+def test_the_default_storage_is_an_sqlite_file_beside_mlflow_db(tmp_path):
+    assert storage_url(SearchSettings(), str(tmp_path)) == f"sqlite:///{tmp_path}/optuna.db"
+    assert storage_url(SearchSettings(storage="sqlite:///s.db"), str(tmp_path)) == f"sqlite:///{tmp_path}/s.db"
+    assert storage_url(SearchSettings(storage="studies/j.log"), str(tmp_path)) == f"{tmp_path}/studies/j.log"
+    assert storage_url(SearchSettings(storage="postgresql://u@h/db"), str(tmp_path)) == "postgresql://u@h/db"
+
+
+def searched(tmp_path, *overrides):
+    config = composed_sweep(["hparams_search=optuna", *overrides])
+    config.hydra.runtime.cwd = str(tmp_path)
+    return checks.plan(config, config.hydra.sweeper.params, list(config.hydra.overrides.task))
+
+
+def test_a_search_plan_names_its_study_after_model_and_data_and_gives_each_job_its_trial(tmp_path):
+    plan = searched(tmp_path, "model=cnn", "export.register_as=best")
+    assert plan.settings.study_name == "cnn-digits" and plan.url == f"sqlite:///{tmp_path}/optuna.db"
+    assert set(plan.space) == {"optimizer.learning_rate", "model.units", "model.dropout", "trainer.batch_size"}
+    job = plan.job_overrides(7, {"model.units": 64, "optimizer.learning_rate": 0.001})
+    assert job[-3:] == ["hparams_search.trial=7", "hparams_search.study_name=cnn-digits", "export.register_as=null"]
+    assert "model.units=64" in job and "optimizer.learning_rate=0.001" in job and "model=cnn" in job
+    assert "hparams_search.trial=7" in job and "export.register_as=null" in job  # the best is registered once
+    assert not [o for o in job if o.startswith("hparams_search.storage")]  # a URL's password is never printed
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["hparams_search.pruner=bogus"], "hparams_search.pruner=bogus is not one of"),
+    (["sweep.metric=test_accuracy"], "sweep.metric=test_accuracy is not logged after each epoch"),
+    (["sweep.metric=[val_accuracy,parameters]", "sweep.direction=[maximize,minimize]"],
+     "Optuna prunes single-objective searches only"),
+    (["sweep.metric=[val_accuracy,parameters]", "sweep.direction=maximize"],
+     r"sweep.direction=maximize does not match sweep.metric=\['val_accuracy', 'parameters'\]"),
+    (["hparams_search.pruner=none", "hparams_search.sampler=cmaes", "sweep.metric=[val_accuracy,parameters]",
+      "sweep.direction=[maximize,minimize]"], "sampler=cmaes optimises one metric"),
+    (["hparams_search.pruner_args={warmup:3}"], r"pruner_args=\{'warmup': 3\} do not fit pruner=median"),
+    (["hparams_search.storage=postgresql://u:pw@127.0.0.1:9/db"],
+     r"hparams_search.storage=postgresql://\*\*\*@127.0.0.1:9/db cannot be reached"),
+])
+def test_a_bad_search_fails_before_any_trial(overrides, message, tmp_path):
+    with pytest.raises(ConfigError, match=message):
+        searched(tmp_path, *overrides)
+
+
+def test_a_resumed_study_must_be_the_same_search(tmp_path):
+    plan = searched(tmp_path)
+    studies.open_study(plan.url, plan.settings, plan.directions, plan.space, plan.compared_overrides, 0, 3)
+    with pytest.raises(ConfigError, match=r"model.units: was CategoricalDistribution.*\n  Fix: repeat the study's "
+                                          r"search to continue it, or start another: hparams_search.study_name="):
+        searched(tmp_path, "model.units=choice(8,16)")
+    with pytest.raises(ConfigError, match=r"started with the overrides \[\]; this command has \[trainer.epochs=9\]"):
+        searched(tmp_path, "trainer.epochs=9")
+    assert searched(tmp_path, "hparams_search.n_trials=50").settings.n_trials == 50  # a larger total is fine
+
+
+def new_study(tmp_path, name="s"):
+    settings = SearchSettings(study_name=name, pruner="none")
+    found, _ = space.parse({"x": "interval(0.0, 1.0)"}, [])
+    study, created = studies.open_study(f"sqlite:///{tmp_path}/o.db", settings, ["maximize"], found, [], 0, 3)
+    assert created
+    return study, found
+
+
+def test_n_trials_is_the_studys_total_and_a_retry_takes_its_lost_trials_place(tmp_path):
+    study, found = new_study(tmp_path)
+    for _ in range(2):
+        trial = study.ask(found)
+        study.tell(trial, 0.5)
+    lost = study.ask(found)
+    lost.set_user_attr(studies.HEARTBEAT, time.time() - 100)  # its process died 100 s ago
+    assert studies.progress(study) == (2, 1)
+    assert studies.retry_lost_trials(study, grace_period=30, own=set()) == [lost.number]
+    assert studies.retry_lost_trials(study, grace_period=30, own=set()) == []  # failed once, retried once
+    assert study.trials[lost.number].state == TrialState.FAIL
+    retry = study.ask(found)  # the enqueued parameters come first
+    assert retry.params == lost.params and retry.user_attrs[studies.RETRY_OF] == lost.number
+    assert len(studies.counted(study.get_trials())) == 3  # the lost trial's place is its retry's
+
+
+def test_a_running_trial_with_a_fresh_heartbeat_is_left_to_its_command(tmp_path):
+    study, found = new_study(tmp_path)
+    alive = study.ask(found)
+    alive.set_user_attr(studies.HEARTBEAT, time.time())
+    assert studies.retry_lost_trials(study, grace_period=30, own=set()) == []
+    assert studies.running_elsewhere(study, own=set()) == 1 and studies.running_elsewhere(study, {alive.number}) == 0
+
+
+def test_two_commands_asking_at_once_do_not_overrun_the_total(tmp_path):
+    study, found = new_study(tmp_path)
+    first = study.ask(found)
+    study.tell(first, 0.1)
+    mine, theirs = study.ask(found), study.ask(found)  # both asked when one trial was missing
+    assert not studies.over_budget(study, mine, n_trials=2)
+    assert studies.over_budget(study, theirs, n_trials=2)  # the later one yields, told FAIL with a mark
+    assert study.trials[theirs.number].state == TrialState.FAIL
+    assert len(studies.counted(study.get_trials())) == 2
+
+
+def test_the_sampler_of_a_resumed_study_proposes_new_trials(tmp_path):
+    settings = SearchSettings(study_name="r", pruner="none", sampler="random")
+    found, _ = space.parse({"x": "interval(0.0, 1.0)"}, [])
+    url = f"sqlite:///{tmp_path}/o.db"
+    study, _ = studies.open_study(url, settings, ["maximize"], found, [], 42, 3)
+    first = study.ask(found)
+    study.tell(first, 1.0)
+    again, created = studies.open_study(url, settings, ["maximize"], found, [], 42, 3)
+    assert not created and again.ask(found).params != first.params
+
+
+@pytest.mark.parametrize("name", ["median", "percentile", "successive_halving", "hyperband", "none"])
+def test_every_pruner_is_built_from_its_name(name):
+    pruner = studies.pruner(SearchSettings(pruner=name), max_epochs=10)
+    assert isinstance(pruner, optuna.pruners.BasePruner)
