@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers import REPO, cli_env
 
-HEAVY = ("tensorflow", "keras", "mlflow")
+HEAVY = ("tensorflow", "keras", "mlflow", "optuna")  # optuna: Hydra imports our sweeper plugin for --help too
 
 
 def imported_modules(args: list[str], cwd) -> tuple[set[str], subprocess.CompletedProcess]:
