@@ -1,7 +1,7 @@
 """Hyperparameter search, measured side by side in one run (`hparams_search=optuna`).
 
     python bench/hpo.py                 # 24 trials x up to 10 epochs, 3 seeds for the KerasTuner match (~25 min here)
-    python bench/hpo.py --quick         # 3 trials x 2 epochs, 1 seed: checks the script, the ratios mean little
+    python bench/hpo.py --quick         # 2 trials x 2 epochs, 1 seed: checks the script, the ratios mean little
     python bench/hpo.py --skip-kerastuner --json hpo.json
     pip install keras-tuner             # for the KerasTuner part only (not a tfx_hydra dependency)
 
@@ -49,7 +49,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--seeds", type=int, default=3, help="seeds of the KerasTuner match (median reported)")
     parser.add_argument("--spread-trials", type=int, default=12)
-    parser.add_argument("--quick", action="store_true", help="3 trials x 2 epochs, 1 seed")
+    parser.add_argument("--quick", action="store_true", help="2 trials x 2 epochs, 1 seed")
     parser.add_argument("--skip-kerastuner", action="store_true")
     parser.add_argument("--epochs-per-trial", type=float, default=5.1,
                         help="the pruned search's epochs per trial, for --parts kerastuner alone (part 1 measures it)")
@@ -58,7 +58,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--json", help="write the results here too")
     args = parser.parse_args(argv)
     if args.quick:
-        args.trials, args.epochs, args.seeds, args.spread_trials = 3, 2, 1, 3
+        args.trials, args.epochs, args.seeds, args.spread_trials = 2, 2, 1, 2
     args.parts = set(args.parts.split(","))
     if args.skip_kerastuner:
         args.parts.discard("kerastuner")
