@@ -54,7 +54,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--epochs-per-trial", type=float, default=5.1,
                         help="the pruned search's epochs per trial, for --parts kerastuner alone (part 1 measures it)")
     parser.add_argument("--parts", default="pruning,kerastuner,spreading,batches",
-                        help="which measurements, comma-separated (the test suite runs --quick --parts pruning)")
+                        help="which measurements, comma-separated")
     parser.add_argument("--json", help="write the results here too")
     args = parser.parse_args(argv)
     if args.quick:

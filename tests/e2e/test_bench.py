@@ -85,18 +85,3 @@ def test_nonfinite_guard_benchmark_runs_quick_and_prints_the_weight_checks_cost(
         statistics.median(sides["B_with_weight_check"]) / statistics.median(sides["A_without_weight_check"]))
     assert 0 < report["weight_check_seconds"] < min(sides["B_with_weight_check"])
     assert report["data_check_seconds_60000x784"]["uint8"] < report["data_check_seconds_60000x784"]["float32"]
-
-
-def test_hpo_benchmark_runs_its_pruning_part_quick(tmp_path):
-    """The pruning part only (KerasTuner is a bench-only install; the other parts repeat the same
-    searches), on 2 trials of 2 epochs: it runs both searches and reads both studies back."""
-    out = tmp_path / "hpo.json"
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "hpo.py"), "--quick", "--parts", "pruning",
-                           "--json", str(out)], cwd=tmp_path, env=cli_env(), capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "epochs ratio" in done.stdout and "(target <= 0.6x)" in done.stdout
-    report = json.loads(out.read_text())["pruning"]
-    assert report["none"]["epochs_trained"] == 2 * 2  # no pruner: every trial trains every epoch
-    assert report["none"]["each_trial_once"] and report["median"]["each_trial_once"]
-    assert report["epochs_ratio"] == report["median"]["epochs_trained"] / report["none"]["epochs_trained"]

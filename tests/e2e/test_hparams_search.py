@@ -79,7 +79,7 @@ def test_two_commands_share_a_journal_file_study_and_its_parent_and_mark_its_par
     filesystem), searching two metrics: each trial runs once, in one command or the other, under one
     parent; the Pareto-optimal trials are marked."""
     command = [sys.executable, "-m", "tfx_hydra", "-m", *search(
-        6, "hparams_search.pruner=none", "hparams_search.storage=studies/journal.log",
+        4, "hparams_search.pruner=none", "hparams_search.storage=studies/journal.log",
         "sweep.metric=[val_accuracy,parameters]", "sweep.direction=[maximize,minimize]")]
     both = [subprocess.Popen(command, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True) for _ in range(2)]
@@ -91,7 +91,7 @@ def test_two_commands_share_a_journal_file_study_and_its_parent_and_mark_its_par
     study = optuna.load_study(study_name="mlp-digits",
                               storage=JournalStorage(JournalFileBackend(str(tmp_path / "studies/journal.log"))))
     trials = [t for t in study.trials if not t.user_attrs.get("tfx_hydra.over_budget")]  # asked at one instant
-    assert len(trials) == 6 and all(t.state == TrialState.COMPLETE and len(t.values) == 2 for t in trials)
+    assert len(trials) == 4 and all(t.state == TrialState.COMPLETE and len(t.values) == 2 for t in trials)
     client, parent, children = parent_and_children(tmp_path)  # one parent for both
     assert sorted(int(c.data.tags["optuna.trial"]) for c in children) == sorted(t.number for t in trials)
     assert len({c.data.tags["process.pid"] for c in children}) == 2, "both commands ran trials"
