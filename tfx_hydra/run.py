@@ -51,7 +51,7 @@ def run(cfg: DictConfig) -> float | list[float] | hparams_search.PrunedResult:
         return done
     with tracking.tracked_run(track, launch_dir, tags=records.launch_tags(cfg), resume_key=resume_key, sweep_job=job,
                               offline_dir=os.path.join(output_dir, tracking.OFFLINE_DIR)) as tracker, \
-            hparams_search.reporting_trial(cfg, job, tracker) as trial:  # an Optuna search's live trial, or None
+            hparams_search.reporting_trial(cfg, settings, job, tracker) as trial:  # an Optuna search's live trial, or None
         records.record_launch(tracker, cfg, output_dir, launch_dir)
 
         # TensorFlow is first imported here, by the step that must configure its devices before any op

@@ -179,9 +179,8 @@ class SweepCallback(Callback):
 
 def primary_objective(config: DictConfig) -> tuple[str, str]:
     """The metric and direction the sweep's table ranks by: the first of a multi-objective search."""
-    metric, direction = config.sweep.metric, config.sweep.direction
-    first = (lambda value: str(value) if isinstance(value, str) else str(value[0]))
-    return first(metric), first(direction)
+    sweep = validate_section(config, "sweep")
+    return sweep.metrics[0], sweep.directions[0]
 
 
 def require_launcher_runs_here(config: DictConfig) -> None:

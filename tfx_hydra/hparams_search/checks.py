@@ -16,7 +16,7 @@ from omegaconf import DictConfig
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.hparams_search import space as search_space
 from tfx_hydra.hparams_search import study as studies
-from tfx_hydra.hparams_search.settings import SearchSettings, is_url, read, storage_url
+from tfx_hydra.hparams_search.settings import SearchSettings, is_url, max_epochs, read, storage_url
 from tfx_hydra.metrics import epoch_names
 from tfx_hydra.schemas import validate_section
 from tfx_hydra.tracking import mask_uri
@@ -31,7 +31,6 @@ class SearchPlan:
     space: dict[str, Any]    # key -> Optuna distribution
     fixed: list[str]         # the command's other overrides, given to every trial
     url: str                 # the study's storage
-    metrics: list[str]
     directions: list[str]
     seed: int
     max_epochs: int
@@ -70,18 +69,17 @@ def plan(config: DictConfig, params: dict[str, Any], arguments: list[str]) -> Se
     if not space:
         raise ConfigError("the search has nothing to search: hydra.sweeper.params is empty and no override sweeps.",
                           fix="hydra.sweeper.params.model.units='choice(64,128)' (or model.units=64,128)")
-    trainer = config.trainer
-    max_epochs = int(trainer.epochs) + int(trainer.get("finetune_epochs") or 0)
+    trainer = validate_section(config, "trainer")
     if settings.pruner != "none":
         require_prunable(sweep.metrics, list(trainer.metrics))
     url = storage_url(settings, config.hydra.runtime.cwd)
     local_file = url[len("sqlite:///"):] if url.startswith("sqlite:///") else None if is_url(url) else url
     if local_file:  # an SQLite or journal file: its folder is made, as Hydra makes the sweep's
         os.makedirs(os.path.dirname(local_file), exist_ok=True)
-    studies.sampler(settings.sampler, int(config.seed), len(sweep.metrics) > 1, settings.n_jobs)
-    studies.pruner(settings, max_epochs)
+    studies.sampler(settings.sampler, int(config.seed), len(sweep.metrics) > 1)
+    studies.pruner(settings, max_epochs(trainer))
     register_as = (config.get("export") or {}).get("register_as")
-    search = SearchPlan(settings, space, fixed, url, sweep.metrics, sweep.directions, int(config.seed), max_epochs,
+    search = SearchPlan(settings, space, fixed, url, sweep.directions, int(config.seed), max_epochs(trainer),
                         register_as)
     existing = studies.existing_study(studies.storage(url), settings.study_name)  # an unreachable one fails here
     if existing is not None:  # a resumed study must be the same search, said before its parent run is touched

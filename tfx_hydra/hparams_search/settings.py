@@ -96,3 +96,8 @@ def storage_url(settings: SearchSettings, launch_dir: str) -> str:
 def is_url(storage: str) -> bool:
     """An SQLAlchemy URL (sqlite:///, postgresql://, mysql://, ...); anything else is a journal file."""
     return "://" in storage
+
+
+def max_epochs(trainer) -> int:
+    """The most epochs a trial trains (both phases): the hyperband pruner's max_resource."""
+    return trainer.epochs + trainer.finetune_epochs

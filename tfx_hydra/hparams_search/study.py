@@ -62,7 +62,7 @@ def storage(url: str):
                           "study in an SQLite file in the launch directory") from None
 
 
-def sampler(name: str, seed: int, multi_objective: bool, n_jobs: int):
+def sampler(name: str, seed: int, multi_objective: bool):
     """Optuna's sampler by name, seeded by the run's `seed` (the same seed proposes the same trials)."""
     import warnings
 
@@ -129,7 +129,7 @@ def open_study(url: str, settings: SearchSettings, directions: list[str], space:
     if existing is None:
         try:
             study = optuna.create_study(storage=backend, study_name=settings.study_name, directions=directions,
-                                        sampler=sampler(settings.sampler, seed, len(directions) > 1, settings.n_jobs),
+                                        sampler=sampler(settings.sampler, seed, len(directions) > 1),
                                         pruner=made_pruner)
             study.set_user_attr(SPACE, search_space.as_json(space))
             study.set_user_attr(COMMAND, sorted(fixed))
@@ -139,8 +139,7 @@ def open_study(url: str, settings: SearchSettings, directions: list[str], space:
     require_same_search(existing, settings.study_name, directions, space, fixed)
     trials = len(existing.get_trials(deepcopy=False))
     return optuna.load_study(storage=backend, study_name=settings.study_name, pruner=made_pruner,
-                             sampler=sampler(settings.sampler, seed + trials, len(directions) > 1,
-                                             settings.n_jobs)), False
+                             sampler=sampler(settings.sampler, seed + trials, len(directions) > 1)), False
 
 
 def existing_study(backend, name: str):

@@ -98,19 +98,17 @@ class LiveTrial:
 
 
 @contextmanager
-def reporting_trial(cfg: DictConfig, job, tracker) -> Iterator[LiveTrial | None]:
+def reporting_trial(cfg: DictConfig, run_settings, job, tracker) -> Iterator[LiveTrial | None]:
     """The live trial of a sweep job of an Optuna search (heartbeating while the job runs); None in
     any other run, including a re-run of a trial's recorded config outside its sweep."""
     search = cfg.get("hparams_search")
     if job is None or search is None or search.get("trial") is None:
         yield None
         return
-    from tfx_hydra.hparams_search.settings import read
+    from tfx_hydra.hparams_search.settings import max_epochs, read
 
-    settings = read(cfg)
-    metrics = [cfg.sweep.metric] if isinstance(cfg.sweep.metric, str) else [str(m) for m in cfg.sweep.metric]
-    max_epochs = int(cfg.trainer.epochs) + int(cfg.trainer.get("finetune_epochs") or 0)
-    per_epoch = epoch_names(list(cfg.trainer.metrics))
-    with LiveTrial(settings, metrics, per_epoch, max_epochs, cfg.paths.launch_dir) as trial:
-        tracker.set_tags({TRIAL_TAG: str(trial.number), "optuna.study": settings.study_name})
+    trainer = run_settings.trainer  # the run's validated Settings
+    with LiveTrial(read(cfg), run_settings.sweep.metrics, epoch_names(list(trainer.metrics)), max_epochs(trainer),
+                   cfg.paths.launch_dir) as trial:
+        tracker.set_tags({TRIAL_TAG: str(trial.number), "optuna.study": trial.settings.study_name})
         yield trial
