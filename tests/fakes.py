@@ -51,6 +51,9 @@ class RecordingTracker:
     def log_artifact(self, local_path: str, artifact_path: str | None = None) -> None:
         self.artifacts.append((local_path, artifact_path))
 
+    def log_datasets(self, reads) -> None:
+        self.datasets = list(reads)
+
     def log_model(self, model, example_inputs, register_as: str | None = None) -> None:
         self.models.append(model)
 

@@ -11,6 +11,8 @@ expected and give the override that fixes it.
 
 from __future__ import annotations
 
+from typing import Any
+
 from hydra.errors import CompactHydraException
 
 
@@ -57,3 +59,12 @@ class ExportError(TfxHydraError):
 
 class DiskFull(TfxHydraError):
     """A disk the run writes to is full (a machine fault, not a mistake, but said the same way)."""
+
+
+def show(value: Any) -> str:
+    """Spell a value the way it is typed in an override (null, true, false)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)

@@ -4,11 +4,16 @@ It reads the run's exact Hydra overrides from its `.hydra/overrides.yaml` artifa
 every difference between the environment the run recorded and this one (package versions,
 git commit and uncommitted change, devices, CPU) and between its config and the config the
 same overrides compose to today, then runs `python -m tfx_hydra` with those overrides into
-the same store, as a new run tagged `reproduced_from=<RUN_ID>`. Afterwards it compares the
-final metrics side by side: with `trainer.deterministic=true` on the same machine they are
-bit-identical.
+the same store, as a new run tagged `reproduced_from=<RUN_ID>`. Before it runs, it reads the data
+the run's config reads today and compares each split's digest with the one the run recorded
+(its MLflow datasets), so a file that changed since is named first. Afterwards it compares the
+results side by side -- training, validation and test metrics and the weights' hash -- and
+lists artifact figures (an export's size in bytes) apart: SavedModel metadata differs by a few
+bytes between identical models. With `trainer.deterministic=true` on the same machine the
+results are bit-identical.
 
-Everything before the re-run is checked without TensorFlow, so a wrong run id fails at once.
+The run id and its records are checked before TensorFlow is imported (the data check needs
+it), so a wrong run id fails at once.
 """
 
 from __future__ import annotations
@@ -32,8 +37,11 @@ from tfx_hydra.schemas import TrackingConfig
 log = logging.getLogger("tfx_hydra.reproduce")  # by name: run as `python -m`, __name__ is "__main__"
 
 SOURCE_TAG = "reproduced_from"
-# Wall-clock figures differ from run to run by nature; everything else must match.
+# Wall-clock figures and the machine's load differ from run to run by nature: not results.
 TIMING_MARKERS = ("seconds", "per_sec")
+NOT_RESULTS = ("system/",)
+ARTIFACT_FIGURES = ("export.",)  # figures about the files written (sizes), listed apart
+WEIGHTS_TAG = "model.weights_sha256"
 
 
 class ReproduceError(TfxHydraError):
@@ -51,6 +59,8 @@ class SourceRun:
     config: dict
     tags: dict[str, str]
     metrics: dict[str, float]
+    datasets: dict[str, tuple[str, str]] = field(default_factory=dict)  # context -> (name, digest)
+    data_config: dict | None = None  # the resolved data node it read with
     packages: str | None = None
     differences: list[str] = field(default_factory=list)
 
@@ -65,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         tracking.close_lost_runs(client, [e.experiment_id for e in client.search_experiments()])  # before reading
         source = fetch_run(client, args.run_id, uri)
         source.differences = environment_differences(source) + config_differences(source)
+        source.differences += data_differences(source)
     except TfxHydraError as err:
         log.error(str(err))
         return 1
@@ -132,10 +143,13 @@ def fetch_run(client, run_id: str, uri: str) -> SourceRun:
         overrides = _download_yaml(client, run_id, ".hydra/overrides.yaml", folder)
         config = _download_yaml(client, run_id, ".hydra/config.yaml", folder)
         packages = _download_text(client, run_id, "environment/packages.txt", folder)
+        resolved = _download_text(client, run_id, "config_resolved.yaml", folder)
     launch_dir = str(run.data.params.get("paths.launch_dir") or os.getcwd())
+    data_config = OmegaConf.to_container(OmegaConf.create(resolved)).get("data") if resolved else None
     return SourceRun(run_id=run_id, experiment_id=run.info.experiment_id, launch_dir=launch_dir,
                      overrides=[str(o) for o in overrides], config=config, tags=dict(tags),
-                     metrics=dict(run.data.metrics), packages=packages)
+                     metrics=dict(run.data.metrics), datasets=tracking.recorded_digests(run),
+                     data_config=data_config, packages=packages)
 
 
 def _download_yaml(client, run_id: str, path: str, folder: str):
@@ -212,6 +226,40 @@ def config_differences(source: SourceRun) -> list[str]:
             for key in sorted(set(then) | set(now)) if then.get(key) != now.get(key)]
 
 
+def data_differences(source: SourceRun) -> list[str]:
+    """Each split whose digest differs between what the run read and what its data config reads
+    today (read from the launch dir, where its relative paths start)."""
+    if not source.datasets or not source.data_config:
+        return ["data: the run recorded no dataset digests (runs before tfx_hydra 0.1's datasets): the data "
+                "it read cannot be compared"]
+    from tfx_hydra.config import build
+    from tfx_hydra.errors import TfxHydraError as DataProblem
+
+    log.info("reading the run's data as its config reads it today, to compare digests ...")
+    here = os.getcwd()
+    try:
+        if os.path.isdir(source.launch_dir):
+            os.chdir(source.launch_dir)
+        datasets = build(OmegaConf.create(source.data_config), "data", batch_size=DIGEST_BATCH)
+    except DataProblem as err:
+        return [f"data: what the run read cannot be read today ({str(err).splitlines()[0]})"]
+    finally:
+        os.chdir(here)
+    today = {read.context: read for read in datasets.reads.values()}
+    differences = []
+    for context, (name, digest) in sorted(source.datasets.items()):
+        now = today.get(context)
+        if now is None:
+            differences.append(f"data {context} split ({name}): recorded, but the config reads no such split today")
+        elif now.digest != digest:
+            differences.append(f"data {context} split ({name}): digest {digest} then, {now.digest} now "
+                               f"({now.source}; {now.num_examples:,} examples now): the data changed")
+    return differences
+
+
+DIGEST_BATCH = 32  # the batch size does not enter a digest
+
+
 def _without_hydra(container: dict) -> dict:
     return {k: v for k, v in container.items() if k != "hydra"}
 
@@ -237,7 +285,8 @@ def rerun_command(source: SourceRun, uri: str, extra: list[str]) -> list[str]:
 
 
 def compare_metrics(client, source: SourceRun) -> int:
-    """Print the original's and the re-run's final metrics side by side; tag the re-run with the verdict."""
+    """Print the original's and the re-run's results side by side (metrics and the weights' hash),
+    then the artifact figures apart; tag the re-run with the verdict on the results."""
     from rich.table import Table
 
     runs = client.search_runs([source.experiment_id], filter_string=f"tags.{SOURCE_TAG} = '{source.run_id}'",
@@ -246,26 +295,45 @@ def compare_metrics(client, source: SourceRun) -> int:
         raise ReproduceError("the re-run finished but its MLflow run cannot be found.",
                              fix="check that tracking is enabled in the recorded config")
     rerun = runs[0]
-    compared = sorted(k for k in source.metrics if not any(m in k for m in TIMING_MARKERS))
+    results, artifacts = result_keys(source.metrics)
     table = Table(title=f"run {source.run_id} reproduced as {rerun.info.run_id}", title_justify="left")
-    for column in ("metric", "original", "reproduced", "identical"):
+    for column in ("result", "original", "reproduced", "identical"):
         table.add_column(column)
-    different = []
-    for key in compared:
-        then, now = source.metrics[key], rerun.data.metrics.get(key)
-        same = now is not None and then == now
-        if not same:
-            different.append(key)
-        table.add_row(key, repr(then), repr(now), "yes" if same else "no")
+    rows = [(key, source.metrics[key], rerun.data.metrics.get(key)) for key in results]
+    if WEIGHTS_TAG in source.tags:
+        rows.append(("weights sha256", source.tags[WEIGHTS_TAG], rerun.data.tags.get(WEIGHTS_TAG)))
+    different = [key for key, then, now in rows if then != now]
+    for key, then, now in rows:
+        table.add_row(key, _shown(then), _shown(now), "no" if key in different else "yes")
     log.info(render_text(table), extra=BARE)
+    changed_files = [f"{key}: {_shown(source.metrics[key])} then, {_shown(rerun.data.metrics.get(key))} now"
+                     for key in artifacts if source.metrics[key] != rerun.data.metrics.get(key)]
+    if changed_files:
+        log.info("artifacts (not results: an export's metadata differs by bytes between identical models):",
+                 extra=BARE)
+        for line in changed_files:
+            log.info(f"  - {line}", extra=BARE)
     client.set_tag(rerun.info.run_id, "reproduce.identical_metrics", str(not different).lower())
+    if changed_files:
+        client.set_tag(rerun.info.run_id, "reproduce.different_artifacts", ", ".join(k.split(":")[0]
+                                                                                    for k in changed_files))
     if different:
         client.set_tag(rerun.info.run_id, "reproduce.different_metrics", ", ".join(different))
-        log.warning(f"{len(different)} metric(s) differ. Bit-identical re-runs need trainer.deterministic=true, "
-                     "the same code, packages and devices (see the differences above).")
+        log.warning(f"{len(different)} result(s) differ. Bit-identical re-runs need trainer.deterministic=true, "
+                    "the same code, packages, data and devices (see the differences above).")
     else:
-        log.info(f"all {len(compared)} final metrics are bit-identical (timings aside).")
+        log.info(f"all {len(rows)} results are bit-identical (timings and artifact sizes aside).")
     return 0
+
+
+def result_keys(metrics: dict[str, float]) -> tuple[list[str], list[str]]:
+    """(the run's results: training, validation and test metrics; its artifact figures), sorted."""
+    kept = [k for k in sorted(metrics) if not any(m in k for m in TIMING_MARKERS) and not k.startswith(NOT_RESULTS)]
+    return ([k for k in kept if not k.startswith(ARTIFACT_FIGURES)], [k for k in kept if k.startswith(ARTIFACT_FIGURES)])
+
+
+def _shown(value) -> str:
+    return "absent" if value is None else repr(value) if isinstance(value, float) else str(value)
 
 
 if __name__ == "__main__":

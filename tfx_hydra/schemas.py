@@ -16,7 +16,7 @@ from typing import Any, List, Optional
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
-from tfx_hydra.errors import ConfigError
+from tfx_hydra.errors import ConfigError, show
 from tfx_hydra.metrics import epoch_names
 from tfx_hydra.precision import POLICIES
 
@@ -59,15 +59,6 @@ def _require_non_negative(key: str, value: int) -> None:
             f"{key}={value} is out of range: expected 0 (TensorFlow's choice) or more.",
             fix=f"{key}=0",
         )
-
-
-def show(value: Any) -> str:
-    """Spell a value the way it is typed in an override (null, true, false)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(value)
 
 
 def _require_choice(key: str, value: Any, choices: tuple) -> None:
@@ -207,6 +198,19 @@ class PrecisionConfig:
 
 
 @dataclass
+class SystemMetricsConfig:
+    """tracking.system_metrics: MLflow's monitor of CPU, memory and GPUs (tracking/system.py)."""
+
+    enabled: bool = True
+    interval: float = 10.0  # seconds between samples
+
+    def __post_init__(self) -> None:
+        if self.interval <= 0:
+            raise ConfigError(f"tracking.system_metrics.interval={self.interval} must be positive (seconds).",
+                              fix="tracking.system_metrics.interval=10, or tracking.system_metrics.enabled=false")
+
+
+@dataclass
 class TrackingConfig:
     enabled: bool = True
     uri: Optional[str] = None
@@ -215,6 +219,7 @@ class TrackingConfig:
     run_name: Optional[str] = None
     connect_timeout: float = 5.0
     tags: dict[str, str] = field(default_factory=dict)
+    system_metrics: SystemMetricsConfig = field(default_factory=SystemMetricsConfig)
 
     def __post_init__(self) -> None:
         if not self.experiment or not self.experiment.strip():

@@ -26,7 +26,8 @@ def artifact_paths(client, run_id: str, path: str | None = None) -> set[str]:
     return found
 
 
-DEFAULT_RUN = [*QUICK, "export.mlflow_model=true"]  # the default's MLflow model too
+# the default's MLflow model too; system metrics every second (the default 10 s outlasts a quick run)
+DEFAULT_RUN = [*QUICK, "export.mlflow_model=true", "tracking.system_metrics.interval=1"]
 
 
 @pytest.fixture(scope="module")
@@ -112,8 +113,25 @@ def test_default_run_exports_in_tf_serving_layout(default_run):
     assert "serving_default" in loaded.signatures
 
 
+def test_default_run_records_system_metrics_and_the_data_it_read(default_run):
+    launch, _ = default_run
+    (run,) = mlflow_runs(launch)
+    client = mlflow_client(launch)
+    assert {"system/cpu_utilization_percentage", "system/system_memory_usage_megabytes"} <= set(run.data.metrics)
+    cpu = client.get_metric_history(run.info.run_id, "system/cpu_utilization_percentage")
+    assert len(cpu) >= 3 and [m.step for m in cpu] == list(range(len(cpu)))
+    gaps = np.diff(sorted(m.timestamp for m in cpu)) / 1000
+    assert 0.5 < float(np.median(gaps)) < 3.0, gaps  # tracking.system_metrics.interval=1 honoured
+    inputs = {i.tags[0].value: i.dataset for i in run.inputs.dataset_inputs}
+    assert set(inputs) == {"training", "validation", "test"}
+    assert inputs["training"].name == "digits-train" and len(inputs["training"].digest) == 16
+    assert '"num_examples": 300' in inputs["training"].profile  # data.limit=300: what was read
+
+
 def test_headline_command_on_a_machine_without_an_a100(tmp_path):
-    done = run_cli(["hardware=a100", "precision=mixed", *QUICK], cwd=tmp_path)
+    # also: tracking.system_metrics.enabled=false records no system metric
+    done = run_cli(["hardware=a100", "precision=mixed", *QUICK, "tracking.system_metrics.enabled=false",
+                    "tracking.system_metrics.interval=1"], cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "hardware=a100 expects 1 GPU matching 'A100' with at least 39 GiB; found no GPU (CPU only)" in done.stdout
     assert "Carrying on with the a100 profile's settings" in done.stdout
@@ -121,6 +139,7 @@ def test_headline_command_on_a_machine_without_an_a100(tmp_path):
     assert run.info.status == "FINISHED"
     assert run.data.tags["hardware.mismatch"].startswith("hardware=a100 expects 1 GPU")
     assert run.data.tags["precision.policy"] == "mixed_float16"
+    assert not [k for k in run.data.metrics if k.startswith("system/")]
 
 
 def test_seed_experiment_on_a_local_mnist_file(tmp_path, mnist_npz):

@@ -1,6 +1,7 @@
-"""`python -m tfx_hydra.reproduce RUN_ID` end to end: a deterministic run in a git work tree, the
-environment it recorded (real git commit, dirty diff, versions), then its re-run from the MLflow
-record, with the differences listed first and bit-identical final metrics."""
+"""`python -m tfx_hydra.reproduce RUN_ID` end to end: a deterministic run on a CSV in a git work
+tree, the environment it recorded (real git commit, dirty diff, versions) and the data it read
+(digests), then its re-run from the MLflow record, with the differences listed first and
+bit-identical results; then the CSV changes, and reproduce says so before running."""
 
 from __future__ import annotations
 
@@ -30,7 +31,11 @@ def test_a_deterministic_run_is_reproduced_bit_identically_with_the_differences_
     first_commit = git(tmp_path, "rev-parse", "HEAD")
     (tmp_path / "notes.txt").write_text("first\nuncommitted line\n")  # the run uses a dirty tree
 
-    done = run_cli(["trainer.deterministic=true", *QUICK, "export=none", "export.mlflow_model=false"], cwd=tmp_path)
+    table = tmp_path / "table.csv"
+    rows = ["a,b,c,label", *(f"{i % 7},{(i * 3) % 11},{i % 5},{i % 3}" for i in range(300))]
+    table.write_text("\n".join(rows) + "\n")
+    on_csv = ["data=csv", f"data.path={table}", "data.input_shape=[3]", "data.num_classes=3"]
+    done = run_cli(["trainer.deterministic=true", *QUICK, *on_csv], cwd=tmp_path)  # exports a SavedModel
     assert done.returncode == 0, done.stderr[-3000:]
     (original,) = mlflow_runs(tmp_path)
     tags = original.data.tags
@@ -52,7 +57,8 @@ def test_a_deterministic_run_is_reproduced_bit_identically_with_the_differences_
     assert f"git commit: {first_commit} then, {second_commit} now" in out
     assert "the run used uncommitted changes: its diff is the artifact environment/git.diff" in out
     assert out.index("difference(s)") < out.index("epoch 1/2")  # listed before the re-run starts
-    assert "final metrics are bit-identical" in out
+    assert "results are bit-identical" in out and "the data changed" not in out
+    assert "weights sha256" in out  # the weights' hash is a result too
 
     (copy,) = [r for r in mlflow_runs(tmp_path) if r.info.run_id != original.info.run_id]
     assert copy.data.tags["reproduced_from"] == original.info.run_id
@@ -60,3 +66,18 @@ def test_a_deterministic_run_is_reproduced_bit_identically_with_the_differences_
     assert copy.data.tags["hydra.overrides"].startswith(tags["hydra.overrides"])
     for key in ("loss", "accuracy", "val_loss", "val_accuracy", "test_loss", "test_accuracy"):
         assert copy.data.metrics[key] == original.data.metrics[key], key  # bit-identical, not approximately
+    assert copy.data.tags["model.weights_sha256"] == tags["model.weights_sha256"]
+    # the export's size is an artifact figure: listed apart when it differs, never a result difference
+    assert "export.savedmodel.size_bytes" not in copy.data.tags.get("reproduce.different_metrics", "")
+    if copy.data.metrics["export.savedmodel.size_bytes"] != original.data.metrics["export.savedmodel.size_bytes"]:
+        assert "export.savedmodel.size_bytes" in copy.data.tags["reproduce.different_artifacts"]
+    recorded = {i.dataset.digest for i in original.inputs.dataset_inputs}
+    assert recorded == {i.dataset.digest for i in copy.inputs.dataset_inputs} and len(recorded) == 3
+
+    table.write_text("\n".join([*rows[:11], "6,10,4,1", *rows[12:]]) + "\n")  # example 10's inputs, not its label
+    dry = subprocess.run([sys.executable, "-m", "tfx_hydra.reproduce", original.info.run_id, "--dry-run"],
+                         cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=300)
+    assert dry.returncode == 0, dry.stdout[-3000:] + dry.stderr[-3000:]
+    changed = [line for line in dry.stdout.splitlines() if "the data changed" in line]
+    assert len(changed) == 1 and "split (table-" in changed[0], dry.stdout[-3000:]
+    assert dry.stdout.index("the data changed") < dry.stdout.index("would run:")

@@ -24,7 +24,8 @@ def digits(input_shape, num_classes, batch_size, seed, test_split=0.2, validatio
     bunch = load_digits()
     splits = split_three_ways(bunch.images.astype("float32"), bunch.target.astype("int64"), test_split,
                               validation_split, seed)
-    return from_arrays(splits, input_shape, num_classes, options, normalization, raw_scale=DIGITS_SCALE)
+    return from_arrays(splits, input_shape, num_classes, options, normalization, raw_scale=DIGITS_SCALE,
+                       named="digits", source="sklearn.datasets.load_digits")
 
 
 def synthetic(input_shape, num_classes, num_examples, batch_size, seed, test_split=0.2, validation_split=0.1,
@@ -42,7 +43,8 @@ def synthetic(input_shape, num_classes, num_examples, batch_size, seed, test_spl
     teacher = rng.normal(size=(int(np.prod(shape)), num_classes)).astype("float32")
     y = np.argmax(x.reshape(num_examples, -1) @ teacher, axis=1).astype("int64")
     splits = split_three_ways(x, y, test_split, validation_split, seed)
-    return from_arrays(splits, input_shape, num_classes, options, normalization)
+    return from_arrays(splits, input_shape, num_classes, options, normalization, named="synthetic",
+                       source=f"tfx_hydra.data.arrays.synthetic (seed {seed}, {num_examples} examples)")
 
 
 def keras_dataset(name, path, input_shape, num_classes, batch_size, seed, validation_split=0.1,
@@ -60,7 +62,9 @@ def keras_dataset(name, path, input_shape, num_classes, batch_size, seed, valida
     x_train, y_train, x_test, y_test = (arrays[k] for k in KERAS_KEYS)
     splits = hold_out_validation(x_train, y_train.reshape(-1).astype("int64"), x_test,
                                  y_test.reshape(-1).astype("int64"), validation_split)  # cifar labels are (n, 1)
-    return from_arrays(splits, input_shape, num_classes, options, normalization, raw_scale=PIXEL_SCALE)
+    return from_arrays(splits, input_shape, num_classes, options, normalization, raw_scale=PIXEL_SCALE, named=name,
+                       source=os.path.abspath(path) if path else f"keras.datasets.{name}",
+                       source_type="local" if path else "code")
 
 
 def download_keras_dataset(name: str) -> dict[str, np.ndarray]:

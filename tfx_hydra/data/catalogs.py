@@ -3,6 +3,10 @@ tensorflow-datasets pulls a dozen packages most runs never need."""
 
 from __future__ import annotations
 
+import glob
+import os
+
+from tfx_hydra.data.lineage import DataRead, files_read
 from tfx_hydra.data.pipeline import (PIXEL_SCALE, DataSpec, Datasets, options_from, require_choice,
                                      streamed_datasets)
 from tfx_hydra.errors import DataError
@@ -66,5 +70,14 @@ def tfds(name, input_shape, num_classes, batch_size, seed, data_dir=None, downlo
         return tf.reshape(tf.cast(inputs, tf.float32) * scale, spec.input_shape), tf.cast(label, tf.int64)
 
     floating = tf.as_dtype(builder.info.features[supervised[0]].dtype).is_floating  # images are integers
+    split_strings = {"train": train_split, "validation": validation_split, "test": test_split}
+
+    def read(role: str, count: int) -> DataRead:
+        """The prepared split's files (TFDS names them <name>-<split>.<format>-<shard>) and the split string."""
+        split = split_strings[role]
+        files = sorted(glob.glob(os.path.join(builder.data_dir, f"{builder.name}-{split.split('[')[0]}.*")))
+        source = f"tfds:{name}@{builder.info.version}[{split}]"
+        return files_read(role, name, source, files, count, spec.input_shape, spec.num_classes, source)
+
     return streamed_datasets(splits, counts, prepare, spec, options,
-                             check_finite_as=f"data=tfds data.name={name}" if floating else None)
+                             check_finite_as=f"data=tfds data.name={name}" if floating else None, reads=read)

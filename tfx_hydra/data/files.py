@@ -34,6 +34,7 @@ from tfx_hydra.data.pipeline import (
     split_two_ways,
     streamed_datasets,
 )
+from tfx_hydra.data.lineage import DataRead, common_folder, files_read
 from tfx_hydra.errors import ConfigError, DataError
 
 FEATURE_KINDS = ("image", "dense")
@@ -83,16 +84,28 @@ def tfrecord(train_files, test_files, input_shape, num_classes, batch_size, seed
         options = dataclasses.replace(options, shard_policy="data")
     train_records = records(sources["train"], training=not carved)
     splits: dict[str, Any] = {}
+    first = {"train": 0}  # where each split starts in its files' records
     for name in ("test", "validation"):
         if sources[name]:
             splits[name] = records(sources[name], training=False)
+            first[name] = 0
         else:
             splits[name] = train_records.take(carved[name])
             train_records = train_records.skip(carved[name])
             counts[name] = carved[name]
+            first[name], first["train"] = first["train"], first["train"] + carved[name]
     counts["train"] -= carved.get("test", 0) + carved.get("validation", 0)
     splits["train"] = train_records
-    return streamed_datasets(splits, counts, parse, spec, options)
+    globs = {"train": train_files, "validation": validation_files, "test": test_files}
+
+    def read(name: str, count: int) -> DataRead:
+        """A carved split is a record range of the training files: the range enters its digest."""
+        files, pattern = (sources[name], globs[name]) if sources[name] else (sources["train"], train_files)
+        return files_read(name, os.path.basename(common_folder(files)) or "tfrecord",
+                          ", ".join([pattern] if isinstance(pattern, str) else list(pattern)), files, count,
+                          spec.input_shape, spec.num_classes, f"records {first[name]}..{first[name] + count}")
+
+    return streamed_datasets(splits, counts, parse, spec, options, reads=read)
 
 
 def expand_globs(key: str, patterns: str | Sequence[str]) -> list[str]:
@@ -267,8 +280,15 @@ def image_folder(directory, input_shape, num_classes, batch_size, seed, test_dir
 
     splits = {name: tf.data.Dataset.from_tensor_slices((split.x, split.y)) for name, split in held.items()}
     counts = {name: len(split.x) for name, split in held.items()}
+
+    def read(name: str, count: int) -> DataRead:  # the split's first `count` images (data.limit)
+        folder = test_directory if name == "test" and test_directory else directory
+        paths = [str(p) for p in held[name].x[:count]]
+        return files_read(name, os.path.basename(os.path.normpath(directory)), os.path.abspath(folder), paths,
+                          count, shape, num_classes, held[name].y[:count].tobytes())
+
     return streamed_datasets(splits, counts, load, spec, options,
-                             augment=augmenter(augmentation or {}, shape, options.seed))
+                             augment=augmenter(augmentation or {}, shape, options.seed), reads=read)
 
 
 def list_image_folder(key: str, directory: str) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -362,7 +382,9 @@ def csv(path, label_column, input_shape, num_classes, batch_size, seed, feature_
         require_finite_cells(path, x, features)
     y = label_indices(path, [row[header.index(label_column)] for row in rows])
     splits = split_three_ways(x, y, test_split, validation_split, seed)
-    return from_arrays(splits, input_shape, num_classes, options, normalization)
+    return from_arrays(splits, input_shape, num_classes, options, normalization,
+                       named=os.path.splitext(os.path.basename(path))[0], source=os.path.abspath(path),
+                       source_type="local")
 
 
 def read_csv(key: str, path: str) -> tuple[list[str], list[list[str]]]:

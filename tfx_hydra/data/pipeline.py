@@ -55,6 +55,7 @@ class Datasets:
     num_train: int
     num_validation: int
     num_test: int
+    reads: dict[str, Any] = dataclasses.field(default_factory=dict)  # split -> lineage.DataRead: what was read
 
 
 @dataclass(frozen=True)
@@ -210,9 +211,13 @@ def hold_out_validation(x_train, y_train, x_test, y_test, validation_split: floa
 
 
 def from_arrays(splits: dict[str, Split], input_shape, num_classes, options: PipelineOptions,
-                normalization: str = "scale", raw_scale: float = 1.0) -> Datasets:
-    """Datasets from in-memory splits: checked against the declared spec, normalized, batched."""
+                normalization: str = "scale", raw_scale: float = 1.0, *, named: str, source: str,
+                source_type: str = "code") -> Datasets:
+    """Datasets from in-memory splits: checked against the declared spec, digested as read (`named`
+    and `source` name them in MLflow), normalized, batched."""
     import tensorflow as tf
+
+    from tfx_hydra.data.lineage import array_reads
 
     if options.limit is not None:
         splits["train"] = Split(splits["train"].x[:options.limit], splits["train"].y[:options.limit])
@@ -220,6 +225,7 @@ def from_arrays(splits: dict[str, Split], input_shape, num_classes, options: Pip
     for name, split in splits.items():
         check_against_spec(name, split.x.shape[1:], len(split.x), split.y, spec)
     require_a_batch(len(splits["train"].x), options.batch_size)
+    reads = array_reads(named, source, splits, num_classes, source_type)
     offset, scale = normalize_arrays(splits, normalization, raw_scale)
     spec = DataSpec(spec.input_shape, spec.num_classes, input_scale=scale, input_offset=offset)
 
@@ -233,15 +239,17 @@ def from_arrays(splits: dict[str, Split], input_shape, num_classes, options: Pip
 
     return Datasets(train=pipeline("train", True), validation=pipeline("validation", False),
                     test=pipeline("test", False), spec=spec, num_train=len(splits["train"].x),
-                    num_validation=len(splits["validation"].x), num_test=len(splits["test"].x))
+                    num_validation=len(splits["validation"].x), num_test=len(splits["test"].x), reads=reads)
 
 
 def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spec: DataSpec,
-                      options: PipelineOptions, augment=None, check_finite_as: str | None = None) -> Datasets:
+                      options: PipelineOptions, augment=None, check_finite_as: str | None = None,
+                      reads: Callable[[str, int], Any] | None = None) -> Datasets:
     """Parsed, limited, cached, shuffled, batched: the three splits of a streamed source (TFRecords,
     image files, TFDS), each of a known size. `check_finite_as` (the source's name, for the
     message) checks the first data.check_finite_batches batches of each split for NaN/inf before
-    training; sources that check their own way, or whose inputs cannot be NaN, pass None."""
+    training; sources that check their own way, or whose inputs cannot be NaN, pass None.
+    `reads(split, count)` describes what a split reads (lineage.DataRead), once its count is final."""
     import tensorflow as tf
 
     for name in ("train", "validation", "test"):
@@ -264,8 +272,10 @@ def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spe
             require_finite_stream(parsed, name, check_finite_as, options)
         finished[name] = finish(parsed, options, training=name == "train", num_examples=counts[name],
                                 augment=augment, cache_suffix=f".{name}")
+    described = {name: reads(name, counts[name]) for name in ("train", "validation", "test")} if reads else {}
     return Datasets(train=finished["train"], validation=finished["validation"], test=finished["test"], spec=spec,
-                    num_train=counts["train"], num_validation=counts["validation"], num_test=counts["test"])
+                    num_train=counts["train"], num_validation=counts["validation"], num_test=counts["test"],
+                    reads=described)
 
 
 def require_finite_stream(dataset, split: str, source: str, options: PipelineOptions) -> None:

@@ -4,6 +4,7 @@ One MLflow run per experiment run: it starts before the hardware step, records t
 environment first, gets one batched metric write per epoch, and always ends FINISHED, FAILED or
 KILLED. The package, by concern:
 
+    datasets.py   the data a run read, as MLflow datasets (source, digest, schema, size)
     store.py      where the store is, opening it (`connect`), the one way a batch is sent
     secrets.py    credentials masked in params, tags and saved configs
     tracker.py    the Tracker interface: MlflowTracker (one run), NullTracker (tracking=none)
@@ -19,6 +20,7 @@ config validation must not pay for it. The sweep's Hydra callback imports this p
 launch, which is why its top-level imports stay light.
 """
 
+from tfx_hydra.tracking.datasets import recorded_digests
 from tfx_hydra.tracking.faults import as_disk_full, describe_error, disk_full_error, disk_full_said, full_disk_path
 from tfx_hydra.tracking.journal import OFFLINE_DIR, OfflineJournal, replay_journal
 from tfx_hydra.tracking.lifecycle import finished_sweep_job, resume_hint, tracked_run
@@ -34,6 +36,6 @@ __all__ = [
     "as_disk_full", "check_store_reachable", "client_for", "close_lost_run", "close_lost_runs", "connect",
     "describe_error", "disk_full_error", "disk_full_said", "finished_sweep_job", "flatten", "full_disk_path",
     "mask_files", "mask_secrets", "mask_text", "mask_uri", "now_ms", "open_store", "process_is_gone",
-    "process_tags", "register_model", "replay_journal", "resolve_artifact_location", "resolve_tracking_uri", "resume_hint",
+    "process_tags", "recorded_digests", "register_model", "replay_journal", "resolve_artifact_location", "resolve_tracking_uri", "resume_hint",
     "send_batch", "tracked_run", "ui_command", "uninterrupted",
 ]

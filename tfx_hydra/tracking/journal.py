@@ -15,6 +15,7 @@ import shutil
 from typing import Iterator
 
 from tfx_hydra.errors import TrackingError
+from tfx_hydra.tracking.datasets import send_datasets
 from tfx_hydra.tracking.secrets import mask_uri
 from tfx_hydra.tracking.store import check_store_reachable, client_for, send_artifacts, send_batch
 
@@ -113,6 +114,8 @@ def replay(client, journal: OfflineJournal, record: dict) -> None:
         send_batch(client, run_id, record.get("params", []), record.get("tags", []), record.get("metrics", []))
     elif op == "log_artifacts":
         send_artifacts(client, run_id, os.path.join(journal.folder, record["local"]), record.get("artifact_path"))
+    elif op == "log_inputs":
+        send_datasets(client, run_id, record["datasets"])
     elif op == "set_terminated":
         client.set_terminated(run_id, status=record["status"], end_time=record.get("end_time"))
     else:

@@ -18,6 +18,7 @@ from tfx_hydra.tracking.lost_runs import close_lost_runs, process_tags
 from tfx_hydra.tracking.secrets import mask_secrets
 from tfx_hydra.tracking.signals import Interrupted, interrupt_on_signals, restore_handlers, uninterrupted
 from tfx_hydra.tracking.store import connect, resolve_tracking_uri
+from tfx_hydra.tracking.system import system_metrics
 from tfx_hydra.tracking.tracker import BACKUP_TAG, MlflowTracker, NullTracker
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,10 @@ def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str], r
         with uninterrupted():  # a run is created (or taken up) whole, or not at all
             tracker = _start_or_resume(client, experiment_id, uri, launch_dir, run_name, tags, resume_key,
                                        offline_dir)
-        yield tracker
+        sampled = config.system_metrics
+        with system_metrics(tracker.run_id, uri, sampled.interval if sampled.enabled else None,
+                            resumed=tracker.resumed_backup_dir is not None):
+            yield tracker
     except KeyboardInterrupt as err:
         name = err.args[0] if err.args else "SIGINT"
         if tracker is not None:

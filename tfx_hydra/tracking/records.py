@@ -144,7 +144,8 @@ def setup_lines(setup: Setup) -> list[str]:
 
 
 def record_data(tracker: Tracker, datasets) -> None:
-    """What the data step read: the split sizes, the inputs and the classes, said and tagged."""
+    """What the data step read: the split sizes, the inputs and the classes, said and tagged; each
+    split as an MLflow dataset with its digest (the run page's Datasets)."""
     spec = datasets.spec
     named = choice("data") or "data"
     log.info(f"data: {named}, {datasets.num_train:,} train / {datasets.num_validation:,} validation / "
@@ -152,6 +153,7 @@ def record_data(tracker: Tracker, datasets) -> None:
     tracker.set_tags({"data.num_train": datasets.num_train, "data.num_validation": datasets.num_validation,
                       "data.num_test": datasets.num_test, "data.input_shape": str(tuple(spec.input_shape)),
                       "data.num_classes": spec.num_classes})
+    tracker.log_datasets(datasets.reads.values())
 
 
 def record_model(tracker: Tracker, model, output_dir: str) -> None:

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from omegaconf import DictConfig, OmegaConf
 
+from tfx_hydra.tracking.datasets import described, send_datasets
 from tfx_hydra.tracking.faults import full_disk_path
 from tfx_hydra.tracking.journal import OFFLINE_DIR, OfflineJournal
 from tfx_hydra.tracking.secrets import mask_secrets, mask_uri
@@ -40,6 +41,7 @@ class Tracker(Protocol):
     def log_missing_epochs(self, backed_up: dict[int, dict[str, float]]) -> None: ...
     def log_artifacts(self, local_dir: str, artifact_path: str | None = None) -> None: ...
     def log_artifact(self, local_path: str, artifact_path: str | None = None) -> None: ...
+    def log_datasets(self, reads) -> None: ...
     def log_model(self, model, example_inputs, register_as: str | None = None) -> str | None: ...
     def end(self, status: str, error: str | None = None) -> None: ...
 
@@ -117,6 +119,12 @@ class MlflowTracker:
 
     def log_artifact(self, local_path: str, artifact_path: str | None = None) -> None:
         self._send_artifacts(local_path, artifact_path)
+
+    def log_datasets(self, reads) -> None:
+        """The splits the run read (data/lineage.py's DataReads) as MLflow datasets, one request."""
+        descriptions = described(reads)
+        if descriptions and not self._try(lambda: send_datasets(self.client, self.run_id, descriptions)):
+            self._keep(lambda: self.journal.append({"op": "log_inputs", "datasets": descriptions}))
 
     def log_model(self, model, example_inputs, register_as: str | None = None) -> str:
         """Log `model` as an MLflow model (signature and input example included) under the run's
@@ -245,6 +253,9 @@ class NullTracker:
         pass
 
     def log_artifact(self, local_path: str, artifact_path: str | None = None) -> None:
+        pass
+
+    def log_datasets(self, reads) -> None:
         pass
 
     def log_model(self, model, example_inputs, register_as: str | None = None) -> None:
