@@ -37,9 +37,6 @@ from tfx_hydra.schemas import TrackingConfig
 log = logging.getLogger("tfx_hydra.reproduce")  # by name: run as `python -m`, __name__ is "__main__"
 
 SOURCE_TAG = "reproduced_from"
-# Wall-clock figures and the machine's load differ from run to run by nature: not results.
-TIMING_MARKERS = ("seconds", "per_sec")
-NOT_RESULTS = ("system/",)
 ARTIFACT_FIGURES = ("export.",)  # figures about the files written (sizes), listed apart
 WEIGHTS_TAG = "model.weights_sha256"
 
@@ -327,9 +324,11 @@ def compare_metrics(client, source: SourceRun) -> int:
 
 
 def result_keys(metrics: dict[str, float]) -> tuple[list[str], list[str]]:
-    """(the run's results: training, validation and test metrics; its artifact figures), sorted."""
-    kept = [k for k in sorted(metrics) if not any(m in k for m in TIMING_MARKERS) and not k.startswith(NOT_RESULTS)]
-    return ([k for k in kept if not k.startswith(ARTIFACT_FIGURES)], [k for k in kept if k.startswith(ARTIFACT_FIGURES)])
+    """(the run's results: training, validation and test metrics; its artifact figures), sorted.
+    Timings and the machine's load (system/...) differ between runs by nature: neither."""
+    results = [k for k in sorted(metrics) if tracking.is_result(k)]
+    figures = [k for k in sorted(metrics) if k.startswith(ARTIFACT_FIGURES) and "seconds" not in k]
+    return results, figures
 
 
 def _shown(value) -> str:

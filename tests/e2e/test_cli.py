@@ -84,8 +84,20 @@ def test_default_run_is_recorded_in_mlflow(default_run):
     assert run.data.metrics["examples_per_sec"] > 0
     artifacts = artifact_paths(client, run.info.run_id)
     assert {".hydra/config.yaml", ".hydra/overrides.yaml", ".hydra/hydra.yaml", "config_resolved.yaml",
-            "environment/packages.txt", "export/mlp/1/saved_model.pb", "model/MLmodel"} <= artifacts
+            "environment/packages.txt", "export/mlp/1/saved_model.pb"} <= artifacts
     assert run.data.tags["mlflow.model_uri"] == f"runs:/{run.info.run_id}/model"
+    # MLflow 3's conventions: a logged model output by the run, its final metrics linked to it and
+    # to the split each was measured on; MLflow's own system tags; a model-training experiment
+    (output,) = run.outputs.model_outputs
+    logged = client.get_logged_model(output.model_id)
+    assert str(logged.status) == "READY" and logged.source_run_id == run.info.run_id
+    linked = {m.key: m for m in logged.metrics}
+    assert linked["test_accuracy"].value == run.data.metrics["test_accuracy"]
+    assert linked["test_accuracy"].dataset_name == "digits-test" and linked["val_loss"].dataset_name == "digits-validation"
+    assert not [k for k in linked if k.startswith("system/") or k.endswith("_seconds")]
+    assert "MLmodel" in {a.path for a in client.list_logged_model_artifacts(output.model_id)}
+    assert tags["mlflow.user"] and tags["mlflow.source.type"] == "LOCAL" and tags["mlflow.source.name"]
+    assert client.get_experiment(run.info.experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
 
 
 def test_default_run_logs_its_plots_and_objective(default_run):

@@ -131,7 +131,8 @@ def test_eight_parallel_jobs_on_one_fresh_sqlite_store_land_with_every_metric(tm
     assert not (tmp_path / "mlflow.db").exists()  # a fresh store: the first-use migration happens once, first
     done = run_cli(["hydra/launcher=parallel", "hydra.launcher.n_jobs=4", "model.units=16,32,48,64",
                     "optimizer.learning_rate=0.01,0.001", "trainer.epochs=2", "data.limit=200", "export=none",
-                    "export.mlflow_model=false"], cwd=tmp_path, multirun=True, timeout=600)
+                    "export.mlflow_model=false", "tracking.system_metrics.interval=1"],  # its writes too
+                   cwd=tmp_path, multirun=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "database is locked" not in done.stdout + done.stderr
     runs = mlflow_runs(tmp_path)
@@ -142,11 +143,14 @@ def test_eight_parallel_jobs_on_one_fresh_sqlite_store_land_with_every_metric(tm
     (parent,) = [r for r in runs if "sweep.dir" in r.data.tags]
     assert parent.data.tags["command"] == (  # the record re-runs the same sweep, launcher included
         "python -m tfx_hydra -m hydra/launcher=parallel hydra.launcher.n_jobs=4 model.units=16,32,48,64 "
-        "optimizer.learning_rate=0.01,0.001 trainer.epochs=2 data.limit=200 export=none export.mlflow_model=false")
+        "optimizer.learning_rate=0.01,0.001 trainer.epochs=2 data.limit=200 export=none export.mlflow_model=false "
+        "tracking.system_metrics.interval=1")
     per_epoch = {"loss", "accuracy", "val_loss", "val_accuracy", "examples_per_sec", "epoch_seconds"}
     once = {"test_loss", "test_accuracy", "train_seconds", "train_examples_per_sec", "objective", "parameters"}
     with sqlite3.connect(tmp_path / "mlflow.db") as db:  # every metric row, counted in the store itself
-        rows = db.execute("SELECT run_uuid, key, step FROM metrics").fetchall()
+        rows = db.execute("SELECT run_uuid, key, step FROM metrics WHERE key NOT LIKE 'system/%'").fetchall()
+        sampled = db.execute("SELECT COUNT(DISTINCT run_uuid) FROM metrics WHERE key LIKE 'system/%'").fetchone()[0]
+    assert sampled == 8  # MLflow's monitor wrote every second beside each job's own writes
     for child in children:
         mine = [(key, step) for run, key, step in rows if run == child.info.run_id]
         assert sorted(mine) == sorted([(k, s) for k in per_epoch for s in (0, 1)] + [(k, 0) for k in once])

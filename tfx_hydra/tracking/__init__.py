@@ -29,12 +29,12 @@ from tfx_hydra.tracking.secrets import mask_files, mask_secrets, mask_text, mask
 from tfx_hydra.tracking.signals import Interrupted, uninterrupted
 from tfx_hydra.tracking.store import (check_store_reachable, client_for, connect, flatten, now_ms, open_store,
                                       resolve_artifact_location, resolve_tracking_uri, send_batch, ui_command)
-from tfx_hydra.tracking.tracker import BACKUP_TAG, MlflowTracker, NullTracker, Tracker, register_model
+from tfx_hydra.tracking.tracker import BACKUP_TAG, MlflowTracker, NullTracker, Tracker, is_result, register_model
 
 __all__ = [
     "BACKUP_TAG", "Interrupted", "MlflowTracker", "NullTracker", "OFFLINE_DIR", "OfflineJournal", "Tracker",
     "as_disk_full", "check_store_reachable", "client_for", "close_lost_run", "close_lost_runs", "connect",
-    "describe_error", "disk_full_error", "disk_full_said", "finished_sweep_job", "flatten", "full_disk_path",
+    "describe_error", "disk_full_error", "disk_full_said", "finished_sweep_job", "flatten", "full_disk_path", "is_result",
     "mask_files", "mask_secrets", "mask_text", "mask_uri", "now_ms", "open_store", "process_is_gone",
     "process_tags", "recorded_digests", "register_model", "replay_journal", "resolve_artifact_location", "resolve_tracking_uri", "resume_hint",
     "send_batch", "tracked_run", "ui_command", "uninterrupted",

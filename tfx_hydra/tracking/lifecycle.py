@@ -100,7 +100,7 @@ def _start_or_resume(client, experiment_id: str, uri: str, launch_dir: str, run_
                      tags: dict[str, str], resume_key: str | None, offline_dir: str | None) -> MlflowTracker:
     interrupted = find_interrupted_run(client, experiment_id, resume_key) if resume_key else None
     close_lost_runs(client, [experiment_id], keep=interrupted.info.run_id if interrupted else None)
-    tags = {**tags, **process_tags()}
+    tags = {**standard_tags(), **tags, **process_tags()}
     if interrupted:
         client.update_run(interrupted.info.run_id, status="RUNNING")
         tracker = MlflowTracker(client, interrupted.info.run_id, uri, launch_dir,
@@ -110,6 +110,14 @@ def _start_or_resume(client, experiment_id: str, uri: str, launch_dir: str, run_
         return tracker
     run = client.create_run(experiment_id, run_name=run_name, tags=mask_secrets(tags))
     return MlflowTracker(client, run.info.run_id, uri, launch_dir, offline_dir=offline_dir)
+
+
+def standard_tags() -> dict[str, str]:
+    """MLflow's own system tags, as its fluent `start_run` sets them (user, source name and type):
+    the run page's *Created by* and *Source* read them. The git commit is the launch record's."""
+    from mlflow.tracking.context.registry import resolve_tags
+
+    return {k: v for k, v in resolve_tags().items() if k in ("mlflow.user", "mlflow.source.name", "mlflow.source.type")}
 
 
 def find_interrupted_run(client, experiment_id: str, resume_key: str):

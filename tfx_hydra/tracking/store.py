@@ -81,7 +81,8 @@ def open_store(uri: str, experiment: str, artifact_location: str | None):
             found = client.get_experiment_by_name(experiment)
         if found is None:
             try:
-                return client, client.create_experiment(experiment, artifact_location=artifact_location)
+                return client, client.create_experiment(experiment, artifact_location=artifact_location,
+                                                        tags={EXPERIMENT_KIND_TAG: MODEL_TRAINING})
             except MlflowException:  # another process created it between our two calls
                 found = client.get_experiment_by_name(experiment)
                 if found is None:
@@ -95,7 +96,17 @@ def open_store(uri: str, experiment: str, artifact_location: str | None):
             fix=f"restore it (mlflow experiments restore --experiment-id {found.experiment_id}) "
             "or pick another: tracking.experiment=<new name>",
         )
+    if EXPERIMENT_KIND_TAG not in found.tags:  # an experiment made before tfx_hydra marked its kind
+        try:
+            client.set_experiment_tag(found.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING)
+        except MlflowException:
+            pass  # only the UI's default view: not worth failing a run
     return client, found.experiment_id
+
+
+# MLflow 3's UI opens an experiment in its GenAI view unless this tag says it trains models
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+MODEL_TRAINING = "custom_model_development"
 
 
 @contextmanager

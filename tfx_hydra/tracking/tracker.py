@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from omegaconf import DictConfig, OmegaConf
 
+from tfx_hydra.metrics import PARAMETERS
 from tfx_hydra.tracking.datasets import described, send_datasets
 from tfx_hydra.tracking.faults import full_disk_path
 from tfx_hydra.tracking.journal import OFFLINE_DIR, OfflineJournal
@@ -67,6 +68,7 @@ class MlflowTracker:
         self.store_full = False  # the store stopped taking records because its disk is full
         self.backup_dir: str | None = resumed_backup_dir  # the per-epoch backup (its tag, BACKUP_TAG)
         self.previous_error = previous_error  # what ended the attempt this run resumes
+        self.datasets: dict[str, tuple[str, str]] = {}  # context -> (name, digest) logged: metrics link to them
 
     @property
     def ui_command(self) -> str:
@@ -123,32 +125,41 @@ class MlflowTracker:
     def log_datasets(self, reads) -> None:
         """The splits the run read (data/lineage.py's DataReads) as MLflow datasets, one request."""
         descriptions = described(reads)
+        self.datasets |= {d["context"]: (d["name"], d["digest"]) for d in descriptions}
         if descriptions and not self._try(lambda: send_datasets(self.client, self.run_id, descriptions)):
             self._keep(lambda: self.journal.append({"op": "log_inputs", "datasets": descriptions}))
 
     def log_model(self, model, example_inputs, register_as: str | None = None) -> str:
-        """Log `model` as an MLflow model (signature and input example included) under the run's
-        `model/` artifact, so `mlflow models serve -m runs:/<run id>/model` answers /invocations;
-        with `register_as`, also as a new version of that registered model."""
+        """Log `model` as an MLflow 3 logged model (signature and input example included) output by
+        this run, with the run's final metrics linked to it and to the split they were measured
+        on, so the run page lists it under *Logged models* and `mlflow models serve -m
+        runs:/<run id>/model` (or `models:/<model id>`) answers /invocations; with `register_as`,
+        also as a new version of that registered model. MLflow unreachable: the model is kept as
+        the run's `model/` artifacts in the offline journal (runs:/ serves those too)."""
         import tempfile
 
         import keras
         import mlflow.tensorflow
         import numpy as np
         import tensorflow as tf
-        from mlflow.models import infer_signature
+        from mlflow.models import Model, infer_signature
 
         example_inputs = np.asarray(example_inputs, dtype="float32")
         signature = infer_signature(example_inputs, np.asarray(model(example_inputs, training=False)))
+        logged = None if self.journal is not None else self._try_value(self._create_logged_model)
         with tempfile.TemporaryDirectory(prefix="tfx_hydra-mlflow-model-") as folder:
             path = os.path.join(folder, "model")
+            described = Model(artifact_path=logged.artifact_location, run_id=self.run_id, model_id=logged.model_id,
+                              model_uuid=logged.model_id) if logged else None
             # Pinned requirements instead of MLflow's inference, which imports the model in a subprocess.
             mlflow.tensorflow.save_model(model, path, signature=signature, input_example=example_inputs,
+                                         mlflow_model=described,
                                          pip_requirements=[f"tensorflow=={tf.__version__}",
                                                            f"keras=={keras.version()}"])
-            self.log_artifacts(path, "model")
+            if logged is None or not self._try(lambda: self._upload_logged_model(logged.model_id, path)):
+                self.log_artifacts(path, "model")
         uri = f"runs:/{self.run_id}/model"
-        tags = {"mlflow.model_uri": uri}
+        tags = {"mlflow.model_uri": uri} | ({"mlflow.logged_model_id": logged.model_id} if logged else {})
         if register_as and self.journal is None:
             tags["mlflow.registered_model"] = f"{register_as}/{self._register(register_as)}"
         elif register_as:
@@ -156,6 +167,36 @@ class MlflowTracker:
                         f"runs:/{self.run_id}/model once the run is synced.")
         self.set_tags(tags)
         return uri
+
+    def _create_logged_model(self):
+        experiment_id = self.client.get_run(self.run_id).info.experiment_id
+        return self.client.create_logged_model(experiment_id, name="model", source_run_id=self.run_id,
+                                               model_type="keras")
+
+    def _upload_logged_model(self, model_id: str, path: str) -> None:
+        """The model's files, then READY, then the run's output, then its metrics linked to it."""
+        from mlflow.entities import LoggedModelOutput, Metric
+
+        self.client.log_model_artifacts(model_id, path)
+        self.client.finalize_logged_model(model_id, "READY")
+        self.client.log_outputs(self.run_id, [LoggedModelOutput(model_id, step=0)])
+        final = [m for m in self.client.get_run(self.run_id).data._metric_objs if is_result(m.key)]
+        self.client.log_batch(self.run_id, metrics=[
+            Metric(m.key, m.value, m.timestamp, m.step, run_id=self.run_id, model_id=model_id,
+                   **self._measured_on(m.key)) for m in final])
+
+    def _measured_on(self, metric: str) -> dict[str, str]:
+        """The dataset a final metric was measured on (test_*: test, val_*: validation, else training)."""
+        if metric == PARAMETERS:  # the model's size: measured on no data
+            return {}
+        context = "test" if metric.startswith("test_") else "validation" if metric.startswith("val_") else "training"
+        name, digest = self.datasets.get(context, (None, None))
+        return {"dataset_name": name, "dataset_digest": digest} if name else {}
+
+    def _try_value(self, make):
+        """`make()` if MLflow takes it, else None (and the journal open, as _try)."""
+        made = []
+        return made[0] if self._try(lambda: made.append(make())) else None
 
     def _register(self, name: str) -> str:
         return register_model(self.client, self.run_id, name)
@@ -274,12 +315,25 @@ def _is_number(value: Any) -> bool:
 
 
 def register_model(client, run_id: str, name: str) -> str:
-    """A new version of registered model `name` from the run's logged `model/`; its version number."""
+    """A new version of registered model `name` from the run's logged model (or, for a run synced
+    from the offline journal, its `model/` artifacts); its version number."""
     from mlflow.exceptions import MlflowException
 
     try:
         client.create_registered_model(name)
     except MlflowException:
         pass  # already registered: add a version
-    artifact_uri = client.get_run(run_id).info.artifact_uri
-    return client.create_model_version(name, f"{artifact_uri}/model", run_id=run_id).version
+    run = client.get_run(run_id)
+    outputs = run.outputs.model_outputs if run.outputs else []
+    if outputs:
+        model_id = outputs[-1].model_id
+        return client.create_model_version(name, f"models:/{model_id}", run_id=run_id, model_id=model_id).version
+    return client.create_model_version(name, f"{run.info.artifact_uri}/model", run_id=run_id).version
+
+
+TIMINGS = ("seconds", "per_sec")
+
+
+def is_result(metric: str) -> bool:
+    """A run's result (linked to its logged model), not a timing, an export's size or the machine's load."""
+    return not metric.startswith(("system/", "export.")) and not any(t in metric for t in TIMINGS)
