@@ -100,6 +100,9 @@ class TrainerConfig:
     tensorboard_histogram_freq: int = 1
     tensorboard_profile_batches: Optional[List[int]] = None
     verbose: bool = True
+    run_eagerly: bool = False  # debug=eager
+    check_numerics: bool = False  # debug=numerics
+    overfit_check: bool = False  # debug=overfit
 
     def __post_init__(self) -> None:
         _require_positive("trainer.epochs", self.epochs, 5)

@@ -19,6 +19,7 @@ import time
 from omegaconf import DictConfig
 
 from tfx_hydra.config import choice
+from tfx_hydra.debug import NUMERICS_MARK, judge_overfit, non_finite_op, say_profile
 from tfx_hydra.errors import ConfigError, TrainingError
 from tfx_hydra.hparams_search.pruned import EpochReports, Pruned
 from tfx_hydra.metrics import FINETUNE_PHASE, PARAMETERS, TEST, TRAIN_PHASE, end_of_run, phase_timing
@@ -55,7 +56,11 @@ def compile_model(model, optimizer_cfg: DictConfig, settings: Settings, setup: S
             _require_keras_name("trainer.metrics", metric, keras.metrics, "[accuracy]")
     wanted_xla = hardware.xla if trainer.jit_compile == "auto" else trainer.jit_compile
     model.compile(optimizer=optimizer, loss=trainer.loss, metrics=list(trainer.metrics), jit_compile=wanted_xla,
-                  steps_per_execution=setup.plan.steps_per_execution, auto_scale_loss=auto_scale_loss)
+                  steps_per_execution=setup.plan.steps_per_execution, auto_scale_loss=auto_scale_loss,
+                  run_eagerly=trainer.run_eagerly)
+    if trainer.run_eagerly and learning_rate is None:
+        log.warning("trainer.run_eagerly=true: every step runs op by op in Python, for stepping through with pdb "
+                    "(a breakpoint() in a layer's call() stops there); it is many times slower, and XLA is off.")
     xla_note = "none"
     if wanted_xla and not model.jit_compile:
         asked = ("trainer.jit_compile=true" if trainer.jit_compile is True
@@ -109,6 +114,9 @@ def fit_phases(model, datasets, optimizer_cfg: DictConfig, settings: Settings, s
     remove_backup(backup_dir, setup.chief)
     if tensorboard_dir and os.path.isdir(tensorboard_dir):  # `tensorboard --logdir <output dir>/tensorboard`
         tracker.log_artifacts(tensorboard_dir, "tensorboard")
+        say_profile(trainer, tensorboard_dir)
+    if trainer.overfit_check:
+        judge_overfit(history, datasets.num_train, tracker)
     return history
 
 
@@ -149,6 +157,8 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
         from tfx_hydra.callbacks.trial_pruning import TrialPruning
 
         callbacks.append(TrialPruning(pruning.trial, pruning.metric))
+    if trainer.check_numerics:  # before fit traces its step function: every op of it gets a check
+        tf.debugging.enable_check_numerics()
     started = time.perf_counter()
     try:
         history = model.fit(datasets.train, validation_data=datasets.validation, epochs=last_epoch,
@@ -156,6 +166,10 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
                             verbose=0)  # the pipeline shuffles, seeded
     except tf.errors.ResourceExhaustedError as err:
         raise out_of_memory(err, trainer, plan) from None
+    except tf.errors.InvalidArgumentError as err:
+        if trainer.check_numerics and NUMERICS_MARK in err.message:
+            raise non_finite_op(err.message) from None
+        raise
     seconds = time.perf_counter() - started
     losses = history.history.get("loss", [])  # finite: NonFiniteGuard saw each epoch's running loss
     history.timings = {}  # the phase's wall time and throughput: end-of-run metrics, logged once

@@ -71,6 +71,7 @@ class PipelineOptions:
     deterministic: bool = True  # false lets parallel maps hand out examples as they finish
     shard_policy: str = "auto"
     limit: int | None = None
+    limit_batches: int | float | None = None  # per split and epoch: a number of batches, or a share of them
     check_finite: bool = True  # NaN/inf inputs are a DataError before training (false: let them through)
     check_finite_batches: int | None = 10  # streamed sources: the first N batches of each split (null: all)
 
@@ -86,6 +87,11 @@ class PipelineOptions:
         if self.limit is not None and (not isinstance(self.limit, int) or self.limit < 1):
             raise ConfigError(f"data.limit={self.limit}: expected a positive number of examples or null.",
                               fix="data.limit=null")
+        batches = self.limit_batches
+        if batches is not None and (isinstance(batches, bool) or not (
+                (isinstance(batches, int) and batches >= 1) or (isinstance(batches, float) and 0 < batches <= 1))):
+            raise ConfigError(f"data.limit_batches={batches!r}: expected a number of batches (2), a fraction of them "
+                              "(0.1), or null.", fix="data.limit_batches=2")
         if not isinstance(self.check_finite, bool):
             raise ConfigError(f"data.check_finite={self.check_finite!r}: expected true or false.",
                               fix="data.check_finite=true")
@@ -130,8 +136,24 @@ def finish(dataset, options: PipelineOptions, *, training: bool, num_examples: i
     if training and augment is not None:
         dataset = dataset.map(augment, num_parallel_calls=options.parallel_calls)
     dataset = dataset.batch(options.batch_size)
+    if options.limit_batches is not None and num_examples:
+        dataset = dataset.take(limited_batches(options, num_examples))
     dataset = dataset.prefetch(tf.data.AUTOTUNE if options.prefetch == "auto" else options.prefetch)
     return dataset.with_options(tf_options(options))
+
+
+def limited_batches(options: PipelineOptions, num_examples: int) -> int:
+    """data.limit_batches as a number of batches of a split of `num_examples`."""
+    batches = -(-num_examples // options.batch_size)
+    wanted = options.limit_batches
+    return min(batches, wanted if isinstance(wanted, int) else max(1, round(wanted * batches)))
+
+
+def examples_read(options: PipelineOptions, num_examples: int) -> int:
+    """How many of a split's examples an epoch reads (all, unless data.limit_batches takes fewer)."""
+    if options.limit_batches is None:
+        return num_examples
+    return min(num_examples, limited_batches(options, num_examples) * options.batch_size)
 
 
 def tf_options(options: PipelineOptions):
@@ -237,9 +259,10 @@ def from_arrays(splits: dict[str, Split], input_shape, num_classes, options: Pip
         return finish(dataset, dataclasses.replace(options, shard_policy=shard), training=training,
                       num_examples=len(split.x), cache_suffix=f".{name}")
 
+    count = {name: examples_read(options, len(split.x)) for name, split in splits.items()}
     return Datasets(train=pipeline("train", True), validation=pipeline("validation", False),
-                    test=pipeline("test", False), spec=spec, num_train=len(splits["train"].x),
-                    num_validation=len(splits["validation"].x), num_test=len(splits["test"].x), reads=reads)
+                    test=pipeline("test", False), spec=spec, num_train=count["train"],
+                    num_validation=count["validation"], num_test=count["test"], reads=reads)
 
 
 def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spec: DataSpec,
@@ -273,8 +296,9 @@ def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spe
         finished[name] = finish(parsed, options, training=name == "train", num_examples=counts[name],
                                 augment=augment, cache_suffix=f".{name}")
     described = {name: reads(name, counts[name]) for name in ("train", "validation", "test")} if reads else {}
+    read = {name: examples_read(options, counts[name]) for name in counts}
     return Datasets(train=finished["train"], validation=finished["validation"], test=finished["test"], spec=spec,
-                    num_train=counts["train"], num_validation=counts["validation"], num_test=counts["test"],
+                    num_train=read["train"], num_validation=read["validation"], num_test=read["test"],
                     reads=described)
 
 

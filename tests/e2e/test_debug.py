@@ -1,0 +1,93 @@
+"""The debug= presets end to end on the digits: each does what its file says and reports it.
+
+fast, limit, profile and eager run as one multirun (one process: the suite's time); overfit
+and numerics run alone (numerics switches TensorFlow's checks on for the whole process).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import mlflow_client, mlflow_runs, run_cli
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def four_presets(tmp_path_factory):
+    launch = tmp_path_factory.mktemp("debug")
+    done = run_cli([f"hydra.sweep.dir={launch / 'sweep'}", "debug=fast,limit,profile,eager"], cwd=launch,
+                   multirun=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    logs = {}
+    for job in sorted((launch / "sweep").iterdir()):
+        if (job / "tfx_hydra.log").is_file():
+            overrides = (job / ".hydra" / "overrides.yaml").read_text()
+            logs[re.search(r"debug=(\w+)", overrides).group(1)] = (job / "tfx_hydra.log").read_text()
+    return launch, logs
+
+
+def epochs_and_examples(log: str) -> tuple[int, tuple[int, int, int]]:
+    counts = re.search(r"data: digits, ([\d,]+) train / ([\d,]+) validation / ([\d,]+) test", log)
+    return len(re.findall(r"\bepoch \d+/\d+ ", log)), tuple(int(c.replace(",", "")) for c in counts.groups())
+
+
+def test_fast_runs_two_batches_of_each_split_once_and_keeps_nothing(four_presets):
+    launch, logs = four_presets
+    epochs, examples = epochs_and_examples(logs["fast"])
+    assert epochs == 1 and examples == (64, 64, 64)  # 2 batches of 32 per split
+    assert "not tracked" in logs["fast"] and "export:" not in logs["fast"]
+
+
+def test_limit_reads_a_tenth_of_each_split(four_presets):
+    _, logs = four_presets
+    epochs, examples = epochs_and_examples(logs["limit"])
+    # digits: 1,293 / 144 / 360 examples = 41 / 5 / 12 batches of 32; a tenth: 4 / 1 (at least one) / 1
+    assert epochs == 5 and examples == (128, 32, 32)
+    assert "export: savedmodel written" in logs["limit"]  # otherwise a real run
+
+
+def test_profile_writes_a_trace_and_says_how_to_open_it(four_presets):
+    _, logs = four_presets
+    said = re.search(r"profile: batches \[3, 5\] traced in (\S+)\. Open it: pip install tensorboard-plugin-profile, "
+                     r"then tensorboard --logdir (\S+) ", logs["profile"])
+    assert said, logs["profile"][-2000:]
+    assert list(Path(said.group(1)).glob("*.xplane.pb")) and Path(said.group(2)).name == "tensorboard"
+
+
+def test_eager_runs_eagerly_and_says_it_is_slow(four_presets):
+    launch, logs = four_presets
+    assert "trainer.run_eagerly=true: every step runs op by op in Python" in logs["eager"]
+    assert epochs_and_examples(logs["eager"]) == (1, (64, 64, 64))
+    tracked = {r.data.tags.get("mlflow.runName") for r in mlflow_runs(launch) if "mlflow.parentRunId" in r.data.tags}
+    assert len(tracked) == 2  # limit and profile; fast and eager track nothing
+
+
+def test_overfit_says_whether_the_training_loss_neared_zero(tmp_path):
+    done = run_cli(["debug=overfit"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = re.search(r"overfit check: training loss ([\d.]+) -> ([\d.]+) in 100 epochs on 128 examples: the model can "
+                     r"fit them", done.stdout)
+    assert said and float(said.group(2)) < 0.05 * float(said.group(1)), done.stdout[-2000:]
+    (run,) = mlflow_runs(tmp_path)
+    assert run.data.tags["debug.overfit"] == "passed" and run.data.metrics["loss"] < 0.05
+    failed = run_cli(["debug=overfit", "optimizer.learning_rate=0.00001", "trainer.epochs=3"], cwd=tmp_path)
+    assert failed.returncode == 0 and "it did not fall under 5% of where it started" in failed.stdout
+    assert {r.data.tags["debug.overfit"] for r in mlflow_runs(tmp_path)} == {"passed", "failed"}
+
+
+def test_numerics_names_the_op_that_made_the_first_nan(tmp_path):
+    """A model whose layer really produces a NaN (tests/planted.py: tf.where picks a NaN constant
+    after 3 batches): the same on every CPU, as the op itself makes it."""
+    done = run_cli(["debug=numerics", "model._target_=tests.planted.mlp_with_nan_after",
+                    "+model.nan_after_batches=3", "trainer.epochs=2"], cwd=tmp_path)
+    assert done.returncode == 1
+    said = re.search(r"TrainingError: trainer\.check_numerics: op '(\w+)' in layer 'nan_after\w*' produced the first "
+                     r"NaN or infinity \(output 0\), made at \S+planted\.py:\d+ \(call\)\.", done.stdout + done.stderr)
+    assert said, (done.stdout + done.stderr)[-3000:]
+    (run,) = mlflow_runs(tmp_path)
+    assert run.info.status == "FAILED" and "check_numerics" in run.data.tags["error"]
+    assert mlflow_client(tmp_path).get_metric_history(run.info.run_id, "loss") == []  # it stopped in epoch 1
