@@ -61,6 +61,41 @@ def test_seed_experiment_is_the_seed_recipe():
     assert (cfg.trainer.epochs, cfg.trainer.batch_size) == (5, 32)
 
 
+# what each preset leaves for the user (its first comment line's command says so)
+PRESET_NEEDS = {
+    ("experiment", "hub_transfer"): ["data.directory=/data/pets", "data.num_classes=2"],
+    ("experiment", "tfrecord_multi_worker"): ["data.train_files=/data/train-*.tfrecord", "data.input_shape=[28,28]",
+                                              "data.num_classes=10"],
+}
+
+
+@pytest.mark.parametrize("group,option", [(g, o) for g in ("experiment", "debug") for o in options(g)])
+def test_every_preset_starts_with_its_command_and_validates(group, option):
+    lines = (REPO / "conf" / group / f"{option}.yaml").read_text().splitlines()
+    assert lines[0] == "# @package _global_"
+    assert lines[1].startswith(f"# python -m tfx_hydra ") and f"{group}={option}" in lines[1], lines[1]
+    for needed in PRESET_NEEDS.get((group, option), []):
+        assert needed.split("=")[0] in lines[1]  # the command names what the user must give
+    validate(compose([f"{group}={option}", *PRESET_NEEDS.get((group, option), [])]))
+
+
+def test_the_debug_presets_set_what_they_promise():
+    fast, overfit = compose(["debug=fast"]), compose(["debug=overfit"])
+    assert (fast.trainer.epochs, fast.data.limit_batches, fast.tracking.enabled) == (1, 2, False)
+    assert overfit.trainer.overfit_check and overfit.trainer.epochs == 100 and overfit.model.dropout == 0.0
+    assert compose(["debug=numerics"]).trainer.check_numerics and compose(["debug=eager"]).trainer.run_eagerly
+    assert compose(["debug=profile"]).trainer.tensorboard_profile_batches == [3, 5]
+    assert compose(["debug=limit"]).data.limit_batches == 0.1
+
+
+@pytest.mark.parametrize("value", [0, -2, 1.5, True, "all"])
+def test_a_bad_limit_batches_is_refused(value):
+    with pytest.raises(ConfigError, match="data.limit_batches"):
+        from tfx_hydra.data import digits
+
+        digits([8, 8], 10, batch_size=32, seed=0, limit_batches=value)
+
+
 def test_export_selects_none_one_or_several_exporters():
     settings = ["mlflow_model", "register_as", "source", "strict"]
     assert sorted(compose(["export=none"]).export) == settings

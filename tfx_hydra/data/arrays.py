@@ -48,9 +48,12 @@ def synthetic(input_shape, num_classes, num_examples, batch_size, seed, test_spl
 
 
 def keras_dataset(name, path, input_shape, num_classes, batch_size, seed, validation_split=0.1,
-                  normalization="scale", **pipeline) -> Datasets:
+                  normalization="scale", augmentation=None, **pipeline) -> Datasets:
     """A Keras built-in dataset (mnist, fashion_mnist, cifar10, cifar100) through Keras' loader,
-    or from a local .npz (`data.path`, keys x_train, y_train, x_test, y_test) where there is no network."""
+    or from a local .npz (`data.path`, keys x_train, y_train, x_test, y_test) where there is no network.
+    `augmentation` (flip, rotation, zoom) as for image folders: training batches only, fresh each epoch."""
+    from tfx_hydra.data.files import augmenter
+
     if name not in KERAS_DATASETS:
         raise ConfigError(f"data.name={name} is not a Keras built-in dataset.",
                           fix=f"one of {', '.join(KERAS_DATASETS)}; or data=tfds data.name={name}")
@@ -62,9 +65,10 @@ def keras_dataset(name, path, input_shape, num_classes, batch_size, seed, valida
     x_train, y_train, x_test, y_test = (arrays[k] for k in KERAS_KEYS)
     splits = hold_out_validation(x_train, y_train.reshape(-1).astype("int64"), x_test,
                                  y_test.reshape(-1).astype("int64"), validation_split)  # cifar labels are (n, 1)
+    augment = augmenter(augmentation or {}, tuple(int(d) for d in input_shape), options.seed)
     return from_arrays(splits, input_shape, num_classes, options, normalization, raw_scale=PIXEL_SCALE, named=name,
                        source=os.path.abspath(path) if path else f"keras.datasets.{name}",
-                       source_type="local" if path else "code")
+                       source_type="local" if path else "code", augment=augment)
 
 
 def download_keras_dataset(name: str) -> dict[str, np.ndarray]:

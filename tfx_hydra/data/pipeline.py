@@ -234,7 +234,7 @@ def hold_out_validation(x_train, y_train, x_test, y_test, validation_split: floa
 
 def from_arrays(splits: dict[str, Split], input_shape, num_classes, options: PipelineOptions,
                 normalization: str = "scale", raw_scale: float = 1.0, *, named: str, source: str,
-                source_type: str = "code") -> Datasets:
+                source_type: str = "code", augment: Callable | None = None) -> Datasets:
     """Datasets from in-memory splits: checked against the declared spec, digested as read (`named`
     and `source` name them in MLflow), normalized, batched."""
     import tensorflow as tf
@@ -257,7 +257,7 @@ def from_arrays(splits: dict[str, Split], input_shape, num_classes, options: Pip
         # in-memory data has no files to shard: DATA unless the user said otherwise
         shard = "data" if options.shard_policy == "auto" else options.shard_policy
         return finish(dataset, dataclasses.replace(options, shard_policy=shard), training=training,
-                      num_examples=len(split.x), cache_suffix=f".{name}")
+                      num_examples=len(split.x), cache_suffix=f".{name}", augment=augment)
 
     count = {name: examples_read(options, len(split.x)) for name, split in splits.items()}
     return Datasets(train=pipeline("train", True), validation=pipeline("validation", False),
