@@ -56,12 +56,14 @@ def run_plain(data: Path, epochs: int, workdir: Path) -> dict:
             "examples_per_sec": measured["num_train"] * epochs / measured["fit_seconds"]}
 
 
-def run_framework(data: Path, epochs: int, workdir: Path, extra: list[str]) -> dict:
+def run_framework(data: Path, epochs: int, workdir: Path, extra: list[str], env: dict | None = None) -> dict:
+    """Side B; `env`: variables added to the run's environment (bench/observability.py forces a terminal)."""
     from mlflow.tracking import MlflowClient
 
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "tfx_hydra", "experiment=seed_mnist_mlp", f"data.path={data}",
-                    f"trainer.epochs={epochs}", *extra], cwd=workdir, check=True, capture_output=True, env=_env())
+                    f"trainer.epochs={epochs}", *extra], cwd=workdir, check=True, capture_output=True,
+                   env=_env() | (env or {}))
     wall = time.perf_counter() - started
     client = MlflowClient(tracking_uri=f"sqlite:///{workdir / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("tfx_hydra")

@@ -130,14 +130,17 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     import keras
     import tensorflow as tf
 
-    from tfx_hydra.callbacks import EpochBackup, EpochClock, NonFiniteGuard
+    from tfx_hydra.callbacks import EpochBackup, EpochClock, EpochProgress, NonFiniteGuard, terminal_console
 
     first_epoch, last_epoch = ((trainer.epochs, trainer.epochs + trainer.finetune_epochs) if phase == FINETUNE_PHASE
                                else (0, trainer.epochs))
     steps = plan.steps_per_execution if plan else 1
+    epochs = trainer.epochs + trainer.finetune_epochs
+    console = terminal_console() if trainer.verbose else None
     callbacks = [  # at an epoch's end, in this order: a diverged epoch is neither shown, logged nor backed up
+        *([EpochProgress(console, datasets.num_train, epochs)] if console else []),  # gone before the epoch's line
         NonFiniteGuard(steps, backup_dir if trainer.backup else None),
-        EpochClock(datasets.num_train, trainer.epochs + trainer.finetune_epochs, trainer.verbose),
+        EpochClock(datasets.num_train, epochs, trainer.verbose),
     ]
     if trainer.tensorboard and tensorboard_dir:
         callbacks.append(tensorboard_callback(trainer, tensorboard_dir))

@@ -196,3 +196,44 @@ def test_a_resume_logs_the_backed_up_epochs_mlflow_never_got_and_no_epoch_twice(
     train(compiled(trainer), data, trainer, resumed, backup_dir=str(backup))
     assert [epoch for epoch, _ in resumed.epochs] == [1, 2, 3]  # 1 from the backup's saved logs, then 2 and 3 trained
     assert set(resumed.epochs[0][1]) >= {"loss", "val_loss", "accuracy", "epoch_seconds"}
+
+
+# --- EpochProgress -------------------------------------------------------------------------------
+
+def test_the_progress_bar_moves_once_per_steps_per_execution_bundle_and_is_gone_after_the_epoch():
+    import io
+
+    from rich.console import Console
+
+    from tfx_hydra.callbacks import EpochProgress
+
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=120)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="softmax")])
+    model.compile("adam", "sparse_categorical_crossentropy", steps_per_execution=4)
+    bar = EpochProgress(console, num_examples=320, epochs=2)
+    x, y = np.random.default_rng(0).normal(size=(320, 4)), np.arange(320) % 3
+    model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(32), epochs=2, verbose=0, callbacks=[bar])
+    assert bar.updates == 2 * 3  # 10 batches in bundles of 4: 3 updates an epoch, none per step
+    drawn = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", screen.getvalue()).replace("\r", "\n")
+    assert "epoch 1/2" in drawn and "epoch 2/2" in drawn and "10/10" in drawn and "11/10" not in drawn
+    assert " ex/s" in drawn
+    assert bar._progress is None  # stopped (transient: erased) before the epoch's own line
+
+
+def test_no_progress_bar_when_the_output_is_not_a_terminal(monkeypatch):
+    import logging
+
+    from tfx_hydra.callbacks import terminal_console
+    from tfx_hydra.console import TerminalHandler
+
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    handler = TerminalHandler()  # pytest captures stdout: not a terminal
+    logging.getLogger().addHandler(handler)
+    try:
+        assert terminal_console() is None
+        monkeypatch.setattr(type(handler.console), "is_terminal", property(lambda self: True))
+        assert terminal_console() is handler.console
+    finally:
+        logging.getLogger().removeHandler(handler)

@@ -4,6 +4,7 @@
     nonfinite_guard.py  NonFiniteGuard: a NaN/inf loss or weight stops training, with the fix
     epoch_backup.py     EpochBackup: BackupAndRestore(double_checkpoint=True) that a kill cannot tear
     epoch_clock.py      EpochClock: each epoch's seconds and examples/s, and its line on the terminal
+    epoch_progress.py   EpochProgress: a progress bar inside the epoch, on an interactive terminal only
     tensorboard.py      TensorBoardWithGraph: TensorBoard with the op-level graph
     trial_pruning.py    TrialPruning: an Optuna search's per-epoch report; a pruned trial stops
                         (imported by the trainer when a search's trial runs, not here: it imports Optuna)
@@ -16,8 +17,9 @@ which costs seconds that config validation and `--help` never pay.
 
 from tfx_hydra.callbacks.epoch_backup import EpochBackup
 from tfx_hydra.callbacks.epoch_clock import EpochClock
+from tfx_hydra.callbacks.epoch_progress import EpochProgress, terminal_console
 from tfx_hydra.callbacks.nonfinite_guard import NonFiniteGuard, all_finite_check, floating_weights, non_finite_weights
 from tfx_hydra.callbacks.tensorboard import TensorBoardWithGraph
 
-__all__ = ["EpochBackup", "EpochClock", "NonFiniteGuard", "TensorBoardWithGraph", "all_finite_check",
-           "floating_weights", "non_finite_weights"]
+__all__ = ["EpochBackup", "EpochClock", "EpochProgress", "NonFiniteGuard", "TensorBoardWithGraph", "all_finite_check",
+           "floating_weights", "non_finite_weights", "terminal_console"]

@@ -1,0 +1,70 @@
+"""EpochProgress: a progress bar inside each epoch when the terminal is interactive.
+
+Batches done of the epoch's total, examples/s and time left, drawn by rich on the console the
+run's log lines use (so a warning prints above the bar, not through it). Keras calls a batch's
+end once per `steps_per_execution` bundle: the bar moves at those boundaries and costs one
+update per bundle, nothing per step. Off when the output is not a terminal (CI, Slurm logs,
+Hydra's job log, a parallel launcher's workers) and with trainer.verbose=false: the epoch lines
+are all those see.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import keras
+
+
+def terminal_console():
+    """The rich console of the run's terminal log handler, if it draws on an interactive terminal."""
+    from tfx_hydra.console import TerminalHandler
+
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, TerminalHandler) and handler.console.is_terminal:
+            return handler.console
+    return None
+
+
+class EpochProgress(keras.callbacks.Callback):
+    """One transient rich bar per epoch, gone when the epoch's line is printed."""
+
+    def __init__(self, console, num_examples: int, epochs: int) -> None:
+        super().__init__()
+        self.console = console
+        self.num_examples = num_examples
+        self.epochs = epochs  # of the whole run (both phases)
+        self._progress = None
+        self._task = None
+        self.updates = 0  # bar updates drawn: one per steps_per_execution bundle
+
+    def on_epoch_begin(self, epoch, logs=None):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        steps = (self.params or {}).get("steps") or None
+        self._per_batch = self.num_examples / steps if steps else 0
+        self._progress = Progress(TextColumn(f"epoch {epoch + 1}/{self.epochs}"), BarColumn(), MofNCompleteColumn(),
+                                  TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), console=self.console,
+                                  transient=True, auto_refresh=False)
+        self._progress.start()
+        self._task = self._progress.add_task("train", total=steps, rate="")
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self._progress is None:
+            return
+        total = self._progress.tasks[0].total
+        done = batch + 1 if total is None else min(batch + 1, total)  # Keras passes the bundle's last step
+        speed = self._progress.tasks[0].speed
+        rate = f"{speed * self._per_batch:,.0f} ex/s" if speed and self._per_batch else ""
+        self._progress.update(self._task, completed=done, rate=rate, refresh=True)
+        self.updates += 1
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._stop()
+
+    def on_train_end(self, logs=None):
+        self._stop()
+
+    def _stop(self):
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
