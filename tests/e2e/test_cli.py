@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.helpers import QUICK, cli_env, mlflow_client, mlflow_runs, run_cli
+from tests.helpers import QUICK, cli_env, mlflow_client, mlflow_runs, run_cli, tensorboard_runs
 
 pytestmark = pytest.mark.slow
 
@@ -138,6 +138,12 @@ def test_default_run_records_system_metrics_and_the_data_it_read(default_run):
     assert set(inputs) == {"training", "validation", "test"}
     assert inputs["training"].name == "digits-train" and len(inputs["training"].digest) == 16
     assert '"num_examples": 300' in inputs["training"].profile  # data.limit=300: what was read
+
+
+def test_one_tensorboard_command_shows_single_runs(default_run):
+    launch, _ = default_run
+    runs = tensorboard_runs(launch)  # the README's command, as TensorBoard reads it
+    assert any(re.fullmatch(r"outputs/\d{4}-\d\d-\d\d/[\d-]+/tensorboard/(train|validation)", r) for r in runs), runs
 
 
 def test_headline_command_on_a_machine_without_an_a100(tmp_path):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import mlflow_client, mlflow_runs, run_cli
+from tests.helpers import mlflow_client, mlflow_runs, run_cli, tensorboard_runs
 
 pytestmark = pytest.mark.slow
 
@@ -19,11 +19,11 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def four_presets(tmp_path_factory):
     launch = tmp_path_factory.mktemp("debug")
-    done = run_cli([f"hydra.sweep.dir={launch / 'sweep'}", "debug=fast,limit,profile,eager"], cwd=launch,
-                   multirun=True, timeout=600)
+    done = run_cli(["debug=fast,limit,profile,eager"], cwd=launch, multirun=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     logs = {}
-    for job in sorted((launch / "sweep").iterdir()):
+    (sweep,) = (launch / "multirun").glob("*/*")  # multirun/<date>/<time>, Hydra's default
+    for job in sorted(sweep.iterdir()):
         if (job / "tfx_hydra.log").is_file():
             overrides = (job / ".hydra" / "overrides.yaml").read_text()
             logs[re.search(r"debug=(\w+)", overrides).group(1)] = (job / "tfx_hydra.log").read_text()
@@ -56,6 +56,14 @@ def test_profile_writes_a_trace_and_says_how_to_open_it(four_presets):
                      r"then tensorboard --logdir (\S+) ", logs["profile"])
     assert said, logs["profile"][-2000:]
     assert list(Path(said.group(1)).glob("*.xplane.pb")) and Path(said.group(2)).name == "tensorboard"
+
+
+def test_one_tensorboard_command_shows_a_sweeps_jobs_apart(four_presets):
+    launch, _ = four_presets
+    runs = tensorboard_runs(launch)  # the README's command; limit (job 1) and profile (job 2) log to TensorBoard
+    jobs = {re.search(r"multirun/[^/]+/[^/]+/(\d+)/tensorboard/", r).group(1) for r in runs if "/train" in r}
+    assert jobs == {"1", "2"}, runs
+    assert not [r for r in runs if "mlruns" in r]  # MLflow's copies are not shown twice
 
 
 def test_eager_runs_eagerly_and_says_it_is_slow(four_presets):
