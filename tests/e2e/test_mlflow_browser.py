@@ -1,9 +1,11 @@
 """The MLflow UI as a user sees it: a real sweep, a real `mlflow server`, headless Chromium.
 
 Runs a two-job sweep, starts `mlflow server` on 127.0.0.1 (~20 s to come up here), opens the
-experiment's runs page in Debian's chromium driven by Playwright, and checks that the sweep's
-parent run is listed, that expanding it shows both jobs nested under it (indented), and that a
-job's page shows its parent, params and metrics. Screenshots go to test-artifacts/ in the repo.
+experiment's runs page (in MLflow 3's Model training view) in Debian's chromium driven by
+Playwright, and checks that the sweep's parent run is listed, that expanding it shows both jobs
+nested under it (indented), and that a job's page shows its parent, params and metrics, the
+fields MLflow fills from its own conventions (Created by, Source, Datasets with their digests,
+Logged models) and its system metrics. Screenshots go to test-artifacts/ in the repo.
 
 Needs /usr/bin/chromium (`apt-get install -y chromium`; `.ci/run` installs it). Without it the
 test is skipped, except where TFX_HYDRA_REQUIRE_BROWSER=1 (CI) makes that a failure.
@@ -49,7 +51,7 @@ def _importable(module: str) -> bool:
 def sweep_on_a_server(tmp_path):
     require_browser()
     done = run_cli(["model.units=32,64", "trainer.epochs=1", "data.limit=200", "export=none",
-                    "export.mlflow_model=false"], cwd=tmp_path, multirun=True)
+                    "tracking.system_metrics.interval=1"], cwd=tmp_path, multirun=True)  # the MLflow model: kept
     assert done.returncode == 0, done.stderr[-3000:]
     (port,) = free_ports(1)
     mlflow = Path(sys.executable).parent / "mlflow"
@@ -77,7 +79,16 @@ def test_the_sweep_is_nested_in_the_mlflow_ui_and_a_job_shows_params_and_metrics
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
         try:
             page = browser.new_page(viewport={"width": 1600, "height": 2400})
-            page.goto(f"{base}/#/experiments/{parent.info.experiment_id}/runs")
+            # MLflow 3.17's UI picks its view from a browser-wide switch at the top of its side bar
+            # (GenAI until clicked, then remembered), not from the experiment's mlflow.experimentKind
+            # tag: the README's link opens the training view, and one click keeps it (as a user would)
+            page.goto(f"{base}/#/experiments/{parent.info.experiment_id}/runs?workflowType=machine_learning")
+            page.get_by_text("Model registry").first.wait_for(timeout=60_000)  # the training view's side bar
+            assert "Evaluation runs" not in page.inner_text("body")
+            page.get_by_text("GenAI", exact=True).first.click()
+            page.get_by_text("Evaluation runs").first.wait_for(timeout=30_000)
+            page.get_by_text("Model training", exact=True).first.click()  # remembered from here on
+            page.get_by_text("Model registry").first.wait_for(timeout=30_000)
             parent_link = page.get_by_role("link", name=parent.info.run_name)
             parent_link.wait_for(timeout=60_000)
             assert page.get_by_role("link", name="0: model.units=32").count() == 0  # collapsed under the parent
@@ -107,5 +118,19 @@ def test_the_sweep_is_nested_in_the_mlflow_ui_and_a_job_shows_params_and_metrics
             metrics = text[text.index("Metrics ("):text.index("Parameters (")]
             assert f"val_accuracy\n{child.data.metrics['val_accuracy']}" in metrics
             assert f"objective\n{child.data.metrics['objective']}" in metrics
+            # MLflow's own fields, filled: who, from what, on which data, which model
+            assert "Evaluation runs" not in text  # still the training view, as the switch was left
+            about = text[text.index("About this run"):]
+            assert f"Created by\n{child.data.tags['mlflow.user']}" in about
+            assert f"Source\n{child.data.tags['mlflow.source.name']}" in about
+            train = next(i.dataset for i in child.inputs.dataset_inputs if i.tags[0].value == "training")
+            assert f"Datasets\n{train.name} ({train.digest})\nTraining" in about
+            assert "Logged models (1)" in text and "Ready" in text
+            assert "System metrics (" in metrics and "system/cpu_utilization_percentage" in metrics
+
+            page.get_by_role("tab", name="System metrics").click()  # the charts MLflow's monitor fills
+            page.get_by_text("system_memory_usage_megabytes").first.wait_for(timeout=30_000)
+            page.screenshot(path=str(SCREENSHOTS / "mlflow_ui_system_metrics.png"))
+            assert page.get_by_text("cpu_utilization_percentage").count() >= 1
         finally:
             browser.close()

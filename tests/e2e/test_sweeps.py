@@ -61,6 +61,8 @@ def test_basic_launcher_sweep_nests_every_job_under_one_parent(tmp_path):
     assert sorted((c.data.params["model.units"], c.data.params["trainer.batch_size"]) for c in children) == [
         ("32", "16"), ("32", "32"), ("64", "16"), ("64", "32")]
     assert {c.info.status for c in children} == {"FINISHED"}
+    digests = [{(i.dataset.name, i.dataset.digest) for i in c.inputs.dataset_inputs} for c in children]
+    assert len(digests[0]) == 3 and all(d == digests[0] for d in digests)  # the same data: the same digests
     assert_best_on_parent(parent, children)
     assert parent.data.tags["sweep.jobs"] == "4" and parent.data.tags["sweep.failed"] == "0"
     client = mlflow_client(tmp_path)
