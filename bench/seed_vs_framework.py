@@ -85,14 +85,14 @@ def ratios(plain: dict, framework: dict) -> dict:
             "val_accuracy_points": 100 * (framework["val_accuracy"] - plain["val_accuracy"])}
 
 
-def cfg_job_vs_import_tensorflow(workdir: Path) -> dict:
-    """Wall of `python -m tfx_hydra --cfg job` over the wall of `python -c "import tensorflow"`."""
+def cfg_job_vs_import_tensorflow(workdir: Path, repeats: int = 3) -> dict:
+    """Wall of `python -m tfx_hydra --cfg job` over the wall of `python -c "import tensorflow"` (medians)."""
     def wall(command: list[str]) -> float:
         started = time.perf_counter()
         subprocess.run(command, cwd=workdir, check=True, capture_output=True, env=_env())
         return time.perf_counter() - started
-    cfg = statistics.median(wall([sys.executable, "-m", "tfx_hydra", "--cfg", "job"]) for _ in range(3))
-    tf = statistics.median(wall([sys.executable, "-c", "import tensorflow"]) for _ in range(3))
+    cfg = statistics.median(wall([sys.executable, "-m", "tfx_hydra", "--cfg", "job"]) for _ in range(repeats))
+    tf = statistics.median(wall([sys.executable, "-c", "import tensorflow"]) for _ in range(repeats))
     return {"cfg_job_seconds": cfg, "import_tensorflow_seconds": tf, "ratio": cfg / tf}
 
 
@@ -119,7 +119,7 @@ def main(argv=None) -> dict:
                   f"B/A ex/s {pair['ratio']['examples_per_sec']:.2f}x wall {pair['ratio']['wall_seconds']:.2f}x "
                   f"acc {pair['ratio']['val_accuracy_points']:+.2f} pt", flush=True)
         medians = {key: statistics.median(p["ratio"][key] for p in pairs) for key in pairs[0]["ratio"]}
-        startup = cfg_job_vs_import_tensorflow(tmp)
+        startup = cfg_job_vs_import_tensorflow(tmp, repeats=1 if args.quick else 3)
     print(f"median B/A: training examples/s {medians['examples_per_sec']:.2f}x (target >= 2.5), "
           f"whole-process wall {medians['wall_seconds']:.2f}x (target <= 0.9), "
           f"val accuracy {medians['val_accuracy_points']:+.2f} points (target within 0.5)")

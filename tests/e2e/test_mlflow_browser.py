@@ -119,6 +119,8 @@ def test_the_sweep_is_nested_in_the_mlflow_ui_and_a_job_shows_params_and_metrics
             assert f"val_accuracy\n{child.data.metrics['val_accuracy']}" in metrics
             assert f"objective\n{child.data.metrics['objective']}" in metrics
             # MLflow's own fields, filled: who, from what, on which data, which model
+            page.get_by_text("Logged models (1)").wait_for(timeout=30_000)  # listed once the page has fetched it
+            text = page.inner_text("body")
             assert "Evaluation runs" not in text  # still the training view, as the switch was left
             about = text[text.index("About this run"):]
             assert f"Created by\n{child.data.tags['mlflow.user']}" in about

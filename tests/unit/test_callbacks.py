@@ -230,10 +230,7 @@ def test_no_progress_bar_when_the_output_is_not_a_terminal(monkeypatch):
     monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
     monkeypatch.delenv("FORCE_COLOR", raising=False)
     handler = TerminalHandler()  # pytest captures stdout: not a terminal
-    logging.getLogger().addHandler(handler)
-    try:
-        assert terminal_console() is None
-        monkeypatch.setattr(type(handler.console), "is_terminal", property(lambda self: True))
-        assert terminal_console() is handler.console
-    finally:
-        logging.getLogger().removeHandler(handler)
+    monkeypatch.setattr(logging.getLogger(), "handlers", [handler])  # the run's handlers: this one alone
+    assert terminal_console() is None
+    monkeypatch.setattr(type(handler.console), "is_terminal", property(lambda self: True))
+    assert terminal_console() is handler.console

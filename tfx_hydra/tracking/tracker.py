@@ -149,11 +149,11 @@ class MlflowTracker:
         logged = None if self.journal is not None else self._try_value(self._create_logged_model)
         with tempfile.TemporaryDirectory(prefix="tfx_hydra-mlflow-model-") as folder:
             path = os.path.join(folder, "model")
-            described = Model(artifact_path=logged.artifact_location, run_id=self.run_id, model_id=logged.model_id,
-                              model_uuid=logged.model_id) if logged else None
+            mlmodel = Model(artifact_path=logged.artifact_location, run_id=self.run_id, model_id=logged.model_id,
+                            model_uuid=logged.model_id) if logged else None
             # Pinned requirements instead of MLflow's inference, which imports the model in a subprocess.
             mlflow.tensorflow.save_model(model, path, signature=signature, input_example=example_inputs,
-                                         mlflow_model=described,
+                                         mlflow_model=mlmodel,
                                          pip_requirements=[f"tensorflow=={tf.__version__}",
                                                            f"keras=={keras.version()}"])
             if logged is None or not self._try(lambda: self._upload_logged_model(logged.model_id, path)):
@@ -180,7 +180,9 @@ class MlflowTracker:
         self.client.log_model_artifacts(model_id, path)
         self.client.finalize_logged_model(model_id, "READY")
         self.client.log_outputs(self.run_id, [LoggedModelOutput(model_id, step=0)])
-        final = [m for m in self.client.get_run(self.run_id).data._metric_objs if is_result(m.key)]
+        results = [key for key in self.client.get_run(self.run_id).data.metrics if is_result(key)]
+        final = [max(self.client.get_metric_history(self.run_id, key), key=lambda m: (m.step, m.timestamp))
+                 for key in results]  # each result's last value, with its own step and timestamp
         self.client.log_batch(self.run_id, metrics=[
             Metric(m.key, m.value, m.timestamp, m.step, run_id=self.run_id, model_id=model_id,
                    **self._measured_on(m.key)) for m in final])
