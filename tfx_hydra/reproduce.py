@@ -230,7 +230,6 @@ def data_differences(source: SourceRun) -> list[str]:
         return ["data: the run recorded no dataset digests (runs before tfx_hydra 0.1's datasets): the data "
                 "it read cannot be compared"]
     from tfx_hydra.config import build
-    from tfx_hydra.errors import TfxHydraError as DataProblem
 
     log.info("reading the run's data as its config reads it today, to compare digests ...")
     here = os.getcwd()
@@ -238,7 +237,7 @@ def data_differences(source: SourceRun) -> list[str]:
         if os.path.isdir(source.launch_dir):
             os.chdir(source.launch_dir)
         datasets = build(OmegaConf.create(source.data_config), "data", batch_size=DIGEST_BATCH)
-    except DataProblem as err:
+    except TfxHydraError as err:  # a missing file, a bad value: said as a difference
         return [f"data: what the run read cannot be read today ({str(err).splitlines()[0]})"]
     finally:
         os.chdir(here)
