@@ -1,23 +1,27 @@
-"""The MLflow UI as a user sees it: a real sweep, a real `mlflow server`, headless Chromium.
+"""The MLflow UI as a user sees it: a real sweep, a bare `mlflow ui` in its launch dir, headless Chromium.
 
-Runs a two-job sweep, starts `mlflow server` on 127.0.0.1 (~20 s to come up here), opens the
-experiment's runs page (in MLflow 3's Model training view) in Debian's chromium driven by
-Playwright, and checks that the sweep's parent run is listed, that expanding it shows both jobs
-nested under it (indented), and that a job's page shows its parent, params and metrics, the
-fields MLflow fills from its own conventions (Created by, Source, Datasets with their digests,
-Logged models) and its system metrics. Screenshots go to test-artifacts/ in the repo.
+Runs a two-job sweep, starts `mlflow ui` in the launch directory (MLflow's own default store there is
+the sweep's ./mlflow.db; ~20 s to come up here) on 127.0.0.1, and stops it by its process group.
+First its REST API is asked what the browser would show (params, per-epoch metrics, tags, artifacts),
+then the experiment's runs page (in MLflow 3's Model training view) is opened in Debian's chromium
+driven by Playwright: the sweep's parent run is listed, expanding it shows both jobs nested under it
+(indented), and a job's page shows its parent, params and metrics, the fields MLflow fills from its
+own conventions (Created by, Source, Datasets with their digests, Logged models) and its system
+metrics. Screenshots go to test-artifacts/ in the repo.
 
-Needs /usr/bin/chromium (`apt-get install -y chromium`; `.ci/run` installs it). Without it the
-test is skipped, except where TFX_HYDRA_REQUIRE_BROWSER=1 (CI) makes that a failure.
+The browser test needs /usr/bin/chromium (`apt-get install -y chromium`; `.ci/run` installs it).
+Without it that test is skipped, except where TFX_HYDRA_REQUIRE_BROWSER=1 (CI) makes that a failure.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -28,6 +32,8 @@ pytestmark = pytest.mark.slow
 
 CHROMIUM = "/usr/bin/chromium"
 SCREENSHOTS = REPO / "test-artifacts"
+SWEEP = ["model.units=32,64", "trainer.epochs=2", "data.limit=200",
+         "tracking.system_metrics.interval=1"]  # the SavedModel export and the MLflow model: kept
 
 
 def require_browser():
@@ -47,30 +53,69 @@ def _importable(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-@pytest.fixture
-def sweep_on_a_server(tmp_path):
-    require_browser()
-    done = run_cli(["model.units=32,64", "trainer.epochs=1", "data.limit=200", "export=none",
-                    "tracking.system_metrics.interval=1"], cwd=tmp_path, multirun=True)  # the MLflow model: kept
+@pytest.fixture(scope="module")
+def sweep_in_the_ui(tmp_path_factory):
+    """(the UI's address, the sweep's runs): one sweep and one `mlflow ui`, shared by both tests."""
+    launch = tmp_path_factory.mktemp("ui")
+    done = run_cli(SWEEP, cwd=launch, multirun=True)
     assert done.returncode == 0, done.stderr[-3000:]
     (port,) = free_ports(1)
     mlflow = Path(sys.executable).parent / "mlflow"
-    server = subprocess.Popen([str(mlflow), "server", "--backend-store-uri", f"sqlite:///{tmp_path}/mlflow.db",
-                               "--host", "127.0.0.1", "--port", str(port)], cwd=tmp_path, env=cli_env(),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    server = subprocess.Popen([str(mlflow), "ui", "--host", "127.0.0.1", "--port", str(port)], cwd=launch,
+                              env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_for_http(f"{base}/health", server, timeout=120, what="mlflow server")
-        yield base, mlflow_runs(tmp_path)
+        wait_for_http(f"{base}/health", server, timeout=120, what="mlflow ui")
+        yield base, mlflow_runs(launch)
     finally:
         os.killpg(server.pid, signal.SIGTERM)  # the server's workers share its process group
         server.wait(timeout=30)
 
 
-def test_the_sweep_is_nested_in_the_mlflow_ui_and_a_job_shows_params_and_metrics(sweep_on_a_server):
+def get(base: str, endpoint: str, **params) -> dict:
+    query = "&".join(f"{k}={v}" for k, v in params.items())
+    with urllib.request.urlopen(f"{base}{endpoint}?{query}", timeout=10) as response:
+        return json.loads(response.read())
+
+
+def post(base: str, endpoint: str, body: dict) -> dict:
+    request = urllib.request.Request(f"{base}{endpoint}", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def test_bare_mlflow_ui_in_the_launch_dir_serves_every_job(sweep_in_the_ui):
+    base, _ = sweep_in_the_ui
+    experiment = get(base, "/api/2.0/mlflow/experiments/get-by-name", experiment_name="tfx_hydra")["experiment"]
+    runs = post(base, "/api/2.0/mlflow/runs/search", {"experiment_ids": [experiment["experiment_id"]]})["runs"]
+    by_name = {r["info"]["run_name"]: r for r in runs}
+    assert len(runs) == 3 and {"0: model.units=32", "1: model.units=64"} <= set(by_name)
+    job = by_name["1: model.units=64"]
+    run_id = job["info"]["run_id"]
+    assert job["info"]["status"] == "FINISHED"
+    params = {p["key"]: p["value"] for p in job["data"]["params"]}
+    tags = {t["key"]: t["value"] for t in job["data"]["tags"]}
+    assert params["trainer.epochs"] == "2" and params["model.units"] == "64"
+    assert "model.units=64" in tags["hydra.overrides"].split() and tags["env.tensorflow"].startswith("2.")
+    assert tags["mlflow.parentRunId"] in {r["info"]["run_id"] for r in runs}
+    history = get(base, "/api/2.0/mlflow/metrics/get-history", run_id=run_id, metric_key="val_accuracy")["metrics"]
+    assert [m["step"] for m in history] == [0, 1]
+    listed = {f["path"] for f in get(base, "/api/2.0/mlflow/artifacts/list", run_id=run_id)["files"]}
+    assert {".hydra", "config_resolved.yaml", "environment", "export"} <= listed
+    exported = {f["path"] for f in get(base, "/api/2.0/mlflow/artifacts/list", run_id=run_id,
+                                        path="export/mlp/1")["files"]}
+    assert "export/mlp/1/saved_model.pb" in exported
+    with urllib.request.urlopen(f"{base}/", timeout=10) as page:  # the UI itself is served
+        assert b"MLflow" in page.read()
+
+
+def test_the_sweep_is_nested_in_the_mlflow_ui_and_a_job_shows_params_and_metrics(sweep_in_the_ui):
+    require_browser()
     from playwright.sync_api import sync_playwright
 
-    base, runs = sweep_on_a_server
+    base, runs = sweep_in_the_ui
     (parent,) = [r for r in runs if "sweep.dir" in r.data.tags]
     children = {r.info.run_name: r for r in runs if r is not parent}
     assert set(children) == {"0: model.units=32", "1: model.units=64"}
@@ -114,7 +159,7 @@ def test_the_sweep_is_nested_in_the_mlflow_ui_and_a_job_shows_params_and_metrics
             text = page.inner_text("body")
             assert parent.info.run_name in text  # the parent run link on the job's page
             params = text[text.index("Parameters ("):]
-            assert "model.units\n64" in params and "trainer.epochs\n1" in params
+            assert "model.units\n64" in params and "trainer.epochs\n2" in params
             metrics = text[text.index("Metrics ("):text.index("Parameters (")]
             assert f"val_accuracy\n{child.data.metrics['val_accuracy']}" in metrics
             assert f"objective\n{child.data.metrics['objective']}" in metrics
