@@ -15,10 +15,10 @@ pytestmark = pytest.mark.slow
 
 
 def test_gpu_precision_benchmark_runs_tiny_on_cpu(tmp_path):
-    """float32 without and with XLA, in one process: the script's grid, timing and ratios. A CPU
-    compiles XLA slowly and emulates the mixed policies (their loss scaling and dtypes are the
-    precision unit tests'), so the full 3 x 2 grid would take minutes here (on a GPU it is the default)."""
-    policies, xla = ["float32"], ["off", "on"]
+    """float32 and mixed_bfloat16 without XLA, in one process: the script's grid, timing and ratios, a
+    mixed policy set as a run sets it. A CPU compiles XLA slowly (20 s more for this tiny model) and
+    emulates float16, so the full 3 x 2 grid would take minutes here (on a GPU it is the default)."""
+    policies, xla = ["float32", "mixed_bfloat16"], ["off"]
     out = tmp_path / "grid.json"
     done = subprocess.run([sys.executable, str(REPO / "bench" / "gpu_precision.py"), "--tiny", "--policies",
                            *policies, "--xla", *xla, "--json", str(out)],
