@@ -10,6 +10,10 @@ round (order rotated): nothing extra (system metrics off, output not a terminal)
 every 10 s (the default), every 1 s, and the progress bar (TTY_COMPATIBLE=1 makes rich draw it
 into the captured output, as on a terminal). Each variant's training examples/s over the first's.
 
+Monitor CPU: MLflow's monitor alone (tracking/system.py's context, as a run starts it) on a real
+SQLite store for 10 s at 1 sample/s, no training beside it: the process CPU time it used per sample
+(read psutil, read the run back, write the batch). Its share of one core at interval T is that over T.
+
 Digests (data/lineage.py): the in-memory digest of the training split's arrays (sha256 of 47 MB of
 uint8 pixels, and of the 188 MB float32 copy a run would otherwise hash), and the file digest of
 the same examples written as TFRecords by `python -m tfx_hydra.data.to_tfrecord` (names, sizes,
@@ -63,6 +67,31 @@ def costs(data: Path, args, tmp: Path) -> dict:
     return {"examples_per_sec": rates, "median": medians, "ratio": ratios}
 
 
+def monitor_cpu(tmp: Path, seconds: float = 10.0, interval: float = 1.0) -> dict:
+    """CPU seconds the system-metrics monitor takes per sample, measured with nothing else running."""
+    from mlflow.tracking import MlflowClient
+
+    from tfx_hydra.tracking.system import system_metrics
+
+    uri = f"sqlite:///{tmp / 'monitor.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    run_id = client.create_run(client.create_experiment("monitor")).info.run_id
+    idle_started = time.process_time()
+    time.sleep(seconds)
+    idle = time.process_time() - idle_started
+    started = time.process_time()
+    with system_metrics(run_id, uri, interval):
+        time.sleep(seconds)
+    used = time.process_time() - started - idle
+    samples = len(client.get_metric_history(run_id, "system/cpu_utilization_percentage"))
+    per_sample = used / max(samples, 1)
+    print(f"system-metrics monitor: {per_sample * 1000:.1f} ms of CPU per sample ({samples} samples in "
+          f"{seconds:.0f} s): {per_sample / 10 * 100:.2f} % of one core at the default 10 s, "
+          f"{per_sample / 1 * 100:.2f} % at 1 s", flush=True)
+    return {"samples": samples, "cpu_seconds_per_sample": per_sample,
+            "share_of_a_core_at_10s": per_sample / 10, "share_of_a_core_at_1s": per_sample / 1}
+
+
 def digests(data: Path, tmp: Path) -> dict:
     import tensorflow as tf
 
@@ -103,7 +132,7 @@ def main(argv=None) -> dict:
         tmp = Path(tmp)
         data = make_mnist_like(tmp / "mnist.npz", args.train, 10000 if not args.quick else 1000)
         print(f"data: {args.train:,} MNIST-shaped examples, {args.epochs} epochs, {args.rounds} round(s)", flush=True)
-        report = {"digests": digests(data, tmp), "costs": costs(data, args, tmp)}
+        report = {"digests": digests(data, tmp), "monitor": monitor_cpu(tmp), "costs": costs(data, args, tmp)}
     write_json(args.json, report)
     return report
 

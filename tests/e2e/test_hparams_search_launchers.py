@@ -14,21 +14,18 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize("launcher", ["parallel", "local_gpus"])
-def test_pruning_and_resume_work_under_the_process_launchers(launcher, tmp_path):
+def test_trials_report_and_prune_under_the_process_launchers(launcher, tmp_path):
     """joblib (hydra/launcher=parallel) and submitit_local: each trial in a process of its own, which
-    opens the study and reports its epochs there. The idle time of a batch is measured. Resuming, and
-    pruning against finished trials, are the launching process's and the trial's own code, the same
-    under every launcher: tested once, under joblib (the suite's time)."""
+    opens the study and reports its epochs there. The idle time of a batch is measured. Under joblib
+    four trials run as two batches of two, so the second batch can be pruned against the first's
+    finished trials. Resuming a search is the launching process's own code, the same under every
+    launcher: tests/e2e/test_hparams_search.py kills one with -9 and resumes it (the suite's time)."""
     workers = ["hydra/launcher=parallel", "hydra.launcher.n_jobs=2"] if launcher == "parallel" else [
         "hydra/launcher=local_gpus", "hydra.launcher.gpus_per_node=0", "hydra.launcher.tasks_per_node=1"]
-    resumes = launcher == "parallel"
-    trials = 4 if resumes else 2
-    first = run_cli([*workers, *search(2, "hparams_search.n_jobs=2")], cwd=tmp_path, multirun=True, timeout=600)
-    assert first.returncode == 0, first.stderr[-3000:]
-    if resumes:
-        again = run_cli([*workers, *search(4, "hparams_search.n_jobs=2")], cwd=tmp_path, multirun=True, timeout=600)
-        assert again.returncode == 0, again.stderr[-3000:]
-        assert "(resumed)" in again.stdout and "2 of 4 trials finished;" in again.stdout
+    two_batches = launcher == "parallel"
+    trials = 4 if two_batches else 2
+    done = run_cli([*workers, *search(trials, "hparams_search.n_jobs=2")], cwd=tmp_path, multirun=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
     study = study_of(tmp_path)
     assert len(study.trials) == trials and {t.state for t in study.trials} <= {TrialState.COMPLETE, TrialState.PRUNED}
     assert all(t.params not in [s.params for s in study.trials[:2]] for t in study.trials[2:])  # the sampler goes on
@@ -37,7 +34,7 @@ def test_pruning_and_resume_work_under_the_process_launchers(launcher, tmp_path)
     assert parent.data.tags["sweep.launcher"].endswith("JoblibLauncher" if launcher == "parallel" else
                                                        "LocalLauncher")
     pruned = assert_pruned_trials_look_pruned(study, client, children)
-    if resumes:  # one batch of two has no finished trial to be pruned against
+    if two_batches:  # one batch of two has no finished trial to be pruned against
         assert pruned >= 1, [(t.number, t.state.name, t.params) for t in study.trials]
     else:  # each trial reported every epoch to the study from its own process: what the pruner reads
         assert [len(t.intermediate_values) for t in study.trials] == [3, 3]
