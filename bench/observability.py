@@ -1,7 +1,7 @@
 """What seeing a run costs: MLflow's system metrics and the in-epoch progress bar on the seed recipe,
 and the data digests on 60,000 examples in memory and as TFRecords.
 
-    python bench/observability.py            # 3 rounds of 4 variants, 60,000 MNIST-shaped examples, 3 epochs
+    python bench/observability.py            # 4 rounds of 4 variants, 60,000 MNIST-shaped examples, 3 epochs
     python bench/observability.py --quick    # 1 round, 6,000 examples, 2 epochs
     python bench/observability.py --json out.json
 
@@ -42,7 +42,7 @@ VARIANTS = {
 
 def parse_args(argv=None):
     parser = bench_parser(__doc__, train=60000, epochs=3, quick="1 round, 6,000 examples, 2 epochs")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds, args.train, args.epochs = 1, 6000, 2
