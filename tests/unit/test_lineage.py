@@ -113,3 +113,38 @@ def test_a_system_metrics_interval_must_be_positive(interval):
 
     with pytest.raises(ConfigError, match="tracking.system_metrics.interval"):
         SystemMetricsConfig(interval=interval)
+
+
+def test_two_jobs_logging_the_same_new_dataset_at_once_both_get_it(tmp_path):
+    """The race two parallel sweep jobs ran into, caused for real on a SQLite store: MLflow looks the
+    dataset up, and before its insert runs, "the other job" (a second run, through the same store)
+    creates that very dataset. MLflow's insert then fails on the unique key; the retry links the
+    dataset that now exists, so both runs list it and nothing goes to the offline journal."""
+    from mlflow.tracking import MlflowClient
+    from sqlalchemy import event
+
+    from tfx_hydra.tracking.datasets import recorded_digests, send_datasets
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.create_experiment("race")
+    mine, other = (client.create_run(experiment).info.run_id for _ in range(2))
+    descriptions = described(digits([8, 8], 10, batch_size=32, seed=0).reads.values())
+    engine = client._tracking_client.store.engine
+    raced = []
+
+    def the_other_job_inserts_first(conn, cursor, statement, *rest):
+        if statement.lstrip().upper().startswith("INSERT INTO DATASETS") and not raced:
+            raced.append(statement)
+            send_datasets(client, other, descriptions)  # after our lookup missed, before our insert
+
+    event.listen(engine, "before_cursor_execute", the_other_job_inserts_first)
+    try:
+        send_datasets(client, mine, descriptions)
+    finally:
+        event.remove(engine, "before_cursor_execute", the_other_job_inserts_first)
+    assert raced  # the race did happen
+    expected = {d["context"]: (d["name"], d["digest"]) for d in descriptions}
+    for run_id in (mine, other):
+        assert recorded_digests(client.get_run(run_id)) == expected
+    with engine.connect() as conn:  # one dataset row per split, shared by the two runs
+        assert conn.exec_driver_sql("SELECT COUNT(*) FROM datasets").scalar() == 3

@@ -43,7 +43,26 @@ def dataset_inputs(descriptions: list[dict[str, Any]]) -> list:
 
 
 def send_datasets(client, run_id: str, descriptions: list[dict[str, Any]]) -> None:
-    client.log_inputs(run_id, datasets=dataset_inputs(descriptions))
+    """One `log_inputs` request. MLflow's store makes a new dataset by looking it up, then inserting
+    it: two sweep jobs on the same data that log at the same moment can both miss it, and the later
+    insert fails on the (experiment, name, digest) key, failing the whole request (seen with four
+    joblib trials on one SQLite store). By then the dataset exists, so the same request again links
+    it; any other failure is the tracker's to handle."""
+    from mlflow.exceptions import MlflowException
+
+    inputs = dataset_inputs(descriptions)
+    try:
+        client.log_inputs(run_id, datasets=inputs)
+    except MlflowException as err:
+        if not lost_the_race_to_create(err):
+            raise
+        client.log_inputs(run_id, datasets=inputs)
+
+
+def lost_the_race_to_create(err: Exception) -> bool:
+    """A unique-key failure: SQLite's, PostgreSQL's and MySQL's words for it (also through a server)."""
+    text = str(err).lower()
+    return any(words in text for words in ("unique constraint", "duplicate key", "duplicate entry"))
 
 
 def recorded_digests(run) -> dict[str, tuple[str, str]]:
