@@ -67,7 +67,7 @@ def costs(data: Path, args, tmp: Path) -> dict:
     return {"examples_per_sec": rates, "median": medians, "ratio": ratios}
 
 
-def monitor_cpu(tmp: Path, seconds: float = 10.0, interval: float = 1.0) -> dict:
+def monitor_cpu(tmp: Path, seconds: float = 10.0) -> dict:
     """CPU seconds the system-metrics monitor takes per sample, measured with nothing else running."""
     from mlflow.tracking import MlflowClient
 
@@ -80,16 +80,16 @@ def monitor_cpu(tmp: Path, seconds: float = 10.0, interval: float = 1.0) -> dict
     time.sleep(seconds)
     idle = time.process_time() - idle_started
     started = time.process_time()
-    with system_metrics(run_id, uri, interval):
+    with system_metrics(run_id, uri, interval=1.0):
         time.sleep(seconds)
     used = time.process_time() - started - idle
     samples = len(client.get_metric_history(run_id, "system/cpu_utilization_percentage"))
     per_sample = used / max(samples, 1)
     print(f"system-metrics monitor: {per_sample * 1000:.1f} ms of CPU per sample ({samples} samples in "
-          f"{seconds:.0f} s): {per_sample / 10 * 100:.2f} % of one core at the default 10 s, "
-          f"{per_sample / 1 * 100:.2f} % at 1 s", flush=True)
+          f"{seconds:.0f} s): {per_sample / 10:.2%} of one core at the default 10 s, {per_sample:.2%} at 1 s",
+          flush=True)
     return {"samples": samples, "cpu_seconds_per_sample": per_sample,
-            "share_of_a_core_at_10s": per_sample / 10, "share_of_a_core_at_1s": per_sample / 1}
+            "share_of_a_core_at_10s": per_sample / 10, "share_of_a_core_at_1s": per_sample}
 
 
 def digests(data: Path, tmp: Path) -> dict:

@@ -82,7 +82,7 @@ def test_overfit_says_whether_the_training_loss_neared_zero(tmp_path):
     assert said and float(said.group(2)) < 0.05 * float(said.group(1)), done.stdout[-2000:]
     (run,) = mlflow_runs(tmp_path)
     assert run.data.tags["debug.overfit"] == "passed" and run.data.metrics["loss"] < 0.05
-    # a model that cannot fit them: tests/unit/test_trainer.py (the verdict's other branch, no CLI needed)
+    # a model that cannot fit them: tests/unit/test_debug.py (the verdict's other branch, no CLI needed)
 
 
 def test_numerics_names_the_op_that_made_the_first_nan(tmp_path):

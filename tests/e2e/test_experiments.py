@@ -17,7 +17,7 @@ TINY = ["trainer.epochs=1", "data.limit=256", "export.mlflow_model=false", "trai
 
 
 def test_cnn_fashion_mnist_trains_from_a_local_copy(tmp_path):
-    """(Without one, offline: the download's DataError, tests/unit/test_data.py.)"""
+    """(Without one, offline: the download's DataError naming data.path, tests/unit/test_data.py.)"""
     done = run_cli(["experiment=cnn_fashion_mnist", f"data.path={write_mnist_npz(tmp_path / 'fashion.npz')}",
                     *TINY, "export=none"], cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]

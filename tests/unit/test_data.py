@@ -118,12 +118,13 @@ def test_split_fractions_out_of_range():
         digits(input_shape=[8, 8], num_classes=10, batch_size=32, seed=0, test_split=1.5)
 
 
-def test_download_failure_says_how_to_work_offline(monkeypatch):
-    # Fault injection: make Keras' MNIST download fail as it does on a machine without internet.
+@pytest.mark.parametrize("name, said", [("mnist", "MNIST"), ("fashion_mnist", "fashion_mnist")])
+def test_download_failure_says_how_to_work_offline(monkeypatch, name, said):
+    # Fault injection: make Keras' download fail as it does on a machine without internet.
 
     def offline(*args, **kwargs):
         raise Exception("URL fetch failure on https://storage.googleapis.com/...: None -- [Errno -3]")
-    monkeypatch.setattr(keras.datasets.mnist, "load_data", offline)
-    with pytest.raises(DataError, match=r"could not download MNIST") as caught:
-        keras_dataset("mnist", path=None, input_shape=[28, 28], num_classes=10, batch_size=32, seed=0)
-    assert "data.path=/abs/path/mnist.npz" in str(caught.value)
+    monkeypatch.setattr(getattr(keras.datasets, name), "load_data", offline)
+    with pytest.raises(DataError, match=rf"could not download {said} with keras.datasets.{name}") as caught:
+        keras_dataset(name, path=None, input_shape=[28, 28], num_classes=10, batch_size=32, seed=0)
+    assert f"pass a local copy with data.path=/abs/path/{name}.npz" in str(caught.value)
