@@ -76,8 +76,8 @@ def test_a_killed_run_resumes_from_its_last_epoch_in_the_same_mlflow_run(tmp_pat
     wait_for_backup_of_epoch(output_dir / "backup", 2)
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=30)
-    backed_up = json.loads((output_dir / "backup" / "training_metadata.json").read_text())["epoch"]  # 2, or 3
-    # on a machine so loaded that epoch 3 ended before the kill
+    # the epochs the backup holds: 2, or 3 on a machine so loaded that epoch 3 ended before the kill
+    backed_up = json.loads((output_dir / "backup" / "training_metadata.json").read_text())["epoch"]
     (crashed,) = mlflow_runs(tmp_path)
     assert crashed.info.status == "RUNNING"  # SIGKILL leaves no chance to end it
     backup = Path(crashed.data.tags["resume.backup_dir"])
