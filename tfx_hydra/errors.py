@@ -57,6 +57,10 @@ class ExportError(TfxHydraError):
     """An exporter could not write or verify its artifact."""
 
 
+class ReproduceError(TfxHydraError):
+    """The run to reproduce cannot be found or lacks what a re-run needs."""
+
+
 class DiskFull(TfxHydraError):
     """A disk the run writes to is full (a machine fault, not a mistake, but said the same way)."""
 

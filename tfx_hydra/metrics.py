@@ -13,6 +13,7 @@ EPOCH_SECONDS, EXAMPLES_PER_SEC = "epoch_seconds", "examples_per_sec"  # per epo
 EPOCH_TIMING = (EPOCH_SECONDS, EXAMPLES_PER_SEC)
 TRAIN_PHASE, FINETUNE_PHASE = "train", "finetune"
 PARAMETERS = "parameters"  # the model's number of weights, logged once at the end
+OBJECTIVE = "objective"  # what run() returned to a sweeper (sweep.metric's final value), logged on every run
 
 
 def compiled_names(metrics) -> list[str]:

@@ -3,7 +3,7 @@ asked, gradient accumulation, loss scaling for mixed_float16.
 
 The `_target_` of conf/optimizer/*.yaml is a Keras optimizer class itself; this module adds
 what depends on the run (replicas, precision, the fine-tuning phase). Its numbers are
-checked before TensorFlow loads (schemas.validate_optimizer). Keras is imported inside the
+checked before TensorFlow loads (settings.validate_optimizer). Keras is imported inside the
 functions: config validation must not pay for it.
 """
 

@@ -1,17 +1,16 @@
 """plots: the pictures a run and a sweep leave in MLflow, drawn with matplotlib's file backend.
 
 Training curves (train vs validation per epoch, one panel per metric), the test split's
-confusion matrix, and a sweep's objective per job. Each function writes one PNG and
+confusion matrix (a sweep's own plot is the sweeps package's). Each function writes one PNG and
 returns its path; they take plain numbers, so they are easy to test and reuse.
 """
 
 from __future__ import annotations
 
-import math
-from typing import Any, Sequence
+from typing import Sequence
 
 
-def _pyplot():
+def pyplot():
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display on servers and in CI
@@ -22,7 +21,7 @@ def _pyplot():
 
 def plot_training_curves(history: dict[str, Sequence[float]], path: str) -> str:
     """One panel per metric (loss, accuracy, ...), train and val_ lines over epochs."""
-    plt = _pyplot()
+    plt = pyplot()
     # the training metrics that have a validation twin (throughput and timings are not curves to compare)
     names = [k for k in history if not k.startswith("val_") and history.get(k) and (k == "loss" or f"val_{k}" in history)]
     figure, axes = plt.subplots(1, max(1, len(names)), figsize=(5 * max(1, len(names)), 4), squeeze=False)
@@ -43,7 +42,7 @@ def plot_training_curves(history: dict[str, Sequence[float]], path: str) -> str:
 
 def plot_confusion_matrix(matrix: Sequence[Sequence[int]], path: str) -> str:
     """Rows are true classes, columns predicted ones (numbered as the labels are); each cell shows its count."""
-    plt = _pyplot()
+    plt = pyplot()
     size = len(matrix)
     names = [str(i) for i in range(size)]
     figure, axis = plt.subplots(figsize=(max(4, 0.5 * size + 2), max(4, 0.5 * size + 2)))
@@ -57,26 +56,6 @@ def plot_confusion_matrix(matrix: Sequence[Sequence[int]], path: str) -> str:
             for j, count in enumerate(row):
                 axis.text(j, i, str(count), ha="center", va="center", fontsize=8,
                           color="white" if count > peak / 2 else "black")
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return path
-
-
-def plot_sweep(jobs: list[dict[str, Any]], metric: str, best_run_id: str | None, path: str) -> str:
-    """A bar per job: its objective; the best in green, jobs without a value marked by status."""
-    plt = _pyplot()
-    figure, axis = plt.subplots(figsize=(max(6, 0.8 * len(jobs) + 2), 4.5))
-    values = [j["objective"] if j["objective"] is not None and math.isfinite(j["objective"]) else 0.0 for j in jobs]
-    colors = ["tab:green" if j["run_id"] == best_run_id else "tab:blue" if j["status"] == "FINISHED" else "tab:red"
-              for j in jobs]
-    axis.bar(range(len(jobs)), values, color=colors)
-    for x, job in enumerate(jobs):
-        if job["status"] != "FINISHED" or job["objective"] is None:
-            axis.text(x, 0, job["status"], rotation=90, ha="center", va="bottom", color="tab:red")
-    axis.set_xticks(range(len(jobs)), [str(j["name"])[:40] for j in jobs], rotation=30, ha="right", fontsize=8)
-    axis.set(ylabel=metric, title=f"sweep: {metric} per job (best in green)")
-    axis.grid(axis="y", alpha=0.3)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)

@@ -23,7 +23,7 @@ import os
 
 from omegaconf import DictConfig
 
-from tfx_hydra import hparams_search, sweep, tracking, trainer
+from tfx_hydra import sweeps, tracking, trainer
 from tfx_hydra.config import build
 from tfx_hydra.console import print_summary
 from tfx_hydra.data.preflight import check_data_config
@@ -31,12 +31,13 @@ from tfx_hydra.errors import ConfigError
 from tfx_hydra.export import check_exporters, evaluate_saved_model, export_model, resolve_export_source
 from tfx_hydra.hardware import setup_hardware
 from tfx_hydra.precision import resolve_policy, set_precision
-from tfx_hydra.schemas import Settings, validate
+from tfx_hydra.schemas import Settings
+from tfx_hydra.settings import validate
 from tfx_hydra.strategy import Setup, is_chief, plan_batches
-from tfx_hydra.tracking import records
+from tfx_hydra import records
 
 
-def run(cfg: DictConfig) -> float | list[float] | hparams_search.PrunedResult:
+def run(cfg: DictConfig) -> float | list[float] | sweeps.PrunedResult:
     """Run the experiment `cfg` describes; return the sweep objective (`sweep.metric`: one value,
     or one per metric), or, for a search's trial its pruner stopped, how far it got."""
     settings = preflight(cfg)
@@ -45,13 +46,13 @@ def run(cfg: DictConfig) -> float | list[float] | hparams_search.PrunedResult:
     launch_dir, output_dir = cfg.paths.launch_dir, cfg.paths.output_dir
     chief = is_chief(cfg.strategy.get("_target_"), cfg.strategy.get("cluster", "tf_config"))
     track = settings.tracking if chief else dataclasses.replace(settings.tracking, enabled=False)
-    job, resume_key = sweep.current_job(), records.resume_key(cfg)
-    done = sweep.finished_objective(job, track, launch_dir, resume_key)
+    job, resume_key = sweeps.current_job(), records.resume_key(cfg)
+    done = sweeps.finished_objective(job, track, launch_dir, resume_key)
     if done is not None:  # a re-run of an interrupted sweep: this job already finished
         return done
     with tracking.tracked_run(track, launch_dir, tags=records.launch_tags(cfg), resume_key=resume_key, sweep_job=job,
                               offline_dir=os.path.join(output_dir, tracking.OFFLINE_DIR)) as tracker, \
-            hparams_search.reporting_trial(cfg, settings, job, tracker) as trial:  # an Optuna search's live trial, or None
+            sweeps.reporting_trial(cfg, settings, job, tracker) as trial:  # an Optuna search's live trial, or None
         records.record_launch(tracker, cfg, output_dir, launch_dir)
 
         # TensorFlow is first imported here, by the step that must configure its devices before any op
@@ -72,14 +73,14 @@ def run(cfg: DictConfig) -> float | list[float] | hparams_search.PrunedResult:
         try:
             history = trainer.fit_phases(model, datasets, cfg.optimizer, settings, setup, tracker, output_dir,
                                          pruning=trial.epoch_reports() if trial else None)
-        except hparams_search.Pruned as pruned:  # the search's pruner stopped this trial: its epochs stay
+        except sweeps.Pruned as pruned:  # the search's pruner stopped this trial: its epochs stay
             return trial.pruned(tracker, pruned)
         metrics = trainer.evaluate(model, datasets, history, tracker)
         records.record_plots(tracker, model, datasets, history, output_dir)
 
         exports = export_model(model, datasets, cfg.export, tracker, setup.chief)
-        objective = sweep.objective(metrics, settings.sweep)
-        tracker.log_metrics({sweep.OBJECTIVE_METRIC: objective[0] if isinstance(objective, list) else objective})
+        objective = sweeps.objective(metrics, settings.sweep)
+        tracker.log_metrics({sweeps.OBJECTIVE_METRIC: objective[0] if isinstance(objective, list) else objective})
         if trial:
             trial.completed(tracker, history)
 
@@ -92,7 +93,7 @@ def preflight(cfg: DictConfig) -> Settings:
     """Everything that can be checked without TensorFlow, checked before it is imported."""
     settings = validate(cfg)
     if cfg.mode == "train":
-        sweep.require_known_metric(settings)
+        sweeps.require_known_metric(settings)
         check_exporters(cfg.export)
     check_data_config(cfg.data)
     if settings.tracking.enabled:

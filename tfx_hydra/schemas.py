@@ -1,10 +1,9 @@
 """Schemas for the settings that are not objects: trainer, hardware, precision, tracking, sweep.
 
-`validate(cfg)` runs first, before TensorFlow or MLflow is imported, so a typo or an
-out-of-range value fails in a fraction of a second. Types are checked by OmegaConf
-(merging the user's values into a structured config); ranges and choices by each
-dataclass's `__post_init__`, which `OmegaConf.to_object` calls. Object configs (data,
-model, optimizer, strategy, export) are checked by the factories they instantiate.
+Dataclasses only: settings.validate(cfg) merges the user's values into them, so OmegaConf checks
+the types, and each dataclass's `__post_init__` (which `OmegaConf.to_object` calls) checks ranges
+and choices with validation.py's one vocabulary. Object configs (data, model, optimizer,
+strategy, export) are checked by the factories they instantiate.
 """
 
 from __future__ import annotations
@@ -13,12 +12,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
-
 from tfx_hydra.errors import ConfigError, show
 from tfx_hydra.metrics import epoch_names
 from tfx_hydra.precision import POLICIES
+from tfx_hydra.validation import (require_choice, require_non_negative, require_positive, require_positive_or_auto)
 
 JIT_CHOICES = ("auto", True, False)
 ALLOCATORS = (None, "cuda_malloc_async")
@@ -38,35 +35,6 @@ OTHER_KERAS_LOSSES = (
 STORE_SCHEMES = ("sqlite:///", "http://", "https://", "postgresql", "mysql", "mssql", "databricks", "file:")
 
 
-def _require_positive(key: str, value: int, example: int) -> None:
-    if value < 1:
-        raise ConfigError(
-            f"{key}={value} is out of range: expected a positive integer.", fix=f"{key}={example}"
-        )
-
-
-def _require_positive_or_auto(key: str, value: Any, example: int) -> None:
-    if value == "auto":
-        return
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{key}={show(value)} is not a positive integer or auto.", fix=f"{key}={example}")
-    _require_positive(key, value, example)
-
-
-def _require_non_negative(key: str, value: int) -> None:
-    if value < 0:
-        raise ConfigError(
-            f"{key}={value} is out of range: expected 0 (TensorFlow's choice) or more.",
-            fix=f"{key}=0",
-        )
-
-
-def _require_choice(key: str, value: Any, choices: tuple) -> None:
-    if value not in choices:
-        allowed = ", ".join(show(c) for c in choices)
-        raise ConfigError(f"{key}={show(value)} is not one of: {allowed}.", fix=f"{key}={show(choices[0])}")
-
-
 @dataclass
 class EarlyStoppingConfig:
     enabled: bool = False
@@ -76,8 +44,8 @@ class EarlyStoppingConfig:
     restore_best_weights: bool = True
 
     def __post_init__(self) -> None:
-        _require_non_negative("trainer.early_stopping.patience", self.patience)
-        _require_choice("trainer.early_stopping.mode", self.mode, EARLY_STOPPING_MODES)
+        require_non_negative("trainer.early_stopping.patience", self.patience, "stop at the first epoch without progress", 3)
+        require_choice("trainer.early_stopping.mode", self.mode, EARLY_STOPPING_MODES)
 
 
 @dataclass
@@ -105,24 +73,21 @@ class TrainerConfig:
     overfit_check: bool = False  # debug=overfit
 
     def __post_init__(self) -> None:
-        _require_positive("trainer.epochs", self.epochs, 5)
+        require_positive("trainer.epochs", self.epochs, 5)
         for key, example in (("finetune_epochs", 3), ("tensorboard_histogram_freq", 1)):
-            if getattr(self, key) < 0:
-                raise ConfigError(f"trainer.{key}={getattr(self, key)}: expected 0 (off) or more.",
-                                  fix=f"trainer.{key}={example}")
-        if self.finetune_lr is not None and not self.finetune_lr > 0:
-            raise ConfigError(f"trainer.finetune_lr={self.finetune_lr}: expected a positive learning rate or null "
-                              "(a tenth of optimizer.learning_rate).", fix="trainer.finetune_lr=1e-5")
+            require_non_negative(f"trainer.{key}", getattr(self, key), "off", example)
+        if self.finetune_lr is not None:  # null: a tenth of optimizer.learning_rate
+            require_positive("trainer.finetune_lr", self.finetune_lr, "1e-5", integer=False)
         if self.finetune_layers is not None:
-            _require_positive("trainer.finetune_layers", self.finetune_layers, 20)
+            require_positive("trainer.finetune_layers", self.finetune_layers, 20)
         profile = self.tensorboard_profile_batches
         if profile is not None and (len(profile) != 2 or not 1 <= profile[0] <= profile[1]):
             raise ConfigError(f"trainer.tensorboard_profile_batches={list(profile)}: expected [first, last] batch "
                               "numbers, 1 <= first <= last, or null.", fix="trainer.tensorboard_profile_batches=[10,20]")
-        _require_positive_or_auto("trainer.batch_size", self.batch_size, 32)
-        _require_positive_or_auto("trainer.steps_per_execution", self.steps_per_execution, 1)
-        _require_positive("trainer.grad_accum_steps", self.grad_accum_steps, 1)
-        _require_choice("trainer.jit_compile", self.jit_compile, JIT_CHOICES)
+        require_positive_or_auto("trainer.batch_size", self.batch_size, 32)
+        require_positive_or_auto("trainer.steps_per_execution", self.steps_per_execution, 1)
+        require_positive("trainer.grad_accum_steps", self.grad_accum_steps, 1)
+        require_choice("trainer.jit_compile", self.jit_compile, JIT_CHOICES)
         if self.loss in OTHER_KERAS_LOSSES:
             raise ConfigError(f"trainer.loss={self.loss} expects targets shaped like the model's outputs, but the data "
                               "gives integer class labels (and the model a softmax over the classes).",
@@ -143,8 +108,8 @@ class ExpectConfig:
     min_compute_capability: Optional[float] = None
 
     def __post_init__(self) -> None:
-        _require_choice("hardware.expect.device_type", self.device_type, (None, "CPU", "GPU"))
-        _require_non_negative("hardware.expect.min_count", self.min_count)
+        require_choice("hardware.expect.device_type", self.device_type, (None, "CPU", "GPU"))
+        require_non_negative("hardware.expect.min_count", self.min_count, "no GPU needed")
 
 
 @dataclass
@@ -168,13 +133,13 @@ class HardwareConfig:
     def __post_init__(self) -> None:
         for key in ("intra_op_threads", "inter_op_threads"):
             if getattr(self, key) is not None:
-                _require_non_negative(f"hardware.{key}", getattr(self, key))
+                require_non_negative(f"hardware.{key}", getattr(self, key), "TensorFlow's choice")
         for key in ("per_replica_batch_size", "steps_per_execution"):
             if getattr(self, key) is not None:
-                _require_positive(f"hardware.{key}", getattr(self, key), 32)
+                require_positive(f"hardware.{key}", getattr(self, key), 32)
         if self.precision is not None:
-            _require_choice("hardware.precision", self.precision, POLICIES)
-        _require_choice("hardware.allocator", self.allocator, ALLOCATORS)
+            require_choice("hardware.precision", self.precision, POLICIES)
+        require_choice("hardware.allocator", self.allocator, ALLOCATORS)
         for index in self.gpus or []:
             if index < 0:
                 raise ConfigError(
@@ -189,7 +154,7 @@ class PrecisionConfig:
     loss_scale: Any = "auto"
 
     def __post_init__(self) -> None:
-        _require_choice("precision.policy", self.policy, ("auto", *POLICIES))
+        require_choice("precision.policy", self.policy, ("auto", *POLICIES))
         scale = self.loss_scale
         if scale in ("auto", "dynamic", None):
             return
@@ -208,9 +173,7 @@ class SystemMetricsConfig:
     interval: float = 10.0  # seconds between samples
 
     def __post_init__(self) -> None:
-        if self.interval <= 0:
-            raise ConfigError(f"tracking.system_metrics.interval={self.interval} must be positive (seconds).",
-                              fix="tracking.system_metrics.interval=10, or tracking.system_metrics.enabled=false")
+        require_positive("tracking.system_metrics.interval", self.interval, "10", integer=False, unit="seconds")
 
 
 @dataclass
@@ -238,11 +201,7 @@ class TrackingConfig:
                               "MLFLOW_ALLOW_FILE_STORE=true is set.",
                               fix="tracking.uri=sqlite:///mlflow.db (MLflow's `mlflow migrate-filestore` moves old "
                               "runs), or export MLFLOW_ALLOW_FILE_STORE=true")
-        if self.connect_timeout <= 0:
-            raise ConfigError(
-                f"tracking.connect_timeout={self.connect_timeout} must be positive (seconds).",
-                fix="tracking.connect_timeout=5",
-            )
+        require_positive("tracking.connect_timeout", self.connect_timeout, "5", integer=False, unit="seconds")
 
 
 @dataclass
@@ -262,7 +221,7 @@ class SweepConfig:
                               f" one direction per metric, {len(names)} here.",
                               fix=f"sweep.direction=[{','.join(['maximize'] * len(names))}]")
         for direction in directions:
-            _require_choice("sweep.direction", direction, DIRECTIONS)
+            require_choice("sweep.direction", direction, DIRECTIONS)
 
     @property
     def metrics(self) -> list:
@@ -292,158 +251,3 @@ SECTIONS = {
     "tracking": TrackingConfig,
     "sweep": SweepConfig,
 }
-
-
-def validate(cfg: DictConfig) -> Settings:
-    """Check every settings section against its schema and return typed settings."""
-    seed = cfg.get("seed")
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ConfigError(f"seed={seed} is not a non-negative integer.", fix="seed=42")
-    _require_choice("mode", cfg.get("mode", "train"), MODES)
-    require_mandatory_values(cfg)
-    sections = {name: validate_section(cfg, name) for name in SECTIONS}
-    if "optimizer" in cfg:
-        validate_optimizer(cfg.optimizer)
-    validate_export_switches(cfg.get("export"))
-    return Settings(seed=seed, **sections)
-
-
-# Ranges of the optimizer arguments Keras' optimizers share; Keras checks few of them itself
-# (a negative learning rate trains uphill without a word), and only once TensorFlow is loaded.
-OPTIMIZER_RANGES = {  # key: (lowest, highest, lowest allowed, highest allowed, example)
-    "learning_rate": (0.0, None, False, None, "0.001"),
-    "momentum": (0.0, 1.0, True, True, "0.9"),
-    "beta_1": (0.0, 1.0, True, False, "0.9"),
-    "beta_2": (0.0, 1.0, True, False, "0.999"),
-    "epsilon": (0.0, None, False, None, "1e-07"),
-    "weight_decay": (0.0, None, True, None, "0.004"),
-    "clipnorm": (0.0, None, False, None, "1.0"),
-    "clipvalue": (0.0, None, False, None, "1.0"),
-    "global_clipnorm": (0.0, None, False, None, "1.0"),
-}
-
-
-def validate_optimizer(node: DictConfig) -> None:
-    """The optimizer's numbers in range (a learning-rate schedule, itself a `_target_`, is left to Keras)."""
-    for key, (low, high, low_ok, high_ok, example) in OPTIMIZER_RANGES.items():
-        value = node.get(key) if isinstance(node, DictConfig) else None
-        if value is None or isinstance(value, DictConfig):
-            continue
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise ConfigError(f"optimizer.{key}={show(value)} is not a number.", fix=f"optimizer.{key}={example}")
-        inside = ((value > low or (low_ok and value == low))
-                  and (high is None or value < high or (high_ok and value == high)))
-        if not inside:
-            bounds = (f"{'[' if low_ok else '('}{low:g}, {high:g}{']' if high_ok else ')'}" if high is not None
-                      else f"{'>=' if low_ok else '>'} {low:g}")
-            raise ConfigError(f"optimizer.{key}={show(value)} is out of range: expected a number {bounds}.",
-                              fix=f"optimizer.{key}={example}")
-    if isinstance(node, DictConfig) and "nesterov" in node and not isinstance(node.nesterov, bool):
-        raise ConfigError(f"optimizer.nesterov={show(node.nesterov)}: expected true or false.",
-                          fix="optimizer.nesterov=false")
-
-
-EXPORT_SWITCHES = {"strict": bool, "mlflow_model": bool}
-
-
-def validate_export_switches(node: DictConfig | None) -> None:
-    """export.strict / mlflow_model are switches, register_as and source names: a typo such as
-    export.strict=yes must not read as true."""
-    if not isinstance(node, DictConfig):
-        return
-    for key, kind in EXPORT_SWITCHES.items():
-        if key in node and not isinstance(node[key], kind):
-            raise ConfigError(f"export.{key}={show(node[key])}: expected true or false.", fix=f"export.{key}=false")
-    for key in ("register_as", "source"):
-        value = node.get(key)
-        if value is not None and (not isinstance(value, str) or not value.strip()):
-            raise ConfigError(f"export.{key}={show(value)}: expected a name or null.", fix=f"export.{key}=null")
-
-
-def require_mandatory_values(cfg: DictConfig) -> None:
-    """Keys a config option leaves for the user (`???`, e.g. data=tfrecord's train_files)."""
-    missing = sorted(key for key in _missing_keys(cfg) if not key.startswith("hydra."))
-    if missing:
-        group = missing[0].split(".")[0]
-        option = cfg.get(group, {}).get("_target_", "") if isinstance(cfg.get(group), DictConfig) else ""
-        chosen = f" ({option.rsplit('.', 1)[-1]} needs {'them' if len(missing) > 1 else 'it'})" if option else ""
-        raise ConfigError(f"{', '.join(missing)} {'have' if len(missing) > 1 else 'has'} no value{chosen}.",
-                          fix=" ".join(f"{key}=..." for key in missing) + f" (python -m tfx_hydra --cfg job "
-                          f"--package {group} shows the options)")
-
-
-def _missing_keys(node: DictConfig, prefix: str = "") -> list[str]:
-    """Dotted keys whose value is `???`, without resolving interpolations (OmegaConf.missing_keys
-    resolves them, and fails on the first that points at a missing value)."""
-    found = []
-    for key, value in node.items_ex(resolve=False):
-        if OmegaConf.is_missing(node, key):
-            found.append(f"{prefix}{key}")
-        elif isinstance(value, DictConfig):
-            found += _missing_keys(value, f"{prefix}{key}.")
-    return found
-
-
-def validate_section(cfg: DictConfig, name: str, schema: type | None = None) -> Any:
-    """One settings section (`trainer`, `tracking`, ...) of `cfg` as its typed dataclass
-    (`schema`: a section kept with its own package, e.g. hparams_search)."""
-    schema = schema or SECTIONS[name]
-    if name not in cfg:
-        raise ConfigError(f"the config has no '{name}' section.", fix=f"add '{name}' to the defaults list")
-    try:
-        merged = OmegaConf.merge(OmegaConf.structured(schema), cfg[name])
-        return OmegaConf.to_object(merged)
-    except ConfigError:
-        raise
-    except ConfigKeyError as err:
-        key = f"{name}.{err.full_key}" if err.full_key else name
-        raise ConfigError(
-            f"unknown key '{key}'. Valid keys in '{name}': {', '.join(schema.__dataclass_fields__)}.",
-            fix=f"check the spelling of '{key}'",
-        ) from None
-    except ValidationError as err:
-        field_key = str(err.full_key).split("[")[0]  # a bad list element: report the list
-        key = f"{name}.{field_key}"
-        expected = _expected_type(schema, str(err.full_key))
-        raise ConfigError(
-            f"{key} got {err.value!r}, which has the wrong type: expected {expected}.",
-            fix=f"{key}={_example(schema, str(err.full_key))}",
-        ) from None
-    except OmegaConfBaseException as err:
-        raise ConfigError(f"invalid '{name}' section: {err.msg}") from None
-
-
-def _expected_type(schema: type, full_key: str) -> str:
-    """Say in words what type the schema declares for `full_key`."""
-    from omegaconf import BooleanNode, FloatNode, IntegerNode, ListConfig, StringNode
-
-    if "[" in full_key:  # an element of a list: name the list's element type
-        element_type = getattr(_field_type(schema, full_key.split("[")[0]), "__args__", (None,))[0]
-        names = {int: "a list of integers", str: "a list of strings", float: "a list of numbers"}
-        return names.get(element_type, "a list")
-    node: Any = OmegaConf.structured(schema)
-    for part in full_key.split("."):
-        node = node._get_node(part)
-    meanings = ((BooleanNode, "true or false"), (IntegerNode, "an integer"), (FloatNode, "a number"),
-                (StringNode, "a string"), (ListConfig, "a list"))
-    return next((meaning for kind, meaning in meanings if isinstance(node, kind)), "a value of another type")
-
-
-def _field_type(schema: type, dotted: str) -> Any:
-    """The (unwrapped Optional) annotation of a possibly nested dataclass field."""
-    import typing
-
-    hint: Any = schema
-    for part in dotted.split("."):
-        hint = typing.get_type_hints(hint)[part]
-        args = [a for a in getattr(hint, "__args__", ()) if a is not type(None)]
-        if getattr(hint, "__origin__", None) is typing.Union and len(args) == 1:
-            hint = args[0]
-    return hint
-
-
-def _example(schema: type, full_key: str) -> str:
-    if "[" in full_key:
-        return "[0]"
-    node: Any = OmegaConf.structured(schema)
-    return show(OmegaConf.select(node, full_key) if full_key else None)

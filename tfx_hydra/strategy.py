@@ -18,6 +18,7 @@ from typing import Any
 from tfx_hydra.errors import ConfigError, HardwareMismatch
 from tfx_hydra.hardware import HardwareInfo
 from tfx_hydra.schemas import TrainerConfig
+from tfx_hydra.validation import require_choice
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +106,8 @@ def multi_worker_strategy(hardware: HardwareInfo, cluster: str = "tf_config", co
 
     from tfx_hydra.keras_compat import apply_multi_worker_fix
 
-    _require_choice("strategy.cluster", cluster, CLUSTERS)
-    _require_choice("strategy.communication", communication, COMMUNICATIONS)
+    require_choice("strategy.cluster", cluster, CLUSTERS)
+    require_choice("strategy.communication", communication, COMMUNICATIONS)
     apply_multi_worker_fix()
     options = tf.distribute.experimental.CommunicationOptions(
         implementation={"auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
@@ -172,17 +173,12 @@ def _slurm_resolver(port_base: int):
                           fix="launch with srun inside an allocation, or strategy.cluster=tf_config") from None
 
 
-def _require_choice(key: str, value: str, choices: tuple) -> None:
-    if value not in choices:
-        raise ConfigError(f"{key}={value} is not one of: {', '.join(choices)}.", fix=f"{key}={choices[0]}")
-
-
 def _cross_device_ops(name: str | None):
     import tensorflow as tf
 
     if name is None:
         return None
-    _require_choice("strategy.cross_device_ops", name, CROSS_DEVICE_OPS)
+    require_choice("strategy.cross_device_ops", name, CROSS_DEVICE_OPS)
     builders = {
         "nccl": tf.distribute.NcclAllReduce,
         "hierarchical_copy": tf.distribute.HierarchicalCopyAllReduce,

@@ -21,7 +21,7 @@ from omegaconf import DictConfig
 from tfx_hydra.config import choice
 from tfx_hydra.debug import NUMERICS_MARK, judge_overfit, non_finite_op, say_profile
 from tfx_hydra.errors import ConfigError, TrainingError
-from tfx_hydra.hparams_search.pruned import EpochReports, Pruned
+from tfx_hydra.sweeps.hparams_search.pruned import EpochReports, Pruned
 from tfx_hydra.metrics import FINETUNE_PHASE, PARAMETERS, TEST, TRAIN_PHASE, end_of_run, phase_timing
 from tfx_hydra.models import count_params, require_backbone, unfreeze_backbone
 from tfx_hydra.optimizer import build_optimizer, finetune_learning_rate
@@ -157,7 +157,7 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     # last: MLflow gets an epoch once it is backed up (a kill in between is caught up on resume)
     callbacks.append(keras.callbacks.LambdaCallback(on_epoch_end=tracker.log_epoch))
     if pruning is not None:
-        from tfx_hydra.callbacks.trial_pruning import TrialPruning
+        from tfx_hydra.sweeps.hparams_search.trial_pruning import TrialPruning
 
         callbacks.append(TrialPruning(pruning.trial, pruning.metric))
     if trainer.check_numerics:  # before fit traces its step function: every op of it gets a check

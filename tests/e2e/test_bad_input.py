@@ -55,7 +55,7 @@ CASES = {
     "sweep direction": (["sweep.direction=up"], ["sweep.direction=up is not one of: maximize, minimize"]),
     "sweep metric the run never logs": (["sweep.metric=f1"], ["sweep.metric=f1 is not a metric this run logs",
                                                               "val_accuracy"]),
-    "zero tracking timeout": (["tracking.connect_timeout=0"], ["tracking.connect_timeout=0.0 must be positive",
+    "zero tracking timeout": (["tracking.connect_timeout=0"], ["tracking.connect_timeout=0.0 is out of range: expected a number > 0 (seconds)",
                                                                "Fix: tracking.connect_timeout=5"]),
     "store folder missing": (["tracking.uri=sqlite:////nonexistent/dir/mlflow.db"],
                              ["tracking.uri=sqlite:////nonexistent/dir/mlflow.db: the folder /nonexistent/dir does not "
@@ -77,8 +77,8 @@ CASES = {
     "missing image folder": (["data=image_folder", "data.directory=/nonexistent/pets", "data.num_classes=2"],
                              ["DataError: data.directory=/nonexistent/pets does not exist"]),
     "hub model without a handle": (["model=hub"], ["model.handle has no value (hub needs it)"]),
-    "negative fine-tuning epochs": (["trainer.finetune_epochs=-2"], ["trainer.finetune_epochs=-2: expected 0 (off) or "
-                                                                     "more", "Fix: trainer.finetune_epochs=3"]),
+    "negative fine-tuning epochs": (["trainer.finetune_epochs=-2"], ["trainer.finetune_epochs=-2 is out of range: "
+                                                                     "expected 0 (off) or more", "Fix: trainer.finetune_epochs=3"]),
     "fine-tuning a model without a backbone": (["trainer.finetune_epochs=2"], [
         "trainer.finetune_epochs needs a model with a pretrained backbone; mlp has none", "Fix: model=keras_app"]),
     "unknown launcher": (["hydra/launcher=nope"], ["hydra/launcher=nope is not an option of 'hydra/launcher'", "joblib",

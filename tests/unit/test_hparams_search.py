@@ -12,9 +12,9 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from optuna.trial import TrialState
 
 from tfx_hydra.errors import ConfigError
-from tfx_hydra.hparams_search import checks, space
-from tfx_hydra.hparams_search import study as studies
-from tfx_hydra.hparams_search.settings import SearchSettings, storage_url
+from tfx_hydra.sweeps.hparams_search import checks, space
+from tfx_hydra.sweeps.hparams_search import study as studies
+from tfx_hydra.sweeps.hparams_search.settings import SearchSettings, storage_url
 from tests.unit.test_sweep import composed_sweep
 
 

@@ -1,17 +1,41 @@
 """The layout ARCHITECTURE.md describes, held against the code: every config group has its module,
-nothing imports the orchestrator, modules stay small, and the package imports form no circle."""
+every data source and exporter its own file, sweep code lives under sweeps/, tracking imports no
+step, imports run one way (down) and form no circle, modules stay small, and the README's Layout
+section and pyproject's package list name what is there."""
 
 from __future__ import annotations
 
 import ast
+import inspect
+import re
+import tomllib
 from pathlib import Path
+
+import pytest
+import yaml
 
 from tests.helpers import REPO
 
 PACKAGE = REPO / "tfx_hydra"
 # groups whose options are presets of other groups' keys, or Hydra's own: no code of their own
 PRESET_GROUPS = {"experiment", "hydra"}
-MODULE_OF_GROUP = {"model": "models"}  # the one plural: a package of model builders
+MODULE_OF_GROUP = {"model": "models", "hparams_search": "sweeps/hparams_search"}  # a package of builders; a sweep's
+MAX_LINES = 300
+
+# Imports run down this list, never up; within one layer any direction, as long as there is no circle.
+LAYERS = [
+    ("entrypoint", {"tfx_hydra.__main__"}),
+    ("commands", {"tfx_hydra.run", "tfx_hydra.reproduce", "tfx_hydra.sync", "tfx_hydra.data.to_tfrecord"}),
+    ("steps", {"tfx_hydra.hardware", "tfx_hydra.strategy", "tfx_hydra.data", "tfx_hydra.models", "tfx_hydra.optimizer",
+               "tfx_hydra.trainer", "tfx_hydra.export", "tfx_hydra.callbacks", "tfx_hydra.records", "tfx_hydra.debug",
+               "tfx_hydra.plots", "tfx_hydra.environment", "tfx_hydra.keras_compat", "tfx_hydra.sweeps"}),
+    ("tracking", {"tfx_hydra.tracking"}),
+    # the vocabulary every layer speaks (precision.py spells the dtype policies the schemas check; it
+    # imports Keras only inside the function that sets one)
+    ("foundations", {"tfx_hydra.config", "tfx_hydra.settings", "tfx_hydra.schemas", "tfx_hydra.console",
+                     "tfx_hydra.process", "tfx_hydra.validation", "tfx_hydra.metrics", "tfx_hydra.errors",
+                     "tfx_hydra.precision"}),
+]
 
 
 def modules() -> dict[str, Path]:
@@ -24,7 +48,8 @@ def modules() -> dict[str, Path]:
 
 
 def imports_of(path: Path) -> set[str]:
-    """tfx_hydra modules `path` imports, at the top or inside functions."""
+    """tfx_hydra modules `path` imports, at the top or inside functions (the package root left out:
+    `from tfx_hydra import sweeps` imports tfx_hydra.sweeps)."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tfx_hydra"):
@@ -32,14 +57,70 @@ def imports_of(path: Path) -> set[str]:
             names.update(f"{node.module}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names if alias.name.startswith("tfx_hydra"))
-    return names & set(modules())
+    return (names & set(modules())) - {"tfx_hydra"}
+
+
+def layer_of(module: str) -> int:
+    """The layer of the longest listed name `module` starts with (tfx_hydra.data.to_tfrecord before tfx_hydra.data)."""
+    matches = [(len(name), index) for index, (_, names) in enumerate(LAYERS) for name in names
+               if module == name or module.startswith(name + ".")]
+    assert matches, f"{module} is in no layer of test_layout.LAYERS: place it"
+    return max(matches)[1]
 
 
 def test_every_config_group_has_the_module_of_its_name():
-    groups = [p.name for p in (REPO / "conf").iterdir() if p.is_dir() and p.name not in PRESET_GROUPS]
+    groups = [p.name for p in (REPO / "conf").iterdir() if p.is_dir() and p.name not in PRESET_GROUPS | {"__pycache__"}]
     for group in groups:
         name = MODULE_OF_GROUP.get(group, group)
         assert (PACKAGE / f"{name}.py").exists() or (PACKAGE / name / "__init__.py").exists(), group
+
+
+@pytest.mark.parametrize("group", ["data", "export"])
+def test_every_data_source_and_exporter_lives_in_the_module_of_its_option(group):
+    """One option, one file: conf/data/csv.yaml builds tfx_hydra/data/csv.py's factory."""
+    from hydra.utils import get_object
+
+    checked = 0
+    for option in sorted((REPO / "conf" / group).glob("*.yaml")):
+        target = (yaml.safe_load(option.read_text()) or {}).get("_target_")
+        if target is None:  # an option that inherits another's factory (mnist: keras) or selects none
+            continue
+        source = Path(inspect.getsourcefile(get_object(target)))
+        assert source == PACKAGE / group / f"{option.stem}.py", f"{group}={option.stem}: {target} is in {source}"
+        checked += 1
+    assert checked >= 5
+
+
+def test_sweep_code_lives_under_sweeps_only():
+    sweeps = PACKAGE / "sweeps"
+    outside = {name: path for name, path in modules().items() if sweeps not in path.parents}
+    for name, path in outside.items():
+        assert not re.search(r"sweep|search", path.relative_to(PACKAGE).as_posix()), name
+        text = path.read_text()
+        tree = ast.parse(text)
+        imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+        foreign = {m for m in imported if m.split(".")[0] in ("optuna", "optuna_integration")
+                   or m in ("hydra.experimental.callback", "hydra.plugins.sweeper")}
+        assert not foreign, f"{name} imports {foreign}: sweep code belongs under tfx_hydra/sweeps"
+        assert "mlflow.parentRunId" not in text, f"{name} spells the parent tag: ask sweeps.parent"
+    queries = [name for name, path in modules().items() if "mlflow.parentRunId" in path.read_text()]
+    assert queries == ["tfx_hydra.sweeps.parent"]  # one place holds the query for a parent's children
+
+
+def test_tracking_imports_no_step():
+    foundations = LAYERS[-1][1]
+    for name, path in modules().items():
+        if name.startswith("tfx_hydra.tracking"):
+            for target in imports_of(path):
+                assert target.startswith("tfx_hydra.tracking") or layer_of(target) == len(LAYERS) - 1, \
+                    f"{name} imports {target}: tracking is MLflow plumbing, below every step ({sorted(foundations)})"
+
+
+def test_imports_run_down_the_layers():
+    upward = [f"{name} -> {target}" for name, path in modules().items() for target in imports_of(path)
+              if not name.startswith(target + ".") and layer_of(target) < layer_of(name)]
+    assert upward == []
 
 
 def test_nothing_but_the_entrypoint_imports_the_orchestrator():
@@ -53,8 +134,8 @@ def test_run_holds_the_sequence_only():
     assert defined == ["run", "preflight", "evaluate_export"]
 
 
-def test_no_module_is_over_450_lines():
-    long = {name: n for name, path in modules().items() if (n := len(path.read_text().splitlines())) > 450}
+def test_no_module_is_over_300_lines():
+    long = {name: n for name, path in modules().items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
     assert long == {}
 
 
@@ -74,3 +155,33 @@ def test_the_package_imports_form_no_circle():
     for name in sorted(graph):
         if name not in state:
             visit(name, [])
+
+
+def readme_layout_of_the_package() -> list[str]:
+    """The lines of README.md's Layout block that describe tfx_hydra/ (the indented ones under it)."""
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Layout"):]
+    block = section[section.index("```") + 4:section.index("```", section.index("```") + 3)].splitlines()
+    start = next(i for i, line in enumerate(block) if line.startswith("tfx_hydra/"))
+    end = next(i for i, line in enumerate(block[start + 1:], start + 1) if not line.startswith(" "))
+    return block[start + 1:end]
+
+
+def test_the_readmes_layout_names_every_module_and_package_and_nothing_else():
+    named = set()
+    for line in readme_layout_of_the_package():
+        if line.startswith("   "):  # a description's second line
+            continue
+        names = line.strip().split("  ")[0]  # the names, then two spaces and what they are
+        named |= {word for word in names.split() if word.endswith((".py", "/"))}
+    there = {p.name + ("/" if p.is_dir() else "") for p in PACKAGE.iterdir()
+             if (p.suffix == ".py" and p.name != "__init__.py") or (p / "__init__.py").exists()}
+    assert named == there, f"missing from README's Layout: {sorted(there - named)}; not there: {sorted(named - there)}"
+
+
+def test_pyproject_ships_every_package():
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    packages = {".".join(p.parent.relative_to(REPO).parts) for root in ("tfx_hydra", "hydra_plugins")
+                for p in (REPO / root).rglob("__init__.py")}
+    assert packages - listed == set()
+    assert listed - packages == {"tfx_hydra.conf", "hydra_plugins"}  # conf/ mapped in; the namespace package

@@ -43,10 +43,10 @@ def test_cnn_accepts_channels_last_images():
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    ({"units": 0}, r"model.units=0 is invalid: expected a positive integer"),
+    ({"units": 0}, r"model.units=0 is out of range: expected a positive integer"),
     ({"units": "wide"}, r"model.units='wide' is invalid"),
-    ({"dropout": 1.0}, r"model.dropout=1.0 is invalid: expected a rate in \[0, 1\)"),
-    ({"layers": -1}, r"model.layers=-1 is invalid: expected a non-negative integer"),
+    ({"dropout": 1.0}, r"model.dropout=1.0 is out of range: expected a number \[0, 1\)"),
+    ({"layers": -1}, r"model.layers=-1 is out of range: expected 0 \(no hidden layer\) or more"),
 ])
 def test_bad_mlp_arguments(kwargs, message):
     with pytest.raises(ConfigError, match=message):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 
 from tfx_hydra import plots
+from tfx_hydra.sweeps import summary
 
 
 def png_size(path) -> tuple[int, int]:
@@ -28,4 +29,4 @@ def test_confusion_matrix_and_sweep_plots_are_written(tmp_path):
     assert png_size(plots.plot_confusion_matrix(matrix, str(tmp_path / "cm.png")))[0] >= 400
     jobs = [{"name": "0: a=1", "run_id": "r0", "status": "FINISHED", "objective": 0.5},
             {"name": "1: a=2", "run_id": "r1", "status": "FAILED", "objective": None}]
-    assert png_size(plots.plot_sweep(jobs, "val_accuracy", "r0", str(tmp_path / "sweep.png")))[0] >= 600
+    assert png_size(summary.plot_objectives(jobs, "val_accuracy", "r0", str(tmp_path / "sweep.png")))[0] >= 600

@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers import REPO, compose
 from tfx_hydra.errors import ConfigError
-from tfx_hydra.schemas import validate
+from tfx_hydra.settings import validate
 
 GROUPS = ["hardware", "precision", "strategy", "data", "model", "optimizer", "tracking", "export"]
 
@@ -127,7 +127,7 @@ def test_export_selects_none_one_or_several_exporters():
     ("sweep.direction=up", "sweep.direction=up is not one of: maximize, minimize", "sweep.direction=maximize"),
     ("seed=-3", "seed=-3 is not a non-negative integer", "seed=42"),
     ("mode=serve", "mode=serve is not one of: train, evaluate", "mode=train"),
-    ("tracking.connect_timeout=0", "tracking.connect_timeout=0.0 must be positive", "tracking.connect_timeout=5"),
+    ("tracking.connect_timeout=0", "tracking.connect_timeout=0.0 is out of range: expected a number > 0 (seconds)", "tracking.connect_timeout=5"),
 ])
 def test_bad_values_name_the_key_and_the_fix(override, key, fix):
     extra = ["precision=mixed"] if override.startswith("precision.") else []
@@ -144,7 +144,7 @@ def test_an_unknown_key_added_with_plus_is_rejected_with_the_valid_keys():
 
 
 def test_validation_does_not_import_tensorflow_or_mlflow():
-    code = ("import sys; from tests.helpers import compose; from tfx_hydra.schemas import validate; "
+    code = ("import sys; from tests.helpers import compose; from tfx_hydra.settings import validate; "
             "validate(compose(['trainer.epochs=3'])); "
             "print(sorted(m for m in ('tensorflow', 'keras', 'mlflow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)

@@ -6,8 +6,6 @@
     epoch_clock.py      EpochClock: each epoch's seconds and examples/s, and its line on the terminal
     epoch_progress.py   EpochProgress: a progress bar inside the epoch, on an interactive terminal only
     tensorboard.py      TensorBoardWithGraph: TensorBoard with the op-level graph
-    trial_pruning.py    TrialPruning: an Optuna search's per-epoch report; a pruned trial stops
-                        (imported by the trainer when a search's trial runs, not here: it imports Optuna)
 
 At an epoch's end they run in the order the trainer lists them: the guard first (a diverged
 epoch is neither shown, logged nor backed up), the tracking write last (an epoch reaches MLflow

@@ -12,14 +12,14 @@ import numpy as np
 import tensorflow as tf
 
 from tfx_hydra.errors import TrainingError
-from tfx_hydra.tracking import disk_full_said, uninterrupted
+from tfx_hydra.process import disk_full_said, uninterrupted
 
 
 class EpochBackup(keras.callbacks.BackupAndRestore):
     """Keras' BackupAndRestore (one backup per epoch, the previous one kept in case the last write
     is torn: double_checkpoint), made safe to resume from after any kill:
 
-    - Ctrl-C/SIGTERM wait while an epoch is backed up (tracking.uninterrupted), so a KILLED run
+    - Ctrl-C/SIGTERM wait while an epoch is backed up (process.uninterrupted), so a KILLED run
       keeps a backup that loads.
     - Each epoch's logs are saved with its backup, and the tracking callback writes them to MLflow
       only after the backup (it comes after this one). A kill between the two leaves an epoch that

@@ -7,17 +7,31 @@ read it by interpolation before any data is loaded; the factory checks that the 
 data matches it, so a wrong declaration fails here with both shapes named instead of
 deep inside Keras.
 
-    arrays.py     in memory: digits (offline default), synthetic, Keras' built-ins (mnist, cifar, ...)
-    files.py      on disk:   tfrecord, image_folder, csv
-    catalogs.py   TensorFlow Datasets (the optional `tfds` extra)
+One module per option of conf/data/, named as the option is:
+
+    digits.py     scikit-learn's digits, in memory: the offline default
+    synthetic.py  learnable Gaussian data of any shape, in memory
+    keras.py      Keras' built-ins (mnist, fashion_mnist, cifar10, cifar100) or a local .npz, in memory
+    tfrecord.py   TFRecord shards, streamed (data=tfrecord)
+    image_folder.py  a folder of class folders of images, streamed (data=image_folder)
+    csv.py        a CSV of numeric columns, in memory (data=csv)
+    augmentation.py  data.augmentation: random flips, rotations, zooms on training batches
+    tfds.py       TensorFlow Datasets (the optional `tfds` extra)
+
+and what they share:
+
     pipeline.py   what they share: the common options, cache -> shuffle -> batch -> prefetch
     preflight.py  what a data config names (files, shared options), checked before TensorFlow loads
     to_tfrecord.py  `python -m tfx_hydra.data.to_tfrecord`: any configured dataset -> TFRecord shards
 """
 
-from tfx_hydra.data.arrays import digits, keras_dataset, synthetic
-from tfx_hydra.data.catalogs import tfds
-from tfx_hydra.data.files import csv, image_folder, tfrecord
+from tfx_hydra.data.csv import csv
+from tfx_hydra.data.digits import digits
+from tfx_hydra.data.image_folder import image_folder
+from tfx_hydra.data.keras import keras_dataset
+from tfx_hydra.data.synthetic import synthetic
+from tfx_hydra.data.tfds import tfds
+from tfx_hydra.data.tfrecord import tfrecord
 from tfx_hydra.data.pipeline import DataSpec, Datasets, PipelineOptions
 
 __all__ = ["DataSpec", "Datasets", "PipelineOptions", "csv", "digits", "image_folder", "keras_dataset", "synthetic",

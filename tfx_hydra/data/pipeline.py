@@ -17,9 +17,13 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from tfx_hydra.errors import ConfigError, DataError
+from tfx_hydra.data.finite import require_finite_stream
+from tfx_hydra.data.splits import Split, normalize_arrays
+from tfx_hydra.validation import require_choice, require_positive_or_auto
 
 SHARD_POLICIES = ("auto", "file", "data", "off")
 PIXEL_SCALE = 1 / 255.0  # 8-bit images to [0, 1]
+FILE_NORMALIZATIONS = ("scale", "none")  # streamed files: standardizing a stream needs a pass over it (convert to a CSV or arrays)
 PARSE_BATCH = 256  # a `parse.batched` parser gets this many records at a time: one parse_example call, not 256
 
 
@@ -76,14 +80,9 @@ class PipelineOptions:
     check_finite_batches: int | None = 10  # streamed sources: the first N batches of each split (null: all)
 
     def __post_init__(self) -> None:
-        if self.shard_policy not in SHARD_POLICIES:
-            raise ConfigError(f"data.shard_policy={self.shard_policy} is unknown: expected one of "
-                              f"{', '.join(SHARD_POLICIES)}.", fix="data.shard_policy=auto")
+        require_choice("data.shard_policy", self.shard_policy, SHARD_POLICIES)
         for key in ("prefetch", "map_parallelism"):
-            value = getattr(self, key)
-            if value != "auto" and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                raise ConfigError(f"data.{key}={value!r} is invalid: expected auto or a positive integer.",
-                                  fix=f"data.{key}=auto")
+            require_positive_or_auto(f"data.{key}", getattr(self, key), "auto")
         if self.limit is not None and (not isinstance(self.limit, int) or self.limit < 1):
             raise ConfigError(f"data.limit={self.limit}: expected a positive number of examples or null.",
                               fix="data.limit=null")
@@ -169,69 +168,6 @@ def tf_options(options: PipelineOptions):
     return result
 
 
-# --- in-memory arrays -----------------------------------------------------------------------
-
-@dataclass
-class Split:
-    x: np.ndarray
-    y: np.ndarray
-
-
-NORMALIZATIONS = ("scale", "standardize", "none")
-
-
-def normalize_arrays(splits: dict[str, Split], normalization: str, raw_scale: float) -> tuple[Any, Any]:
-    """(offset, scale) applied to every split: `scale` multiplies by the source's raw range,
-    `standardize` uses the training split's per-feature mean and std. Returns them for the spec."""
-    require_choice("data.normalization", normalization, NORMALIZATIONS)
-    if normalization == "none":
-        offset, scale = 0.0, 1.0
-    elif normalization == "scale":
-        offset, scale = 0.0, raw_scale
-    else:
-        train = splits["train"].x.astype("float64")
-        axes = tuple(range(train.ndim - 1))  # per feature (last axis)
-        offset = train.mean(axis=axes)
-        scale = 1.0 / np.maximum(train.std(axis=axes), 1e-7)
-        offset, scale = tuple(float(v) for v in offset), tuple(float(v) for v in scale)
-    for split in {id(split): split for split in splits.values()}.values():  # validation may be the test split
-        split.x = ((split.x.astype("float32") - np.asarray(offset, "float32")) * np.asarray(scale, "float32"))
-    return offset, scale
-
-
-def split_three_ways(x, y, test_split, validation_split, seed) -> dict[str, Split]:
-    """Seeded train / validation / test split of in-memory arrays, stratified where every class
-    can appear in every split (a tiny dataset falls back to a plain seeded split)."""
-    require_fraction("data.test_split", test_split)
-    require_fraction("data.validation_split", validation_split)
-    x_rest, x_test, y_rest, y_test = split_two_ways(x, y, test_split, seed)
-    x_train, x_val, y_train, y_val = split_two_ways(x_rest, y_rest, validation_split, seed)
-    return {"train": Split(x_train, y_train), "validation": Split(x_val, y_val), "test": Split(x_test, y_test)}
-
-
-def split_two_ways(x, y, fraction, seed):
-    """(x_kept, x_held, y_kept, y_held): `fraction` held out, seeded, stratified where possible."""
-    from sklearn.model_selection import train_test_split
-
-    if len(y) and np.bincount(y).min() >= 2:
-        try:
-            return train_test_split(x, y, test_size=fraction, random_state=seed, stratify=y)
-        except ValueError:  # fewer held-out examples than classes
-            pass
-    return train_test_split(x, y, test_size=fraction, random_state=seed)
-
-
-def hold_out_validation(x_train, y_train, x_test, y_test, validation_split: float) -> dict[str, Split]:
-    """Sources with a fixed test split: validation is the training split's tail (0: the test split)."""
-    test = Split(x_test, y_test)
-    if validation_split == 0:  # the seed article's choice: validate on the test split
-        return {"train": Split(x_train, y_train), "validation": test, "test": test}
-    require_fraction("data.validation_split", validation_split)
-    count = max(1, int(round(len(x_train) * validation_split)))
-    return {"train": Split(x_train[:-count], y_train[:-count]),
-            "validation": Split(x_train[-count:], y_train[-count:]), "test": test}
-
-
 def from_arrays(splits: dict[str, Split], input_shape, num_classes, options: PipelineOptions,
                 normalization: str = "scale", raw_scale: float = 1.0, *, named: str, source: str,
                 source_type: str = "code", augment: Callable | None = None) -> Datasets:
@@ -292,7 +228,7 @@ def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spe
         # the count is known (counted or listed): telling tf.data lets Keras size epochs and progress
         parsed = parsed.apply(tf.data.experimental.assert_cardinality(counts[name]))
         if check_finite_as and options.check_finite:
-            require_finite_stream(parsed, name, check_finite_as, options)
+            require_finite_stream(parsed, name, check_finite_as, checked_examples(options))
         finished[name] = finish(parsed, options, training=name == "train", num_examples=counts[name],
                                 augment=augment, cache_suffix=f".{name}")
     described = {name: reads(name, counts[name]) for name in ("train", "validation", "test")} if reads else {}
@@ -300,19 +236,6 @@ def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spe
     return Datasets(train=finished["train"], validation=finished["validation"], test=finished["test"], spec=spec,
                     num_train=read["train"], num_validation=read["validation"], num_test=read["test"],
                     reads=described)
-
-
-def require_finite_stream(dataset, split: str, source: str, options: PipelineOptions) -> None:
-    bad = first_non_finite(dataset, checked_examples(options))
-    if bad is not None:
-        index, position, value = bad
-        raise non_finite_example(f"{source}: example {index} of the {split} split (in reading order)", value, position)
-
-
-def non_finite_example(example: str, value, position: tuple[int, ...]) -> DataError:
-    """'<example> has nan in its inputs at [2, 3]', the one message of every streamed check."""
-    return DataError(f"{example} has {value} in its inputs at [{', '.join(map(str, position))}]; the inputs must be "
-                     "finite numbers.", fix=NON_FINITE_FIX)
 
 
 # --- checks every source makes ------------------------------------------------------------------
@@ -335,44 +258,6 @@ def check_against_spec(name: str, shape: Sequence[int], count: int, labels: np.n
         )
 
 
-NON_FINITE_FIX = ("clean the data (drop or fill those values), or data.check_finite=false if the model handles "
-                  "NaN/inf itself")
-
-
-def require_finite_arrays(arrays: dict[str, np.ndarray], source: str) -> None:
-    """In-memory inputs hold only finite numbers, checked once when loaded (integer arrays, such as
-    8-bit images, cannot hold NaN/inf and cost nothing). A NaN that reaches training makes NaN
-    weights, and on some CPUs a loss that still looks finite."""
-    for name, array in arrays.items():
-        if not np.issubdtype(array.dtype, np.floating) or np.isfinite(array).all():
-            continue
-        index = tuple(int(i) for i in np.argwhere(~np.isfinite(array))[0])
-        count = int(array.size - np.count_nonzero(np.isfinite(array)))
-        raise DataError(f"{source}: {name}[{', '.join(map(str, index))}] is {array[index]} ({count:,} non-finite "
-                        f"value{'s' if count > 1 else ''} in {name}); the inputs must be finite numbers.",
-                        fix=NON_FINITE_FIX)
-
-
-def first_non_finite(dataset, examples: int | None):
-    """(example index, position, value) of the first example among the first `examples` of an
-    unbatched (inputs, label) dataset whose inputs hold NaN/inf, in the dataset's order; or None."""
-    import tensorflow as tf
-
-    if examples is not None:
-        dataset = dataset.take(examples)
-    seen = 0
-    for inputs, _ in dataset.batch(PARSE_BATCH):
-        finite = tf.reshape(tf.math.is_finite(inputs), (tf.shape(inputs)[0], -1))
-        rows = tf.reduce_all(finite, axis=1)
-        if not bool(tf.reduce_all(rows)):
-            row = int(tf.argmin(tf.cast(rows, tf.int32)))
-            values = np.asarray(inputs[row])
-            position = tuple(int(i) for i in np.argwhere(~np.isfinite(values))[0])
-            return seen + row, position, values[position]
-        seen += int(tf.shape(inputs)[0])
-    return None
-
-
 def checked_examples(options: PipelineOptions) -> int | None:
     """How many examples of each split a streamed source checks for NaN/inf before training."""
     batches = options.check_finite_batches
@@ -385,13 +270,3 @@ def require_a_batch(num_train: int, batch_size: int) -> None:
             f"the training split has {num_train} examples, fewer than one batch (trainer.batch_size={batch_size}).",
             fix=f"trainer.batch_size={max(1, num_train)} or more data (data.limit=null)",
         )
-
-
-def require_fraction(key: str, value: float) -> None:
-    if not 0.0 < value < 1.0:
-        raise ConfigError(f"{key}={value} is out of range: expected a fraction between 0 and 1.", fix=f"{key}=0.1")
-
-
-def require_choice(key: str, value: str, choices: Sequence[str]) -> None:
-    if value not in choices:
-        raise ConfigError(f"{key}={value} is unknown: expected one of {', '.join(choices)}.", fix=f"{key}={choices[0]}")

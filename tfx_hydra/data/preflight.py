@@ -7,10 +7,9 @@ import os
 
 from omegaconf import DictConfig, OmegaConf
 
-from tfx_hydra.data.files import expand_globs
+from tfx_hydra.data.tfrecord import expand_globs
 from tfx_hydra.data.pipeline import PipelineOptions
-from tfx_hydra.errors import DataError
-from tfx_hydra.paths import require_writable_folder
+from tfx_hydra.validation import require_path, require_writable_folder
 
 
 def check_data_config(data: DictConfig) -> None:
@@ -22,8 +21,8 @@ def check_data_config(data: DictConfig) -> None:
 
     for key in ("path", "directory", "test_directory"):
         value = data.get(key)
-        if value and not os.path.exists(value):
-            raise DataError(f"data.{key}={value} does not exist.", fix=f"data.{key}=/abs/path/to/the/data")
+        if value:
+            require_path(f"data.{key}", value, fix=f"data.{key}=/abs/path/to/the/data")
     for key in ("train_files", "validation_files", "test_files"):
         value = data.get(key)
         if value:

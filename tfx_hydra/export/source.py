@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from tfx_hydra.errors import ExportError
-from tfx_hydra.export.formats import next_version
+from tfx_hydra.export.savedmodel import next_version
 
 
 def resolve_export_source(source: str, tracking_config, launch_dir: str, download_dir: str) -> str:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 
 from tfx_hydra.errors import ConfigError
-from tfx_hydra.models.small import classifier, require_rate
+from tfx_hydra.models.small import classifier
+from tfx_hydra.validation import require_range
 
 BACKBONE = "backbone"  # the layer name the fine-tuning phase looks for
 WEIGHTS_SOURCES = (None, "imagenet")
@@ -29,7 +30,7 @@ def keras_app(name, architecture, input_shape, num_classes, weights=None, freeze
 
     from tfx_hydra.models.layers import Preprocess, application  # they import Keras: only when a model is built
 
-    require_rate("model.dropout", dropout)
+    require_range("model.dropout", dropout, 0.0, 1.0, 0.2, high_inclusive=False)
     constructor = application(architecture)
     inputs, x = image_inputs(input_shape, resize_to, channels=3)
     weights = resolve_weights(weights)
@@ -63,7 +64,7 @@ def hub(name, handle, input_shape, num_classes, freeze_backbone=True, output_key
 
     from tfx_hydra.models.layers import HubLayer
 
-    require_rate("model.dropout", dropout)
+    require_range("model.dropout", dropout, 0.0, 1.0, 0.2, high_inclusive=False)
     inputs, x = (image_inputs(input_shape, resize_to, channels) if resize_to or channels
                  else (lambda i: (i, i))(keras.Input(shape=tuple(input_shape), name="inputs")))
     x = HubLayer(handle, output_key=output_key, signature=signature, trainable=not freeze_backbone, name=BACKBONE)(x)

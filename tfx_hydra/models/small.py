@@ -6,6 +6,7 @@ from typing import Sequence
 
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.precision import OUTPUT_DTYPE
+from tfx_hydra.validation import require_non_negative, require_positive, require_range
 
 
 def mlp(name, input_shape, num_classes, units=128, layers=1, dropout=0.2, activation="relu"):
@@ -13,8 +14,8 @@ def mlp(name, input_shape, num_classes, units=128, layers=1, dropout=0.2, activa
     import keras
 
     require_positive("model.units", units, 128)
-    require_positive("model.layers", layers, 1, allow_zero=True)
-    require_rate("model.dropout", dropout)
+    require_non_negative("model.layers", layers, "no hidden layer", 1)
+    require_range("model.dropout", dropout, 0.0, 1.0, 0.2, high_inclusive=False)
     inputs = keras.Input(shape=tuple(input_shape), name="inputs")
     x = keras.layers.Flatten(name="flatten")(inputs)
     for i in range(layers):
@@ -37,7 +38,7 @@ def cnn(name, input_shape, num_classes, filters=(32, 64), convs_per_block=1, ker
         require_positive("model.filters", f, 32)
     require_positive("model.convs_per_block", convs_per_block, 1)
     require_positive("model.dense_units", dense_units, 128)
-    require_rate("model.dropout", dropout)
+    require_range("model.dropout", dropout, 0.0, 1.0, 0.2, high_inclusive=False)
     inputs, x = image_input(input_shape, "cnn")
     for i, count in enumerate(filters):
         for j in range(convs_per_block):
@@ -61,7 +62,7 @@ def resnet_small(name, input_shape, num_classes, stages=(16, 32, 64), blocks_per
     for f in stages:
         require_positive("model.stages", f, 16)
     require_positive("model.blocks_per_stage", blocks_per_stage, 2)
-    require_rate("model.dropout", dropout)
+    require_range("model.dropout", dropout, 0.0, 1.0, 0.2, high_inclusive=False)
     inputs, x = image_input(input_shape, "resnet_small")
     x = conv_bn_relu(x, stages[0], 3, True, "stem")
     for s, filters in enumerate(stages):
@@ -120,15 +121,3 @@ def classifier(x, num_classes: int):
 
     require_positive("data.num_classes", num_classes, 10)
     return keras.layers.Dense(num_classes, activation="softmax", dtype=OUTPUT_DTYPE, name="predictions")(x)
-
-
-def require_positive(key: str, value, example: int, allow_zero: bool = False) -> None:
-    low = 0 if allow_zero else 1
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        expected = "a non-negative integer" if allow_zero else "a positive integer"
-        raise ConfigError(f"{key}={value!r} is invalid: expected {expected}.", fix=f"{key}={example}")
-
-
-def require_rate(key: str, value) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < 1:
-        raise ConfigError(f"{key}={value!r} is invalid: expected a rate in [0, 1).", fix=f"{key}=0.2")

@@ -13,13 +13,14 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from tfx_hydra.schemas import TrackingConfig
-from tfx_hydra.tracking.faults import as_disk_full, describe_error, disk_full_said
+from tfx_hydra.process.faults import as_disk_full, describe_error, disk_full_said
 from tfx_hydra.tracking.lost_runs import close_lost_runs, process_tags
 from tfx_hydra.tracking.secrets import mask_secrets
-from tfx_hydra.tracking.signals import Interrupted, interrupt_on_signals, restore_handlers, uninterrupted
+from tfx_hydra.process.signals import Interrupted, interrupt_on_signals, restore_handlers, uninterrupted
 from tfx_hydra.tracking.store import connect, resolve_tracking_uri
 from tfx_hydra.tracking.system import system_metrics
-from tfx_hydra.tracking.tracker import BACKUP_TAG, MlflowTracker, NullTracker
+from tfx_hydra.tracking.mlflow_tracker import MlflowTracker
+from tfx_hydra.tracking.tracker import BACKUP_TAG, NullTracker
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str], r
     With `resume_key`, an interrupted run of the same config (left RUNNING by a crash or
     kill -9, or ended KILLED) whose backup still exists is continued instead of starting
     a new one, so re-running the same command resumes it in the same MLflow run.
-    A sweep job (`sweep.SweepJob`) becomes a child of its sweep's parent run. What MLflow
+    A sweep job (`sweeps.SweepJob`) becomes a child of its sweep's parent run (its `run_tags`). What MLflow
     does not take once the run has started is kept in `offline_dir` (see MlflowTracker).
     """
     where = os.path.dirname(offline_dir) if offline_dir else launch_dir  # a full disk's path when it names none
@@ -50,7 +51,7 @@ def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str], r
     tags = {**tags, **config.tags, "resume.key": resume_key or "none"}
     run_name = config.run_name
     if sweep_job is not None:  # nested under the sweep's parent run in the MLflow UI
-        tags |= {"mlflow.parentRunId": sweep_job.parent_run_id, "sweep.job_num": str(sweep_job.num)}
+        tags |= sweep_job.run_tags()
         run_name = run_name or sweep_job.name
     tracker = None
     previous_handlers = interrupt_on_signals()
@@ -129,18 +130,6 @@ def find_interrupted_run(client, experiment_id: str, resume_key: str):
         if run.info.status in ("RUNNING", "KILLED") and backup and os.path.isdir(backup):
             return run
     return None
-
-
-def finished_sweep_job(config: TrackingConfig, launch_dir: str, resume_key: str, parent_run_id: str):
-    """The FINISHED child run of this sweep (same parent, i.e. the same sweep dir) with this
-    config, or None: re-running an interrupted sweep skips the jobs that already finished."""
-    if not config.enabled:
-        return None
-    client, experiment_id, _ = connect(config, launch_dir)
-    runs = client.search_runs([experiment_id], max_results=1, order_by=["attributes.start_time DESC"],
-                              filter_string=f"tags.`resume.key` = '{resume_key}' and "
-                              f"tags.`mlflow.parentRunId` = '{parent_run_id}' and attributes.status = 'FINISHED'")
-    return runs[0] if runs else None
 
 
 def end_quietly(tracker: MlflowTracker, status: str, error: str) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from tfx_hydra.tracking.signals import uninterrupted
+from tfx_hydra.process.signals import uninterrupted
 from tfx_hydra.tracking.store import send_batch
 
 LOST_NOTE = ("lost: its process (pid {pid} on {host}) ended without closing the run (kill -9, the out-of-memory "

@@ -1,0 +1,46 @@
+"""records: the confusion matrix, the weights' fingerprint and the resume key a run records."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from tfx_hydra.config import compose as compose_config
+from tfx_hydra.data import digits
+from tfx_hydra.models import mlp
+from tfx_hydra.records import confusion_matrix, resume_key, weights_sha256
+
+
+@pytest.fixture(scope="module")
+def model_and_data():
+    data = digits([8, 8], 10, batch_size=32, seed=0, limit=200)
+    return mlp(name="mlp", input_shape=[8, 8], num_classes=10), data
+
+
+def test_the_confusion_matrix_counts_each_true_and_predicted_pair(model_and_data):
+    model, data = model_and_data
+    matrix = confusion_matrix(model, data.test, 10)
+    truth = np.concatenate([labels.numpy() for _, labels in data.test])
+    predicted = np.concatenate([np.argmax(model(inputs, training=False), -1) for inputs, _ in data.test])
+    assert matrix.shape == (10, 10) and matrix.sum() == len(truth) == data.num_test
+    assert (matrix.sum(axis=1) == np.bincount(truth, minlength=10)).all()  # rows: the true classes
+    assert (matrix.sum(axis=0) == np.bincount(predicted, minlength=10)).all()  # columns: the predicted ones
+    assert np.trace(matrix) == int(np.sum(truth == predicted))
+
+
+def test_the_weights_fingerprint_follows_the_weights(model_and_data):
+    model, _ = model_and_data
+    before = weights_sha256(model)
+    assert before == weights_sha256(model) and len(before) == 16
+    kernel = model.get_layer("dense_0").kernel
+    kernel.assign(kernel.numpy() + 1.0)
+    assert weights_sha256(model) != before
+
+
+def test_the_resume_key_is_the_config_as_written_not_where_it_runs():
+    again = compose_config(["trainer.epochs=3"])
+    written = OmegaConf.to_container(again, resolve=False)
+    assert written["paths"]["output_dir"] == "${hydra:runtime.output_dir}"  # unresolved: each run's folder stays out
+    assert resume_key(compose_config(["trainer.epochs=3"])) == resume_key(again)
+    assert resume_key(compose_config(["trainer.epochs=4"])) != resume_key(again)

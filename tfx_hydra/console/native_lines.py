@@ -1,0 +1,41 @@
+"""TensorFlow's C++ start-up lines, taken off file descriptor 2 and handed to logging."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+from contextlib import contextmanager
+from typing import Iterator
+
+from tfx_hydra.console.tables import BARE
+from tfx_hydra.console.terminal import NATIVE_LOGGER
+
+
+@contextmanager
+def native_lines_to_log() -> Iterator[None]:
+    """TensorFlow's C++ side writes its start-up lines (oneDNN, "Could not find cuda drivers",
+    cuInit's error on a machine without a GPU) straight to file descriptor 2, where neither
+    Python's logging nor TF_CPP_MIN_LOG_LEVEL reaches all of them. Around TensorFlow's import and
+    its first device listing, descriptor 2 points at a temporary file; its lines then go to the
+    `tfx_hydra.native` logger: in the job log, off the terminal unless asked for (QuietUnlessVerbose)."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no descriptor 2 to borrow (a closed stderr): leave it alone
+        yield
+        return
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            native = logging.getLogger(NATIVE_LOGGER)
+            for line in sink.read().decode(errors="replace").splitlines():
+                if line.strip():
+                    native.info(line, extra=BARE)

@@ -1,0 +1,66 @@
+"""What a run shows as lines and tables: the epoch line, the end-of-run summary, and tables whose
+words never break (a path or a run id stays one piece of text to copy).
+
+Per-epoch lines instead of Keras' per-step progress bar: printing every step costs time at small
+batch sizes, and one line per epoch with examples/s says what matters.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from tfx_hydra.metrics import summary_names
+
+log = logging.getLogger("tfx_hydra")
+BARE = {"bare": True}  # `extra=` for a line shown as it is: an epoch line, the summary
+
+
+def epoch_line(epoch: int, epochs: int, logs: dict[str, Any], num_examples: int, seconds: float,
+               hidden: tuple[str, ...]) -> None:
+    """'epoch 2/5  loss 0.4121  accuracy 0.8815  ...  30,512 ex/s  0.2s'"""
+    shown = "  ".join(f"{k} {format_value(v)}" for k, v in logs.items() if k not in hidden)
+    log.info(f"epoch {epoch + 1}/{epochs}  {shown}  {num_examples / max(seconds, 1e-9):,.0f} ex/s  {seconds:.1f}s",
+             extra=BARE)
+
+
+def format_value(value: Any) -> str:
+    try:
+        return f"{float(value):.4f}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def print_summary(metrics: dict[str, float], run_id: str | None, exports: list, ui_command: str | None,
+                  output_dir: str, weights_sha256: str) -> None:
+    """The run's results as one table, then the command that opens its MLflow store."""
+    rows = [(key, format_value(metrics[key])) for key in summary_names(metrics)]
+    rows.append(("outputs", output_dir))
+    rows += [(f"export ({result.kind})", result.path) for result in exports]
+    rows.append(("weights sha256", weights_sha256))
+    rows.append(("mlflow run", run_id or "not tracked (tracking=none, or not the chief worker)"))
+    log.info(render_text(key_value_table("tfx_hydra: run complete", rows)), extra=BARE)
+    if ui_command:  # outside the table: a narrow terminal would fold the command in two
+        log.info(f"browse: {ui_command}", extra=BARE)
+
+
+def key_value_table(title: str, rows: list[tuple[str, str]]) -> Table:
+    """Two columns, neither ever wrapped: a path or a run id stays one piece of text to copy."""
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(no_wrap=True)
+    for key, value in rows:
+        table.add_row(key, value)
+    return table
+
+
+def render_text(renderable) -> str:
+    """A rich table (or any renderable) as plain text, as wide as it needs: never cut or folded to
+    the terminal's width (a wider line wraps on screen, but is still one line in a log or a copy)."""
+    buffer = io.StringIO()
+    Console(file=buffer, width=10_000, highlight=False, color_system=None).print(renderable)
+    return "\n".join(line.rstrip() for line in buffer.getvalue().rstrip("\n").splitlines())

@@ -1,0 +1,88 @@
+"""data=csv: a CSV file of numeric columns and a label column, read into memory (tabular data small
+enough for a CSV is small enough for RAM).
+"""
+
+from __future__ import annotations
+
+import csv as csv_module
+import os
+
+import numpy as np
+
+from tfx_hydra.data.pipeline import Datasets, from_arrays, options_from
+from tfx_hydra.data.finite import NON_FINITE_FIX
+from tfx_hydra.data.splits import split_three_ways
+from tfx_hydra.errors import DataError
+from tfx_hydra.validation import require_choice, require_path
+
+CSV_NORMALIZATIONS = ("standardize", "none")
+
+
+def csv(path, label_column, input_shape, num_classes, batch_size, seed, feature_columns=None, test_split=0.2,
+        validation_split=0.1, normalization="standardize", **pipeline) -> Datasets:
+    """A CSV file with a header: `label_column` (integers 0..n-1, or class names, numbered in sorted
+    order) and numeric feature columns (all the others unless `feature_columns` lists them).
+    `standardize` uses the training split's mean and std per column; exports undo nothing: they
+    take the CSV's raw values and standardize in their graph."""
+    options = options_from(batch_size, seed, pipeline)
+    require_choice("data.normalization", normalization, CSV_NORMALIZATIONS)
+    header, rows = read_csv("data.path", path)
+    if label_column not in header:
+        raise DataError(f"data.label_column={label_column} is not a column of {path} (columns: {', '.join(header)}).",
+                        fix=f"data.label_column={header[-1]}")
+    features = list(feature_columns) if feature_columns else [c for c in header if c != label_column]
+    missing = [c for c in features if c not in header]
+    if missing:
+        raise DataError(f"data.feature_columns: {', '.join(missing)} not in {path} (columns: {', '.join(header)}).",
+                        fix="list columns the file has, or data.feature_columns=null for all but the label")
+    x = numeric_columns(path, header, rows, features)
+    if options.check_finite:
+        require_finite_cells(path, x, features)
+    y = label_indices(path, [row[header.index(label_column)] for row in rows])
+    splits = split_three_ways(x, y, test_split, validation_split, seed)
+    return from_arrays(splits, input_shape, num_classes, options, normalization,
+                       named=os.path.splitext(os.path.basename(path))[0], source=os.path.abspath(path),
+                       source_type="local")
+
+
+def read_csv(key: str, path: str) -> tuple[list[str], list[list[str]]]:
+    require_path(key, path, fix=f"{key}=/abs/path/table.csv (with a header row)", file=True)
+    with open(path, newline="", encoding="utf-8") as file:
+        reader = csv_module.reader(file)
+        header = [name.strip() for name in next(reader, [])]
+        rows = [row for row in reader if row]
+    if not header or not rows:
+        raise DataError(f"{key}={path} has no header or no rows.", fix="a header row, then one row per example")
+    return header, rows
+
+
+def numeric_columns(path: str, header: list[str], rows: list[list[str]], columns: list[str]) -> np.ndarray:
+    indices = [header.index(c) for c in columns]
+    x = np.empty((len(rows), len(columns)), dtype="float32")
+    for r, row in enumerate(rows):
+        for c, index in enumerate(indices):
+            try:
+                x[r, c] = float(row[index])
+            except (ValueError, IndexError):
+                value = row[index] if index < len(row) else "(missing)"
+                raise DataError(f"{path}, row {r + 2}, column {columns[c]}: '{value}' is not a number.",
+                                fix="fix the file, or leave the column out with data.feature_columns=[...]") from None
+    return x
+
+
+def require_finite_cells(path: str, x: np.ndarray, columns: list[str]) -> None:
+    """Cells such as `nan` or `inf` parse as numbers; as inputs they make NaN weights."""
+    bad = np.argwhere(~np.isfinite(x))
+    if len(bad):
+        row, column = (int(i) for i in bad[0])
+        more = f" ({len(bad):,} such cells in all)" if len(bad) > 1 else ""
+        raise DataError(f"{path}, row {row + 2}, column {columns[column]}: {x[row, column]} is not a finite "
+                        f"number{more}; the inputs must be finite numbers.", fix=NON_FINITE_FIX)
+
+
+def label_indices(path: str, values: list[str]) -> np.ndarray:
+    try:
+        return np.asarray([int(v) for v in values], dtype="int64")
+    except ValueError:
+        names = sorted(set(values))  # class names: numbered in sorted order
+        return np.asarray([names.index(v) for v in values], dtype="int64")

@@ -1,0 +1,108 @@
+"""data=image_folder: a folder of class folders (`directory/<class>/<image>`), decoded in parallel
+and streamed, as Keras' image_dataset_from_directory names the classes.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from tfx_hydra.data.augmentation import augmenter
+from tfx_hydra.data.lineage import DataRead, files_read
+from tfx_hydra.data.pipeline import FILE_NORMALIZATIONS, PIXEL_SCALE, DataSpec, Datasets, options_from, streamed_datasets
+from tfx_hydra.data.splits import Split, split_three_ways, split_two_ways
+from tfx_hydra.errors import ConfigError, DataError
+from tfx_hydra.validation import require_choice, require_fraction
+
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif")
+
+
+def image_folder(directory, input_shape, num_classes, batch_size, seed, test_directory=None, resize=True,
+                 validation_split=0.1, test_split=0.2, normalization="scale", augmentation=None,
+                 **pipeline) -> Datasets:
+    """`directory/<class name>/<image>` (classes in sorted order, as Keras' image_dataset_from_directory
+    names them), decoded in parallel and resized to input_shape's height and width. Splits without a
+    folder of their own are held out of `directory`, stratified and seeded.
+    `augmentation` (flip, rotation, zoom) applies Keras' preprocessing layers to training batches only."""
+    import tensorflow as tf
+
+    options = options_from(batch_size, seed, pipeline)
+    require_choice("data.normalization", normalization, FILE_NORMALIZATIONS)
+    shape = tuple(int(d) for d in input_shape)
+    if len(shape) not in (2, 3) or (len(shape) == 3 and shape[2] not in (1, 3, 4)):
+        raise ConfigError(f"data.input_shape={list(shape)} is not an image shape: expected [height, width] (gray) "
+                          "or [height, width, channels] with 1, 3 or 4 channels.", fix="data.input_shape=[64,64,3]")
+    classes, paths, labels = list_image_folder("data.directory", directory)
+    if len(classes) != num_classes:
+        raise DataError(f"data.num_classes={num_classes} does not match {directory}: it has {len(classes)} class "
+                        f"folders ({', '.join(classes[:10])}{', ...' if len(classes) > 10 else ''}).",
+                        fix=f"data.num_classes={len(classes)}")
+    if test_directory:
+        test_classes, test_paths, test_labels = list_image_folder("data.test_directory", test_directory)
+        if test_classes != classes:
+            raise DataError(f"data.test_directory={test_directory} has classes {test_classes}, "
+                            f"data.directory has {classes}.", fix="give both folders the same class folders")
+        require_fraction("data.validation_split", validation_split)
+        train_paths, val_paths, train_labels, val_labels = split_two_ways(paths, labels, validation_split, seed)
+        held = {"train": Split(train_paths, train_labels), "validation": Split(val_paths, val_labels),
+                "test": Split(test_paths, test_labels)}
+    else:
+        held = split_three_ways(paths, labels, test_split, validation_split, seed)
+    if not resize:
+        check_image_sizes(np.concatenate([s.x for s in held.values()]), shape)
+    scale = PIXEL_SCALE if normalization == "scale" else 1.0
+    spec = DataSpec(shape, int(num_classes), input_scale=scale)
+
+    def load(path, label):
+        data = tf.io.read_file(path)
+        channels = shape[2] if len(shape) == 3 else 1
+        image = tf.io.decode_image(data, channels=channels, expand_animations=False)
+        if resize:
+            image = tf.image.resize(image, shape[:2])
+        image = tf.ensure_shape(tf.cast(image, tf.float32), (*shape[:2], channels)) * scale
+        return (image if len(shape) == 3 else tf.squeeze(image, -1)), label
+
+    splits = {name: tf.data.Dataset.from_tensor_slices((split.x, split.y)) for name, split in held.items()}
+    counts = {name: len(split.x) for name, split in held.items()}
+
+    def read(name: str, count: int) -> DataRead:  # the split's first `count` images (data.limit)
+        folder = test_directory if name == "test" and test_directory else directory
+        paths = [str(p) for p in held[name].x[:count]]
+        return files_read(name, os.path.basename(os.path.normpath(directory)), os.path.abspath(folder), paths,
+                          count, shape, num_classes, held[name].y[:count].tobytes())
+
+    return streamed_datasets(splits, counts, load, spec, options,
+                             augment=augmenter(augmentation or {}, shape, options.seed), reads=read)
+
+
+def list_image_folder(key: str, directory: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+    if not directory or not os.path.isdir(directory):
+        raise DataError(f"{key}={directory} is not a folder.",
+                        fix=f"{key}=/abs/path/images (one sub-folder of images per class)")
+    classes = sorted(d for d in os.listdir(directory) if os.path.isdir(os.path.join(directory, d)))
+    paths, labels = [], []
+    for index, name in enumerate(classes):
+        for root, _, files in sorted(os.walk(os.path.join(directory, name))):
+            for file in sorted(files):
+                if file.lower().endswith(IMAGE_EXTENSIONS):
+                    paths.append(os.path.join(root, file))
+                    labels.append(index)
+    if not classes or not paths:
+        raise DataError(f"{key}={directory} has no images in class sub-folders ({', '.join(IMAGE_EXTENSIONS)}).",
+                        fix=f"lay it out as {directory}/<class name>/<image>.png")
+    return classes, np.asarray(paths), np.asarray(labels, dtype="int64")
+
+
+def check_image_sizes(paths: np.ndarray, shape: tuple[int, ...]) -> None:
+    """data.resize=false: every image must already be input_shape's size. Reads headers only."""
+    from PIL import Image
+
+    wanted = (shape[1], shape[0])  # PIL says (width, height)
+    for path in paths:
+        with Image.open(path) as image:
+            if image.size != wanted:
+                raise DataError(
+                    f"{path} is {image.size[0]}x{image.size[1]} (width x height) but data.input_shape="
+                    f"{list(shape)} wants {wanted[0]}x{wanted[1]}, and data.resize=false: the images have mixed sizes.",
+                    fix="data.resize=true (resize every image to input_shape), or resize the files")

@@ -1,0 +1,120 @@
+"""export=savedmodel: a SavedModel in TensorFlow Serving's layout (<export_dir>/<model_name>/<version>/),
+its serving signature checked, a new version per run and `models.config` for the model server.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+from tfx_hydra.errors import ExportError
+from tfx_hydra.export.result import ExportResult, PARITY, folder_size, require_parity
+
+
+class SavedModelExport:
+    """A SavedModel in TensorFlow Serving's layout: <export_dir>/<model_name>/<version>/.
+
+    Its `serving_default` signature takes raw inputs named `inputs` (the data's own values, e.g.
+    0-255 pixels: the pipeline's scaling is inside the graph) and returns `probabilities` and the
+    predicted `class`. The version is one more than the highest integer version already in the
+    folder, so several runs exporting to one export_dir give TF Serving versions 1, 2, 3... and it
+    hot-swaps to the newest; `<export_dir>/models.config` lists every model there for
+    `tensorflow_model_server --model_config_file`. The SavedModel is written to a hidden
+    temporary folder first and renamed into place, so a serving process never sees half a model
+    and two runs exporting at once cannot take the same version.
+    """
+
+    kind = "savedmodel"
+
+    def __init__(self, export_dir: str, model_name: str) -> None:
+        self.export_dir = export_dir
+        self.model_name = model_name
+
+    def __call__(self, model, datasets) -> ExportResult:
+        model_dir = os.path.join(self.export_dir, self.model_name)
+        try:
+            os.makedirs(model_dir, exist_ok=True)
+            staging = tempfile.mkdtemp(prefix=".staging-", dir=model_dir)
+        except OSError as err:
+            raise ExportError(f"cannot write to export.savedmodel.export_dir={self.export_dir} ({err.strerror}).",
+                              fix="export.savedmodel.export_dir=<a writable folder>") from None
+        try:
+            path = os.path.join(staging, "model")
+            write_serving_archive(model, datasets.spec, path)
+            max_abs_diff = check_serving_signature(model, path, datasets)
+            version_dir = move_to_next_version(path, model_dir)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        write_models_config(self.export_dir)
+        return ExportResult(self.kind, version_dir, {"export.savedmodel.max_abs_diff": max_abs_diff,
+                                                     "export.savedmodel.version": float(os.path.basename(version_dir)),
+                                                     "export.savedmodel.size_bytes": float(folder_size(version_dir))})
+
+
+def write_serving_archive(model, spec, path: str) -> None:
+    """serving_default: raw `inputs` -> {probabilities, class}, with the data's scaling in the graph."""
+    import keras
+    import tensorflow as tf
+
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+
+    def serve(inputs):
+        probabilities = model(spec.normalize(tf.cast(inputs, tf.float32)), training=False)
+        return {"probabilities": probabilities, "class": tf.argmax(probabilities, axis=-1)}
+
+    archive.add_endpoint("serving_default", serve,
+                         input_signature=[tf.TensorSpec((None, *spec.input_shape), tf.float32, name="inputs")])
+    archive.write_out(path, verbose=False)
+
+
+def check_serving_signature(model, path: str, datasets) -> float:
+    """Read the signature as saved_model_cli does, then serve a validation batch of raw inputs
+    through the loaded SavedModel and compare with Keras on the same (scaled) batch."""
+    import numpy as np
+    import tensorflow as tf
+    from tensorflow.python.tools import saved_model_utils
+
+    signature = saved_model_utils.get_meta_graph_def(path, "serve").signature_def["serving_default"]
+    if set(signature.inputs) != {"inputs"} or set(signature.outputs) != {"probabilities", "class"}:
+        raise ExportError(f"serving_default has inputs {sorted(signature.inputs)} and outputs "
+                          f"{sorted(signature.outputs)}, not inputs -> probabilities, class.")
+    scaled, _ = next(iter(datasets.validation))
+    served = tf.saved_model.load(path).signatures["serving_default"](inputs=datasets.spec.denormalize(scaled))
+    expected = np.asarray(model(scaled, training=False))
+    diff = float(np.max(np.abs(served["probabilities"].numpy() - expected)))
+    require_parity("SavedModel", diff, PARITY)
+    if not np.array_equal(served["class"].numpy(), np.argmax(expected, axis=-1)):
+        raise ExportError("the SavedModel's predicted classes differ from the Keras model's.")
+    return diff
+
+
+def write_models_config(export_dir: str) -> str:
+    """<export_dir>/models.config naming every versioned model there, for TF Serving's --model_config_file."""
+    names = sorted(name for name in os.listdir(export_dir)
+                   if os.path.isdir(os.path.join(export_dir, name)) and next_version(os.path.join(export_dir, name)) > 1)
+    entries = "".join(f'  config {{\n    name: "{name}"\n    base_path: "{os.path.abspath(os.path.join(export_dir, name))}"\n'
+                      f'    model_platform: "tensorflow"\n  }}\n' for name in names)
+    path = os.path.join(export_dir, "models.config")
+    with open(path, "w", encoding="utf-8") as config:
+        config.write(f"model_config_list {{\n{entries}}}\n")
+    return path
+
+
+def next_version(model_dir: str) -> int:
+    """One more than the highest integer-named folder in `model_dir` (1 for an empty one)."""
+    versions = [int(n) for n in os.listdir(model_dir) if n.isdigit()] if os.path.isdir(model_dir) else []
+    return max(versions, default=0) + 1
+
+
+def move_to_next_version(source: str, model_dir: str) -> str:
+    for _ in range(100):  # another run may take the version between our listing and our rename
+        target = os.path.join(model_dir, str(next_version(model_dir)))
+        try:
+            os.rename(source, target)  # atomic; fails if target exists (as a non-empty dir)
+            return target
+        except OSError:
+            if not os.path.exists(target):
+                raise
+    raise ExportError(f"could not claim a new version folder in {model_dir} after 100 tries.")

@@ -1,0 +1,102 @@
+"""export=tflite: a LiteRT (TFLite) flatbuffer, optionally quantized, run back through LiteRT's
+interpreter on the validation split."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+from tfx_hydra.errors import ConfigError, ExportError
+from tfx_hydra.export.result import ExportResult, PARITY, compare_on_validation, require_parity, make_parent
+
+
+class TFLiteExport:
+    """A TensorFlow Lite flatbuffer converted from the SavedModel, run back through LiteRT.
+
+    quantization: none (float32; outputs must equal Keras' within 1e-5), float16 (half the
+    size), dynamic_range (int8 weights), int8 (full integer, calibrated on examples drawn from
+    the training pipeline). Accuracy on the validation split is reported next to Keras'.
+    """
+
+    kind = "tflite"
+    QUANTIZATIONS = ("none", "float16", "dynamic_range", "int8")
+
+    def __init__(self, export_dir: str, model_name: str, quantization: str = "none", select_tf_ops: bool = False,
+                 representative_examples: int = 200) -> None:
+        if quantization not in self.QUANTIZATIONS:
+            raise ConfigError(f"export.tflite.quantization={quantization} is not one of: "
+                              f"{', '.join(self.QUANTIZATIONS)}.", fix="export.tflite.quantization=none")
+        if not isinstance(select_tf_ops, bool):
+            raise ConfigError(f"export.tflite.select_tf_ops={select_tf_ops}: expected true or false.",
+                              fix="export.tflite.select_tf_ops=false")
+        if not isinstance(representative_examples, int) or isinstance(representative_examples, bool):
+            raise ConfigError(f"export.tflite.representative_examples={representative_examples}: expected a number "
+                              "of examples.", fix="export.tflite.representative_examples=200")
+        if quantization == "int8" and representative_examples < 1:
+            raise ConfigError(f"export.tflite.quantization=int8 needs a representative dataset, but "
+                              f"export.tflite.representative_examples={representative_examples}.",
+                              fix="export.tflite.representative_examples=200")
+        self.path = os.path.join(export_dir, f"{model_name}.tflite")
+        self.quantization = quantization
+        self.select_tf_ops = select_tf_ops
+        self.representative_examples = representative_examples
+
+    def __call__(self, model, datasets) -> ExportResult:
+        import tensorflow as tf
+
+        make_parent(self.path, "export.tflite.export_dir")
+        with tempfile.TemporaryDirectory(prefix="tfx_hydra-tflite-") as saved_model:
+            model.export(saved_model, format="tf_saved_model", verbose=False)
+            converter = tf.lite.TFLiteConverter.from_saved_model(saved_model)
+            self._configure(converter, tf, datasets)
+            try:
+                flatbuffer = converter.convert()
+            except Exception as err:  # the converter raises ConverterError and plain exceptions alike
+                raise conversion_error(err, self.select_tf_ops) from None
+        with open(self.path, "wb") as out:
+            out.write(flatbuffer)
+        accuracy, keras_accuracy, diff = compare_on_validation(model, datasets, self._predictor())
+        if self.quantization == "none":
+            require_parity("tflite", diff, PARITY)
+        return ExportResult(self.kind, self.path, {
+            "export.tflite.accuracy": accuracy, "export.tflite.keras_accuracy": keras_accuracy,
+            "export.tflite.max_abs_diff": diff, "export.tflite.size_bytes": float(len(flatbuffer))})
+
+    def _configure(self, converter, tf, datasets) -> None:
+        ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8 if self.quantization == "int8" else tf.lite.OpsSet.TFLITE_BUILTINS]
+        if self.select_tf_ops:
+            ops.append(tf.lite.OpsSet.SELECT_TF_OPS)
+        converter.target_spec.supported_ops = ops
+        if self.quantization != "none":
+            converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        if self.quantization == "float16":
+            converter.target_spec.supported_types = [tf.float16]
+        if self.quantization == "int8":
+            examples = datasets.train.unbatch().take(self.representative_examples).batch(1)
+            converter.representative_dataset = lambda: ([inputs] for inputs, _ in examples)
+
+    def _predictor(self):
+        from ai_edge_litert.interpreter import Interpreter
+
+        interpreter = Interpreter(model_path=self.path)
+        (source,), (target,) = interpreter.get_input_details(), interpreter.get_output_details()
+
+        def predict(inputs):
+            interpreter.resize_tensor_input(source["index"], inputs.shape)
+            interpreter.allocate_tensors()
+            interpreter.set_tensor(source["index"], inputs)
+            interpreter.invoke()
+            return interpreter.get_tensor(target["index"])
+        return predict
+
+
+def conversion_error(err: Exception, select_tf_ops: bool) -> ExportError:
+    """Name the op TFLite lacks when the converter says which."""
+    import re
+
+    text = str(err)
+    ops = sorted(set(re.findall(r"\b(tf\.[A-Z][A-Za-z0-9_]*)", text)))  # TensorFlow op names are CamelCase
+    if ops and not select_tf_ops:
+        return ExportError(f"TFLite has no built-in kernel for {', '.join(ops)}.",
+                           fix="export.tflite.select_tf_ops=true (links TensorFlow's kernels into the .tflite)")
+    return ExportError(f"TFLite conversion failed: {text.strip().splitlines()[0] if text.strip() else type(err).__name__}")

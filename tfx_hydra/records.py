@@ -1,0 +1,235 @@
+"""records: what a run records and says beside its metrics, step by step (ARCHITECTURE.md's tracking contract).
+
+Step-level, not tracking plumbing: it reads what the steps chose and hands it to the Tracker.
+
+    launch_tags    before anything runs: the overrides and the command that launches this run again
+    record_launch  the config, Hydra's saved configs, git state and packages: before any training
+    record_setup   what the hardware, precision and strategy steps chose (and why), the environment
+    record_model   the model summary and its parameter counts
+    record_plots   training curves and the test split's confusion matrix
+
+TensorFlow and MLflow are imported inside the functions (through the tracker).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shlex
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Iterator
+
+from omegaconf import DictConfig, OmegaConf
+
+from tfx_hydra.config import choice
+from tfx_hydra.tracking import Tracker, mask_files
+
+if TYPE_CHECKING:  # for the annotation only: strategy.py imports TensorFlow's names lazily, but keep it off this path
+    from tfx_hydra.strategy import Setup
+
+log = logging.getLogger(__name__)
+
+
+def launch_tags(cfg: DictConfig) -> dict[str, str]:
+    """Tags known before anything runs: how to launch this exact run again."""
+    overrides = task_overrides()
+    command = " ".join(["python -m tfx_hydra", *(shlex.quote(o) for o in overrides)])
+    return {
+        "hydra.overrides": " ".join(overrides),
+        "command": command,
+        "hardware.requested": cfg.hardware.name,
+        "mlflow.note.content": f"Reproduce with `{command}`",
+    }
+
+
+def task_overrides() -> list[str]:
+    """The task overrides of this Hydra job ([] when called from Python, outside an app)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        return list(HydraConfig.get().overrides.task)
+    except ValueError:
+        return []
+
+
+def resume_key(cfg: DictConfig) -> str:
+    """A fingerprint of the config as written (interpolations unresolved, so the run's own
+    output folder does not enter it): the same command gives the same key."""
+    container = OmegaConf.to_container(cfg, resolve=False)
+    container.pop("hydra", None)
+    return hashlib.sha256(json.dumps(container, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def record_launch(tracker: Tracker, cfg: DictConfig, output_dir: str, launch_dir: str) -> None:
+    """Config, overrides, git state and packages: recorded before any training."""
+    from tfx_hydra.environment import git_state, installed_packages
+
+    tracked = f"MLflow run {tracker.run_id}" if tracker.run_id else "not tracked"
+    shown = os.path.relpath(output_dir, launch_dir)  # as the user would type it from where they launched
+    log.info(f"run: {tracked}, outputs in {output_dir if shown.startswith(os.pardir) else shown}")
+    if tracker.resumed_backup_dir:
+        log.info(f"resuming MLflow run {tracker.run_id} from its backup in {tracker.resumed_backup_dir}")
+    else:  # params are write-once in MLflow: a resumed run keeps those of its first attempt
+        tracker.log_config(cfg)
+    git = git_state(launch_dir)
+    tags = {"git.commit": git.commit or "none (not a git work tree)", "git.dirty": git.dirty,
+            "git.branch": git.branch or "none"}
+    if git.commit:
+        tags["mlflow.source.git.commit"] = git.commit  # shown by the MLflow UI's run page
+    tracker.set_tags(tags)
+    os.makedirs(output_dir, exist_ok=True)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    resolved.pop("hydra", None)
+    OmegaConf.save(OmegaConf.create(resolved), os.path.join(output_dir, "config_resolved.yaml"))
+    mask_files(output_dir)  # credentials never reach the saved configs (nor MLflow)
+    tracker.log_artifact(os.path.join(output_dir, "config_resolved.yaml"))
+    hydra_dir = os.path.join(output_dir, ".hydra")
+    if os.path.isdir(hydra_dir):
+        mask_files(hydra_dir)  # Hydra's own copies: config, overrides, hydra.yaml
+        tracker.log_artifacts(hydra_dir, ".hydra")
+    environment_dir = os.path.join(output_dir, "environment")
+    os.makedirs(environment_dir, exist_ok=True)
+    with open(os.path.join(environment_dir, "packages.txt"), "w", encoding="utf-8") as packages:
+        packages.write(installed_packages())
+    if git.dirty:
+        with open(os.path.join(environment_dir, "git.diff"), "w", encoding="utf-8") as diff:
+            diff.write(git.diff)
+    tracker.log_artifacts(environment_dir, "environment")
+
+
+def record_setup(tracker: Tracker, setup: Setup, precision_warnings: list[str]) -> None:
+    """What the hardware, precision and strategy steps chose (and why), plus the software environment."""
+    from tfx_hydra.environment import collect_environment
+    from tfx_hydra.hardware import describe_gpus
+
+    hardware, plan = setup.hardware, setup.plan
+    strategy = type(setup.strategy).__name__
+    for line in setup_lines(setup):
+        log.info(line)
+    if hardware.mismatch:
+        log.warning(f"{hardware.mismatch} Carrying on with the {hardware.profile} profile's settings on what is "
+                    "here (hardware.strict=true makes this an error).")
+    if plan.global_size % plan.replicas:
+        log.warning(f"trainer.batch_size={plan.global_size} does not divide over {plan.replicas} replicas: "
+                    "the replicas get uneven batches.")
+    for warning in precision_warnings:
+        log.warning(warning)
+    tags = {"hardware.profile": hardware.profile, "hardware.profile_reason": hardware.reason,
+            "hardware.devices": describe_gpus(hardware.gpus), "hardware.mismatch": hardware.mismatch or "none",
+            "precision.policy": setup.policy, "precision.warning": " ".join(precision_warnings) or "none",
+            "strategy": strategy, "strategy.replicas": plan.replicas,
+            "batch.global": plan.global_size, "batch.per_replica": f"{plan.per_replica:g}",
+            "steps_per_execution": plan.steps_per_execution}
+    tracker.set_tags(tags | collect_environment(hardware))
+
+
+def setup_lines(setup: Setup) -> list[str]:
+    """What the hardware, precision and strategy steps chose, and why, in the words of the options."""
+    from tfx_hydra.hardware import describe_gpus
+    from tfx_hydra.strategy import auto_strategy_reason, describe_strategy
+
+    hardware, plan = setup.hardware, setup.plan
+    on = f" on {describe_gpus(hardware.gpus)}" if hardware.gpus else ""
+    precision = choice("precision")
+    why_policy = "" if precision is None else \
+        f" (precision=auto: the {hardware.profile} profile's)" if precision == "auto" else f" (precision={precision})"
+    why_strategy = f" (strategy=auto: {auto_strategy_reason(hardware)})" if choice("strategy") == "auto" else ""
+    return [f"hardware: the {hardware.profile} profile ({hardware.reason}){on}",
+            f"precision: {setup.policy}{why_policy}",
+            f"strategy: {describe_strategy(setup.strategy)}, {plan.replicas} replica{'s' if plan.replicas > 1 else ''}"
+            f"{why_strategy}",
+            f"batches: {plan.global_size} examples per step ({plan.per_replica:g} per replica), "
+            f"{plan.steps_per_execution} step{'s' if plan.steps_per_execution > 1 else ''} per call"]
+
+
+def record_data(tracker: Tracker, datasets) -> None:
+    """What the data step read: the split sizes, the inputs and the classes, said and tagged; each
+    split as an MLflow dataset with its digest (the run page's Datasets)."""
+    spec = datasets.spec
+    named = choice("data") or "data"
+    log.info(f"data: {named}, {datasets.num_train:,} train / {datasets.num_validation:,} validation / "
+             f"{datasets.num_test:,} test examples; inputs {tuple(spec.input_shape)}, {spec.num_classes} classes")
+    tracker.set_tags({"data.num_train": datasets.num_train, "data.num_validation": datasets.num_validation,
+                      "data.num_test": datasets.num_test, "data.input_shape": str(tuple(spec.input_shape)),
+                      "data.num_classes": spec.num_classes})
+    tracker.log_datasets(datasets.reads.values())
+
+
+def record_model(tracker: Tracker, model, output_dir: str) -> None:
+    """The model summary (model_summary/summary.txt, in the output dir and in MLflow, where
+    `model/` is the MLflow model) and its parameter counts as tags: what a reader compares first."""
+    from tfx_hydra.models import count_params
+
+    folder = os.path.join(output_dir, "model_summary")
+    os.makedirs(folder, exist_ok=True)
+    lines: list[str] = []
+    with terminal_columns(SUMMARY_WIDTH + 10):  # Keras draws it with rich, as wide as the terminal: 80 in a pipe
+        model.summary(print_fn=lambda line, *args, **kwargs: lines.append(line), line_length=SUMMARY_WIDTH,
+                      expand_nested=True)
+    with open(os.path.join(folder, "summary.txt"), "w", encoding="utf-8") as summary:
+        summary.write("\n".join(lines) + "\n")
+    trainable, frozen = count_params(model.trainable_weights), count_params(model.non_trainable_weights)
+    log.info(f"model: {choice('model') or model.name}, {trainable + frozen:,} parameters"
+             + (f" ({trainable:,} trainable)" if frozen else ""))
+    tracker.set_tags({"model.params.total": trainable + frozen, "model.params.trainable": trainable,
+                      "model.params.non_trainable": frozen})
+    tracker.log_artifacts(folder, "model_summary")
+
+
+SUMMARY_WIDTH = 110  # the model summary's width, whether or not a terminal is attached
+
+
+@contextmanager
+def terminal_columns(columns: int) -> Iterator[None]:
+    """COLUMNS (which rich and shutil read for the terminal's width) set for the block."""
+    saved = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = str(columns)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = saved
+
+
+def record_plots(tracker: Tracker, model, datasets, history, output_dir: str) -> None:
+    """Training curves and the test split's confusion matrix, as PNGs (and the matrix as CSV) in
+    the run's output dir and MLflow's `plots/`: what a reader of the run looks at first."""
+    if tracker.run_id is None:  # tracking off, or a non-chief worker
+        return
+    import numpy as np
+
+    from tfx_hydra.plots import plot_confusion_matrix, plot_training_curves
+
+    folder = os.path.join(output_dir, "plots")
+    os.makedirs(folder, exist_ok=True)
+    plot_training_curves(history.history, os.path.join(folder, "training_curves.png"))
+    matrix = confusion_matrix(model, datasets.test, datasets.spec.num_classes)
+    np.savetxt(os.path.join(folder, "confusion_matrix.csv"), matrix, fmt="%d", delimiter=",")
+    plot_confusion_matrix(matrix.tolist(), os.path.join(folder, "confusion_matrix.png"))
+    tracker.log_artifacts(folder, "plots")
+
+
+def confusion_matrix(model, dataset, num_classes: int):
+    """counts[true, predicted] over `dataset` (batches of inputs and integer labels)."""
+    import numpy as np
+    from sklearn.metrics import confusion_matrix as count
+
+    truth, predicted = [], []
+    for inputs, labels in dataset:
+        truth.append(np.asarray(labels).reshape(-1).astype(int))
+        predicted.append(np.argmax(np.asarray(model(inputs, training=False)), axis=-1).reshape(-1))
+    return count(np.concatenate(truth), np.concatenate(predicted), labels=list(range(num_classes)))
+
+
+def weights_sha256(model) -> str:
+    """A fingerprint of the trained weights: equal on every worker of a synchronous run."""
+    import numpy as np
+
+    digest = hashlib.sha256()
+    for weights in model.get_weights():
+        digest.update(np.ascontiguousarray(weights).tobytes())
+    return digest.hexdigest()[:16]

@@ -1,0 +1,169 @@
+"""`python -m tfx_hydra.reproduce RUN_ID` (or `tfx-hydra-reproduce RUN_ID`): run a tracked run again.
+
+It reads the run's exact Hydra overrides from its `.hydra/overrides.yaml` artifact, lists
+every difference between the environment the run recorded and this one (package versions,
+git commit and uncommitted change, devices, CPU) and between its config and the config the
+same overrides compose to today, then runs `python -m tfx_hydra` with those overrides into
+the same store, as a new run tagged `reproduced_from=<RUN_ID>`. Before it runs, it reads the data
+the run's config reads today and compares each split's digest with the one the run recorded
+(its MLflow datasets), so a file that changed since is named first. Afterwards it compares the
+results side by side -- training, validation and test metrics and the weights' hash -- and
+lists artifact figures (an export's size in bytes) apart: SavedModel metadata differs by a few
+bytes between identical models. With `trainer.deterministic=true` on the same machine the
+results are bit-identical.
+
+The run id and its records are checked before TensorFlow is imported (the data check needs
+it), so a wrong run id fails at once. What differs between then and now is differences.py's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shlex
+import subprocess
+import sys
+
+
+from tfx_hydra import tracking
+from tfx_hydra.console import BARE, render_text, use_terminal
+from tfx_hydra.errors import ReproduceError, TfxHydraError
+from tfx_hydra.reproduce.differences import (config_differences, data_differences, environment_differences,
+                                             package_differences, show_differences)
+from tfx_hydra.reproduce.source import SourceRun, fetch_run
+from tfx_hydra.schemas import TrackingConfig
+
+log = logging.getLogger("tfx_hydra.reproduce")  # by name: run as `python -m`, __name__ is "__main__"
+
+SOURCE_TAG = "reproduced_from"
+ARTIFACT_FIGURES = ("export.",)  # figures about the files written (sizes), listed apart
+WEIGHTS_TAG = "model.weights_sha256"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    use_terminal()
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # three tiny downloads, no bars
+    try:
+        uri = store_uri(args.tracking_uri)
+        client = _client(uri)
+        tracking.close_lost_runs(client, [e.experiment_id for e in client.search_experiments()])  # before reading
+        source = fetch_run(client, args.run_id, uri)
+        source.differences = environment_differences(source) + config_differences(source)
+        source.differences += data_differences(source)
+    except TfxHydraError as err:
+        log.error(str(err))
+        return 1
+    show_differences(source)
+    command = rerun_command(source, uri, args.overrides)
+    log.info(("would run: " if args.dry_run else "re-running: ") + " ".join(
+        ["python", *(shlex.quote(part) for part in command[1:])]))
+    if args.dry_run:
+        return 0
+    done = subprocess.run(command, cwd=source.launch_dir if os.path.isdir(source.launch_dir) else None,
+                          check=False)
+    if done.returncode != 0:
+        log.warning(f"the re-run failed (exit code {done.returncode}); see its MLflow run for the error.")
+        return done.returncode
+    return compare_metrics(client, source)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m tfx_hydra.reproduce",
+        description="Re-run a tracked tfx_hydra run from its MLflow record and compare the results.")
+    parser.add_argument("run_id", help="the MLflow run id (the run page's URL and the run summary show it)")
+    parser.add_argument("--tracking-uri", default=None,
+                        help="the store holding the run (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="list the differences and the command, without running it")
+    parser.add_argument("overrides", nargs="*",
+                        help="extra overrides applied after the recorded ones (the result is then no exact copy)")
+    return parser.parse_args(argv)
+
+
+def store_uri(given: str | None) -> str:
+    """The store to read: the flag, then MLFLOW_TRACKING_URI, then the launch dir's default store."""
+    uri = given or os.environ.get("MLFLOW_TRACKING_URI")
+    if uri:
+        return tracking.resolve_tracking_uri(TrackingConfig(uri=uri), os.getcwd())
+    uri = tracking.resolve_tracking_uri(TrackingConfig(), os.getcwd())
+    if not os.path.exists(uri[len("sqlite:///"):]):
+        raise ReproduceError(f"there is no MLflow store here ({uri[len('sqlite:///'):]} does not exist).",
+                             fix="run this in the directory the run was launched from, or pass "
+                             "--tracking-uri sqlite:////abs/path/mlflow.db (or http://host:5000)")
+    return uri
+
+
+def _client(uri: str):
+    tracking.check_store_reachable(uri, timeout=5.0)
+    return tracking.client_for(uri)
+
+
+# --- the re-run -------------------------------------------------------------------------
+
+def rerun_command(source: SourceRun, uri: str, extra: list[str]) -> list[str]:
+    """`python -m tfx_hydra <recorded overrides>` into the same store, tagged with the source run."""
+    kept = [o for o in source.overrides
+            if not o.lstrip("+~").startswith(("tracking.uri=", f"tracking.tags.{SOURCE_TAG}="))]
+    return [sys.executable, "-m", "tfx_hydra", *kept, *extra, f"tracking.uri={uri}",
+            f"+tracking.tags.{SOURCE_TAG}={source.run_id}"]
+
+
+def compare_metrics(client, source: SourceRun) -> int:
+    """Print the original's and the re-run's results side by side (metrics and the weights' hash),
+    then the artifact figures apart; tag the re-run with the verdict on the results."""
+    from rich.table import Table
+
+    runs = client.search_runs([source.experiment_id], filter_string=f"tags.{SOURCE_TAG} = '{source.run_id}'",
+                              order_by=["attributes.start_time DESC"], max_results=1)
+    if not runs:
+        raise ReproduceError("the re-run finished but its MLflow run cannot be found.",
+                             fix="check that tracking is enabled in the recorded config")
+    rerun = runs[0]
+    results, artifacts = result_keys(source.metrics)
+    table = Table(title=f"run {source.run_id} reproduced as {rerun.info.run_id}", title_justify="left")
+    for column in ("result", "original", "reproduced", "identical"):
+        table.add_column(column)
+    rows = [(key, source.metrics[key], rerun.data.metrics.get(key)) for key in results]
+    if WEIGHTS_TAG in source.tags:
+        rows.append(("weights sha256", source.tags[WEIGHTS_TAG], rerun.data.tags.get(WEIGHTS_TAG)))
+    different = [key for key, then, now in rows if then != now]
+    for key, then, now in rows:
+        table.add_row(key, _shown(then), _shown(now), "no" if key in different else "yes")
+    log.info(render_text(table), extra=BARE)
+    changed_files = [f"{key}: {_shown(source.metrics[key])} then, {_shown(rerun.data.metrics.get(key))} now"
+                     for key in artifacts if source.metrics[key] != rerun.data.metrics.get(key)]
+    if changed_files:
+        log.info("artifacts (not results: an export's metadata differs by bytes between identical models):",
+                 extra=BARE)
+        for line in changed_files:
+            log.info(f"  - {line}", extra=BARE)
+    client.set_tag(rerun.info.run_id, "reproduce.identical_metrics", str(not different).lower())
+    if changed_files:
+        client.set_tag(rerun.info.run_id, "reproduce.different_artifacts", ", ".join(k.split(":")[0]
+                                                                                    for k in changed_files))
+    if different:
+        client.set_tag(rerun.info.run_id, "reproduce.different_metrics", ", ".join(different))
+        log.warning(f"{len(different)} result(s) differ. Bit-identical re-runs need trainer.deterministic=true, "
+                    "the same code, packages, data and devices (see the differences above).")
+    else:
+        log.info(f"all {len(rows)} results are bit-identical (timings and artifact sizes aside).")
+    return 0
+
+
+def result_keys(metrics: dict[str, float]) -> tuple[list[str], list[str]]:
+    """(the run's results: training, validation and test metrics; its artifact figures), sorted.
+    Timings and the machine's load (system/...) differ between runs by nature: neither."""
+    results = [k for k in sorted(metrics) if tracking.is_result(k)]
+    figures = [k for k in sorted(metrics) if k.startswith(ARTIFACT_FIGURES) and "seconds" not in k]
+    return results, figures
+
+
+def _shown(value) -> str:
+    return "absent" if value is None else repr(value) if isinstance(value, float) else str(value)
+
+
+__all__ = ["ReproduceError", "SourceRun", "config_differences", "data_differences", "environment_differences",
+           "fetch_run", "main", "package_differences", "rerun_command", "show_differences"]

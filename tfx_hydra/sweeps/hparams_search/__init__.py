@@ -1,0 +1,24 @@
+"""hparams_search: Optuna searches as Hydra sweeps (conf/hparams_search/optuna.yaml selects
+`hydra/sweeper=tfx_optuna`, the sweeper in hydra_plugins/tfx_hydra_search).
+
+The sweeper asks Optuna for trials, launches each as a Hydra job through whatever launcher the
+command chose (in process, joblib, submitit, Slurm), and tells Optuna how it ended. Each job
+reports its epochs to its live trial and stops when pruned. The study lives in a storage every
+command can reach, so a search resumes after a crash and spreads over machines.
+
+    settings.py  the hparams_search section (sampler, pruner, storage, study name, heartbeat)
+    space.py     hydra.sweeper.params and sweep overrides as Optuna distributions
+    study.py     the study: storage, sampler, pruner, the trials it still needs, lost trials
+    checks.py    everything checked before the first trial (and before the parent run exists)
+    sweeper.py   OptunaSearch: Hydra's Sweeper API; ask, launch a batch, tell
+    trial.py     a job's side: its live trial, per-epoch pruning, heartbeats
+    pruned.py    Pruned (ends a pruned trial's training) and PrunedResult (what its job returns)
+    report.py    what the parent run gets: state counts, best and Pareto trials, plots, the best model
+
+Optuna is imported inside the functions: Hydra imports every sweeper plugin even for `--help`.
+"""
+
+from tfx_hydra.sweeps.hparams_search.pruned import Pruned, PrunedResult
+from tfx_hydra.sweeps.hparams_search.trial import reporting_trial
+
+__all__ = ["Pruned", "PrunedResult", "reporting_trial"]

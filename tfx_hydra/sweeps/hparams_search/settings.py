@@ -1,0 +1,99 @@
+"""The `hparams_search` section (conf/hparams_search/optuna.yaml), checked before any trial.
+
+Sampler and pruner are named, not instantiated from `_target_`s: the job rebuilds the same pruner
+from these names in its own process (Optuna does not store pruners), and a name is what a user
+types (`hparams_search.pruner=hyperband`). Nothing here imports Optuna: the names are checked
+in the launching process before the study is opened.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from omegaconf import DictConfig
+
+from tfx_hydra.errors import ConfigError
+from tfx_hydra.validation import require_choice
+
+SAMPLERS = ("tpe", "random", "gp", "cmaes", "qmc", "nsga2")
+PRUNERS = ("median", "percentile", "successive_halving", "hyperband", "none")
+DEFAULT_STORAGE_FILE = "optuna.db"  # in the launch directory, next to MLflow's mlflow.db
+
+
+@dataclass
+class SearchSettings:
+    n_trials: int = 20                 # the study's total: a re-run of the command runs only the trials missing
+    timeout: Optional[float] = None    # seconds after which this command starts no new trial
+    n_jobs: int = 1                    # trials launched at once (one launcher batch)
+    sampler: str = "tpe"
+    pruner: str = "median"
+    pruner_args: Optional[dict] = None
+    storage: Optional[str] = None      # None: sqlite:///<launch dir>/optuna.db
+    study_name: str = "tfx_hydra"
+    max_failure_rate: float = 0.25
+    heartbeat_interval: float = 10.0   # seconds between a running trial's heartbeats
+    grace_period: float = 60.0         # a RUNNING trial silent this long lost its process
+    trial: Optional[int] = None        # set by the sweeper for each job
+
+    def __post_init__(self) -> None:
+        require_choice("hparams_search.sampler", self.sampler, SAMPLERS)
+        require_choice("hparams_search.pruner", self.pruner, PRUNERS)
+        if self.n_trials < 1:
+            raise ConfigError(f"hparams_search.n_trials={self.n_trials} is not a positive number of trials.",
+                              fix="hparams_search.n_trials=20")
+        if self.n_jobs < 1:
+            raise ConfigError(f"hparams_search.n_jobs={self.n_jobs} is not a positive number of jobs.",
+                              fix="hparams_search.n_jobs=2")
+        if not 0.0 <= self.max_failure_rate <= 1.0:
+            raise ConfigError(f"hparams_search.max_failure_rate={self.max_failure_rate} is not between 0 and 1.",
+                              fix="hparams_search.max_failure_rate=0.25")
+        if self.timeout is not None and self.timeout <= 0:
+            raise ConfigError(f"hparams_search.timeout={self.timeout} is not a positive number of seconds.",
+                              fix="hparams_search.timeout=3600 (or null: no limit)")
+        if self.heartbeat_interval <= 0 or self.grace_period <= self.heartbeat_interval:
+            raise ConfigError(f"hparams_search.grace_period={self.grace_period} must be longer than "
+                              f"hparams_search.heartbeat_interval={self.heartbeat_interval} (both positive seconds): "
+                              "a trial is declared lost after a grace period without a heartbeat.",
+                              fix="hparams_search.heartbeat_interval=10 hparams_search.grace_period=60")
+        if not self.study_name or any(c in self.study_name for c in "/\\ "):
+            raise ConfigError(f"hparams_search.study_name={self.study_name!r} is not a name a folder can take "
+                              "(it names the sweep's folder too).", fix="hparams_search.study_name=mlp-digits")
+
+
+def read(config: DictConfig) -> SearchSettings:
+    """The hparams_search section as SearchSettings (defaults when the sweeper was chosen directly
+    with hydra/sweeper=tfx_optuna and the section is absent)."""
+    from omegaconf import OmegaConf
+
+    from tfx_hydra.settings import validate_section
+
+    if config.get("hparams_search") is None:
+        return SearchSettings()
+    # resolved where it stands: study_name's default reads the launching process's hydra node
+    resolved = OmegaConf.to_container(config.hparams_search, resolve=True)
+    return validate_section(OmegaConf.create({"hparams_search": resolved}), "hparams_search", SearchSettings)
+
+
+def storage_url(settings: SearchSettings, launch_dir: str) -> str:
+    """Where the study lives: an SQLAlchemy URL as given, a journal file (a path, relative to the
+    launch dir), or by default an SQLite file in the launch dir beside mlflow.db."""
+    storage = settings.storage
+    if storage is None:
+        return f"sqlite:///{os.path.join(os.path.abspath(launch_dir), DEFAULT_STORAGE_FILE)}"
+    if is_url(storage):
+        if storage.startswith("sqlite:///") and not storage.startswith("sqlite:////"):
+            return f"sqlite:///{os.path.join(os.path.abspath(launch_dir), storage[len('sqlite:///'):])}"
+        return storage
+    return os.path.join(os.path.abspath(launch_dir), os.path.expanduser(storage))
+
+
+def is_url(storage: str) -> bool:
+    """An SQLAlchemy URL (sqlite:///, postgresql://, mysql://, ...); anything else is a journal file."""
+    return "://" in storage
+
+
+def max_epochs(trainer) -> int:
+    """The most epochs a trial trains (both phases): the hyperband pruner's max_resource."""
+    return trainer.epochs + trainer.finetune_epochs

@@ -1,0 +1,244 @@
+"""The study: where it lives, how it samples and prunes, how many trials it still needs.
+
+A study is the search's lasting record, shared by every command that names it: a re-run of the
+same command, or a second command on another machine, opens the same study and adds trials
+until it holds `n_trials` of them. What counts towards that total: every trial but a failed one
+that was retried (its retry counts) or one started past the total by two commands asking at the
+same instant (marked and told FAIL at once).
+
+A trial's job records a heartbeat (a user attribute with the time) every `heartbeat_interval`
+seconds. A RUNNING trial whose heartbeat is older than `grace_period` lost its process (kill -9,
+a preempted Slurm job): any command of the study fails it and enqueues the same parameters once
+more. This works on every storage alike (SQLite, PostgreSQL, a journal file), where Optuna's own
+heartbeat exists only for database storages.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+from typing import Any
+
+from tfx_hydra.errors import ConfigError
+from tfx_hydra.sweeps.hparams_search import space as search_space
+from tfx_hydra.sweeps.hparams_search.settings import SearchSettings, is_url
+from tfx_hydra.tracking import mask_uri
+
+log = logging.getLogger(__name__)
+HEARTBEAT = "tfx_hydra.heartbeat"        # user attr: the time of the trial's last heartbeat
+RETRY_OF = "tfx_hydra.retry_of"          # user attr: the number of the lost trial this one re-runs
+OVER_BUDGET = "tfx_hydra.over_budget"    # user attr: started past n_trials, told FAIL unrun
+SPACE, COMMAND = "tfx_hydra.search_space", "tfx_hydra.fixed_overrides"  # study user attrs
+
+
+def storage(url: str):
+    """The Optuna storage behind `url`: a database (RDB) or a journal file; unreachable ones fail
+    here, with the URL (password masked) and the way out."""
+    from optuna.storages import JournalStorage, RDBStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    try:
+        if not is_url(url):
+            return JournalStorage(JournalFileBackend(url))
+        engine_kwargs = {"connect_args": {"connect_timeout": 5}} if url.startswith("postgresql") else {}
+        for attempt in range(5):
+            try:
+                return RDBStorage(url, engine_kwargs=engine_kwargs)
+            except Exception as err:  # noqa: BLE001
+                # two commands creating a fresh database's tables at once: the later one's schema
+                # migration collides with the first's (alembic_version); once they exist, it opens
+                if attempt == 4 or not any(s in str(err) for s in ("alembic_version", "already exists", "locked")):
+                    raise
+                time.sleep(0.5 + attempt)
+    except (ImportError, ModuleNotFoundError) as err:
+        raise ConfigError(f"hparams_search.storage={mask_uri(url)} needs a database driver that is not installed: "
+                          f"{err}.", fix="pip install 'psycopg[binary]' (PostgreSQL: SQLAlchemy 2.1 drives it "
+                          "by default) or pymysql (MySQL)") from None
+    except Exception as err:  # noqa: BLE001 - SQLAlchemy's and the driver's errors, said as one line
+        reason = str(getattr(err, "orig", None) or err).strip().splitlines()[0]
+        raise ConfigError(f"hparams_search.storage={mask_uri(url)} cannot be reached: {reason}",
+                          fix="start the database (or correct the URL), or drop hparams_search.storage to keep the "
+                          "study in an SQLite file in the launch directory") from None
+
+
+def sampler(name: str, seed: int, multi_objective: bool):
+    """Optuna's sampler by name, seeded by the run's `seed` (the same seed proposes the same trials)."""
+    import warnings
+
+    import optuna
+
+    # TPE's multivariate and constant_liar options, GP, QMC: "experimental" in Optuna since 2.x-3.x
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+    samplers = {
+        # constant_liar: trials running side by side (n_jobs, two commands) are not proposed twice
+        "tpe": lambda: optuna.samplers.TPESampler(seed=seed, constant_liar=True, multivariate=True),
+        "random": lambda: optuna.samplers.RandomSampler(seed=seed),
+        "gp": lambda: optuna.samplers.GPSampler(seed=seed),
+        "cmaes": lambda: optuna.samplers.CmaEsSampler(seed=seed),
+        "qmc": lambda: optuna.samplers.QMCSampler(seed=seed),
+        "nsga2": lambda: optuna.samplers.NSGAIISampler(seed=seed),
+    }
+    if multi_objective and name in ("gp", "cmaes"):
+        raise ConfigError(f"hparams_search.sampler={name} optimises one metric; sweep.metric lists several.",
+                          fix="hparams_search.sampler=tpe (or nsga2) for a multi-objective search")
+    needs = {"gp": "torch", "cmaes": "cmaes"}  # imported by Optuna only once it samples: asked for here
+    try:
+        if name in needs:
+            importlib.import_module(needs[name])
+        return samplers[name]()
+    except ImportError as err:
+        package = needs.get(name, str(err))
+        raise ConfigError(f"hparams_search.sampler={name} needs {package}, which is not installed.",
+                          fix=f"pip install {package}, or hparams_search.sampler=tpe") from None
+
+
+def pruner(settings: SearchSettings, max_epochs: int):
+    """The pruner by name and its arguments (hparams_search.pruner_args). Pruners are not stored
+    with the study, so each job builds the same one again from these settings."""
+    import optuna
+
+    pruners = {
+        "median": optuna.pruners.MedianPruner,
+        "percentile": lambda **kw: optuna.pruners.PercentilePruner(**({"percentile": 25.0} | kw)),
+        "successive_halving": optuna.pruners.SuccessiveHalvingPruner,
+        "hyperband": lambda **kw: optuna.pruners.HyperbandPruner(**({"min_resource": 1, "max_resource": max_epochs}
+                                                                     | kw)),
+        "none": optuna.pruners.NopPruner,
+    }
+    try:
+        return pruners[settings.pruner](**dict(settings.pruner_args or {}))
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"hparams_search.pruner_args={dict(settings.pruner_args or {})} do not fit "
+                          f"pruner={settings.pruner}: {err}",
+                          fix="see optuna.pruners in Optuna's documentation for its arguments") from None
+
+
+def open_study(url: str, settings: SearchSettings, directions: list[str], space: dict[str, Any],
+               fixed: list[str], seed: int, max_epochs: int):
+    """Create the study, or load it when it exists (a re-run, a second command): (study, created).
+    A loaded study must still be the same search (directions, space, fixed overrides). Its sampler
+    is seeded with `seed` plus the trials it holds, so a resumed search goes on proposing new
+    trials rather than the ones its first command began with."""
+    import optuna
+
+    backend = storage(url)
+    made_pruner = pruner(settings, max_epochs)
+    existing = existing_study(backend, settings.study_name)
+    if existing is None:
+        try:
+            study = optuna.create_study(storage=backend, study_name=settings.study_name, directions=directions,
+                                        sampler=sampler(settings.sampler, seed, len(directions) > 1),
+                                        pruner=made_pruner)
+            study.set_user_attr(SPACE, search_space.as_json(space))
+            study.set_user_attr(COMMAND, sorted(fixed))
+            return study, True
+        except optuna.exceptions.DuplicatedStudyError:  # another command created it this instant
+            existing = existing_study(backend, settings.study_name)
+    require_same_search(existing, settings.study_name, directions, space, fixed)
+    trials = len(existing.get_trials(deepcopy=False))
+    return optuna.load_study(storage=backend, study_name=settings.study_name, pruner=made_pruner,
+                             sampler=sampler(settings.sampler, seed + trials, len(directions) > 1)), False
+
+
+def existing_study(backend, name: str):
+    """The study named `name` in the storage, or None."""
+    import optuna
+
+    try:
+        return optuna.load_study(storage=backend, study_name=name, sampler=optuna.samplers.RandomSampler(0))
+    except KeyError:
+        return None
+
+
+def require_same_search(study, name: str, directions: list[str], space: dict[str, Any], fixed: list[str]) -> None:
+    recorded_directions = [d.name.lower() for d in study.directions]
+    fix = (f"repeat the study's search to continue it, or start another: hparams_search.study_name={name}-2")
+    if recorded_directions != directions:
+        raise ConfigError(f"study '{name}' {recorded_directions} optimises in directions {recorded_directions}, this "
+                          f"command in {directions}.", fix=fix)
+    waited = time.monotonic() + 10  # a study created this instant by another command: its attrs follow at once
+    while SPACE not in study.user_attrs and time.monotonic() < waited:
+        time.sleep(0.2)
+    changed = search_space.changes(study.user_attrs.get(SPACE, {}), search_space.as_json(space))
+    if changed:
+        raise ConfigError(f"study '{name}' was started with another search space; what changed: "
+                          f"{'; '.join(changed)}.", fix=fix)
+    before = study.user_attrs.get(COMMAND, [])
+    if sorted(before) != sorted(fixed):
+        raise ConfigError(f"study '{name}' was started with the overrides [{' '.join(before)}]; this command has "
+                          f"[{' '.join(sorted(fixed))}]: its trials would not be comparable.", fix=fix)
+
+
+def counted(trials) -> list:
+    """The trials that count towards n_trials (see the module's docstring)."""
+    from optuna.trial import TrialState
+
+    retried = {t.user_attrs.get(RETRY_OF) for t in trials} - {None}
+    return [t for t in trials if not (t.state == TrialState.FAIL and (t.number in retried
+                                                                      or t.user_attrs.get(OVER_BUDGET)))]
+
+
+def over_budget(study, trial, n_trials: int) -> bool:
+    """A trial asked for past the study's total (two commands asked at once): the later one yields,
+    told FAIL with a mark, so the study still holds n_trials."""
+    from optuna.trial import TrialState
+
+    if trial.user_attrs.get(RETRY_OF) is not None:  # a retry takes its lost trial's place
+        return False
+    ahead = [t for t in counted(study.get_trials(deepcopy=False)) if t.number < trial.number]
+    if len(ahead) < n_trials:
+        return False
+    trial.set_user_attr(OVER_BUDGET, True)
+    study.tell(trial, state=TrialState.FAIL)
+    return True
+
+
+def retry_lost_trials(study, grace_period: float, own: set[int], only: set[int] | None = None) -> list[int]:
+    """RUNNING trials of other processes whose heartbeat stopped: failed, their parameters enqueued
+    once more. Returns the numbers of the trials retried. (`only`: these trials, whatever their
+    heartbeat: a command's own batch when it is interrupted.)"""
+    from optuna.trial import TrialState
+
+    retried = []
+    now = time.time()
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if trial.number in own or (only is not None and trial.number not in only):
+            continue
+        beat = trial.user_attrs.get(HEARTBEAT, trial.datetime_start.timestamp() if trial.datetime_start else now)
+        if now - beat <= grace_period:
+            continue
+        try:
+            study.tell(trial.number, state=TrialState.FAIL)
+        except (ValueError, RuntimeError):  # another command failed it first, and retries it
+            continue
+        study.enqueue_trial(trial.params, user_attrs={RETRY_OF: trial.number})
+        why = "was interrupted" if only is not None else f"lost its process (no heartbeat for {now - beat:.0f} s)"
+        log.warning(f"trial {trial.number} {why}: it is FAIL, and its parameters run again as a new trial")
+        retried.append(trial.number)
+    return retried
+
+
+def running_elsewhere(study, own: set[int]) -> int:
+    """Trials another command is running (or has queued) now."""
+    from optuna.trial import TrialState
+
+    return len([t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING))
+                if t.number not in own])
+
+
+def progress(study) -> tuple[int, int]:
+    """(trials finished, trials running or queued) of those that count towards n_trials."""
+    from optuna.trial import TrialState
+
+    trials = counted(study.get_trials(deepcopy=False))
+    running = sum(t.state in (TrialState.RUNNING, TrialState.WAITING) for t in trials)
+    return len(trials) - running, running
+
+
+def state_counts(study) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for trial in counted(study.get_trials(deepcopy=False)):
+        counts[trial.state.name] = counts.get(trial.state.name, 0) + 1
+    return counts

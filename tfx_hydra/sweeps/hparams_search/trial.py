@@ -1,0 +1,114 @@
+"""A job's side of a search: the live Optuna trial it reports to.
+
+The sweeper hands each job its trial by overrides (`hparams_search.trial`, `.study_name`; the
+storage is the command's own setting), so this works under every launcher, in process or on another machine: the job opens
+the study itself, rebuilds the pruner from config (Optuna does not store pruners), and makes a
+live `optuna.trial.Trial` from the trial's number. A frozen trial's `should_prune()` is always
+False; a live one asks the pruner. After each epoch the job reports `sweep.metric` and stops when
+the pruner says so (the trainer's trial_pruning.py); a heartbeat thread tells every command of the
+study that the job is alive.
+
+The sweeper, not the job, tells Optuna how the trial ended: the job returns its objective, or a
+`PrunedResult` when its pruner stopped it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+from omegaconf import DictConfig
+
+from tfx_hydra.sweeps.hparams_search.pruned import EpochReports, Pruned, PrunedResult
+from tfx_hydra.metrics import epoch_names
+
+log = logging.getLogger(__name__)
+STATE_TAG, TRIAL_TAG, EPOCHS_TAG = "optuna.state", "optuna.trial", "epochs_trained"
+SECONDS = "tfx_hydra.seconds"  # user attr: how long the trial's job took (the sweep's idle time is measured with it)
+
+
+class LiveTrial:
+    """The trial this job runs, live in the study's storage."""
+
+    def __init__(self, settings, metrics: list[str], per_epoch: list[str], max_epochs: int, launch_dir: str) -> None:
+        import optuna
+
+        from tfx_hydra.sweeps.hparams_search import study as studies
+        from tfx_hydra.sweeps.hparams_search.settings import storage_url
+
+        self.settings, self.started = settings, time.monotonic()
+        self.metric, self.multi_objective, self.per_epoch = metrics[0], len(metrics) > 1, per_epoch
+        self.study = optuna.load_study(study_name=settings.study_name,
+                                       storage=studies.storage(storage_url(settings, launch_dir)),
+                                       pruner=studies.pruner(settings, max_epochs))
+        trial_id = self.study._storage.get_trial_id_from_study_id_trial_number(self.study._study_id,
+                                                                              settings.trial)
+        self.trial = optuna.trial.Trial(self.study, trial_id)
+        self._stop = threading.Event()
+        self._beating = threading.Thread(target=self._beat, name="optuna-heartbeat", daemon=True)
+
+    @property
+    def number(self) -> int:
+        return self.settings.trial
+
+    def epoch_reports(self) -> EpochReports | None:
+        """What the trainer reports each epoch to (the dashboard's curves; the pruner's judgement).
+        None for a multi-objective search (Optuna takes no per-epoch reports there) and, with
+        pruner=none, for a metric that is not logged per epoch."""
+        if self.multi_objective or (self.settings.pruner == "none" and self.metric not in self.per_epoch):
+            return None
+        return EpochReports(self.trial, self.metric)
+
+    def completed(self, tracker, history) -> None:
+        epochs = len(history.history.get("loss", [])) if history is not None else 0
+        tracker.set_tags({STATE_TAG: "COMPLETE", EPOCHS_TAG: str(epochs)})
+        self._record_seconds()
+
+    def pruned(self, tracker, pruned: Pruned) -> PrunedResult:
+        """The run keeps the epochs it trained, says PRUNED, and exports nothing."""
+        tracker.set_tags({STATE_TAG: "PRUNED", EPOCHS_TAG: str(pruned.epoch + 1)})
+        self._record_seconds()
+        log.info(f"trial {self.number} pruned after epoch {pruned.epoch + 1}: {self.metric} {pruned.value:.4f} "
+                 f"is behind the other trials at that epoch ({self.settings.pruner} pruner); nothing exported")
+        return PrunedResult(self.number, pruned.epoch + 1, pruned.value)
+
+    def _record_seconds(self) -> None:
+        self.trial.set_user_attr(SECONDS, time.monotonic() - self.started)
+
+    def _beat(self) -> None:
+        from tfx_hydra.sweeps.hparams_search.study import HEARTBEAT
+
+        while not self._stop.is_set():
+            try:
+                self.trial.set_user_attr(HEARTBEAT, time.time())
+            except Exception as err:  # noqa: BLE001 - a finished trial, a storage hiccup: the next beat retries
+                log.debug(f"heartbeat of trial {self.number}: {err}")
+            self._stop.wait(self.settings.heartbeat_interval)
+
+    def __enter__(self) -> "LiveTrial":
+        self._beating.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._beating.join(timeout=5)
+
+
+@contextmanager
+def reporting_trial(cfg: DictConfig, run_settings, job, tracker) -> Iterator[LiveTrial | None]:
+    """The live trial of a sweep job of an Optuna search (heartbeating while the job runs); None in
+    any other run, including a re-run of a trial's recorded config outside its sweep."""
+    search = cfg.get("hparams_search")
+    if job is None or search is None or search.get("trial") is None:
+        yield None
+        return
+    from tfx_hydra.sweeps.hparams_search.settings import max_epochs, read
+
+    trainer = run_settings.trainer  # the run's validated Settings
+    with LiveTrial(read(cfg), run_settings.sweep.metrics, epoch_names(list(trainer.metrics)), max_epochs(trainer),
+                   cfg.paths.launch_dir) as trial:
+        tracker.set_tags({TRIAL_TAG: str(trial.number), "optuna.study": trial.settings.study_name})
+        yield trial

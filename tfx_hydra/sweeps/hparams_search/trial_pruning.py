@@ -1,0 +1,29 @@
+"""TrialPruning: report each epoch's `sweep.metric` to the live Optuna trial; stop when pruned.
+
+optuna-integration's KerasPruningCallback does the reporting and asks the pruner. Two things
+are ours: a metric missing from the epoch's logs is a mistake said at the first epoch (the
+library only warns, and the trial would train to its end unpruned), and the pruning is raised
+as `Pruned`, which the run turns into a PRUNED trial whose epochs stay in MLflow.
+"""
+
+from __future__ import annotations
+
+import optuna
+from optuna_integration import KerasPruningCallback
+
+from tfx_hydra.errors import ConfigError
+from tfx_hydra.sweeps.hparams_search.pruned import Pruned
+
+
+class TrialPruning(KerasPruningCallback):
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        if self._monitor not in logs:
+            raise ConfigError(f"sweep.metric={self._monitor} is not logged after each epoch, so the pruner has "
+                              f"nothing to compare (each epoch logs: {', '.join(sorted(logs))}).",
+                              fix="sweep.metric=val_accuracy (a per-epoch validation metric), or "
+                              "hparams_search.pruner=none to search without pruning")
+        try:
+            super().on_epoch_end(epoch, logs)
+        except optuna.TrialPruned:
+            raise Pruned(epoch, float(logs[self._monitor])) from None

@@ -1,0 +1,123 @@
+"""What a sweep command is, read from Hydra's config in the launching process: its overrides and
+the command that re-runs it, the keys it varies, how many jobs it plans, the metric its table
+ranks by, and whether its launcher can run here. Plain functions of the config: no MLflow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+
+from omegaconf import DictConfig, OmegaConf
+
+from tfx_hydra.errors import ConfigError
+from tfx_hydra.settings import validate_section
+from tfx_hydra.sweeps.hparams_search import checks
+
+
+def primary_objective(config: DictConfig) -> tuple[str, str]:
+    """The metric and direction the sweep's table ranks by: the first of a multi-objective search."""
+    sweep = validate_section(config, "sweep")
+    return sweep.metrics[0], sweep.directions[0]
+
+
+def require_launcher_runs_here(config: DictConfig) -> None:
+    """Slurm's launcher submits through `srun`/`sbatch`; off a cluster submitit fails deep in its
+    executor with a traceback, after the sweep has begun. Said here, first, with the way out."""
+    launcher = str(config.hydra.launcher.get("_target_", ""))
+    if launcher.endswith("SlurmLauncher") and shutil.which("srun") is None:
+        raise ConfigError("hydra/launcher=slurm submits every job to Slurm, but this machine has no Slurm "
+                          "(`srun` is not on PATH).",
+                          fix="run the sweep on the cluster's login node (where srun and sbatch are), or on this "
+                          "machine use hydra/launcher=local_gpus (one job per GPU) or hydra/launcher=parallel "
+                          "(local processes)")
+
+
+#  ------------------------------------------------------------
+
+def sweep_tags(config: DictConfig, sweep_dir: str) -> dict[str, str]:
+    """How the sweep was launched: its overrides (Hydra's own first: launcher, sweeper, hydra.*),
+    launcher and sweeper, and where it writes. `command` re-runs the same sweep."""
+    overrides = sweep_overrides(config)
+    tags = {
+        "sweep.overrides": " ".join(overrides),
+        "sweep.hydra_overrides": " ".join(hydra_overrides(config)),
+        "sweep.launcher": str(config.hydra.launcher.get("_target_", "")),
+        "sweep.sweeper": str(config.hydra.sweeper.get("_target_", "")),
+        "sweep.dir": sweep_dir,
+        "sweep.metric": str(config.sweep.metric),
+        "sweep.direction": str(config.sweep.direction),
+        "command": " ".join(["python -m tfx_hydra -m", *(shlex.quote(o) for o in overrides)]),
+    }
+    params = config.hydra.sweeper.get("params")
+    if params:
+        tags["sweep.params"] = json.dumps(OmegaConf.to_container(params, resolve=False), sort_keys=True)
+    return tags
+
+
+def resume_command(command: str, sweep_dir: str) -> str:
+    """The sweep's command pointed at its own sweep dir: finished jobs are skipped, the rest resume."""
+    if "hydra.sweep.dir=" in command:
+        return command
+    return f"{command} hydra.sweep.dir={shlex.quote(sweep_dir)}"
+
+
+MULTIRUN_OVERRIDE = "hydra.mode=MULTIRUN"  # what Hydra adds for -m; the command says -m itself
+
+
+def hydra_overrides(config: DictConfig) -> list[str]:
+    """The overrides of Hydra's own config the user typed (hydra/launcher=..., hydra.launcher.*,
+    hydra.sweeper.*, hydra.sweep.dir=...): Hydra keeps them apart from the task's."""
+    return [o for o in config.hydra.overrides.get("hydra", []) if o != MULTIRUN_OVERRIDE]
+
+
+def sweep_overrides(config: DictConfig) -> list[str]:
+    """Every override of the sweep's command line: Hydra's own, then the task's."""
+    return [*hydra_overrides(config), *config.hydra.overrides.task]
+
+
+def swept_keys(config: DictConfig) -> list[str]:
+    """Config keys the sweep varies: comma/range/choice overrides and a sweeper's `params`."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+    keys = [o.get_key_element() for o in parsed if o.is_sweep_override()]
+    params = config.hydra.sweeper.get("params") or {}
+    return keys + [str(k) for k in params if str(k) not in keys]
+
+
+def job_name(num: int, overrides: list[str], keys: list[str]) -> str:
+    """'3: model.units=128 optimizer.learning_rate=0.01' — what sets this job apart."""
+    own = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") in keys]
+    return f"{num}: {' '.join(own)}"[:200] if own else f"job {num}"
+
+
+def planned_jobs(config: DictConfig) -> int | None:
+    """How many jobs the sweep will launch: the grid's size for Hydra's basic sweeper, n_trials for
+    Optuna's; None for a sweeper that does not say."""
+    sweeper = str(config.hydra.sweeper.get("_target_", ""))
+    if sweeper.endswith("BasicSweeper"):
+        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        try:  # the basic sweeper's own expansion of the grid (an internal helper: a count, never a failure)
+            parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+            return sum(len(batch) for batch in BasicSweeper.split_arguments(parsed, None))
+        except Exception:  # noqa: BLE001
+            return None
+    trials = (config.get("hparams_search") or {}).get("n_trials") if checks.is_search(config) else None
+    return int(trials) if isinstance(trials, int) else None
+
+
+def in_multirun(config: DictConfig) -> bool:
+    from hydra.types import RunMode
+
+    return config.hydra.mode == RunMode.MULTIRUN
+
+
+def sweep_name(sweep_dir: str) -> str:
+    """'sweep 2026-11-30/23-01-02-123456' (the sweep dir under multirun/)."""
+    parts = sweep_dir.rstrip(os.sep).split(os.sep)
+    return "sweep " + "/".join(parts[-2:])

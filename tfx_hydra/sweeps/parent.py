@@ -1,0 +1,192 @@
+"""A sweep's parent MLflow run: made (or taken up again) before any job, found by every job through
+a record in the sweep dir, and closed by the launching process.
+
+When the sweep ends, the parent gets the jobs' count by status, the best objective
+(`sweep.metric`, `sweep.direction`) with a tag naming the best child, and a table and plot
+comparing the jobs (summary.py: sweep_summary.txt/.csv/.png in the sweep dir, and as the parent's
+artifacts). A child still RUNNING whose process is gone (a killed worker) is closed KILLED
+first, so no job of a finished sweep stays RUNNING. `children` is the one query for a parent's
+child runs: every question about the jobs goes through it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from tfx_hydra import tracking
+from tfx_hydra.process import describe_error
+from tfx_hydra.metrics import OBJECTIVE
+from tfx_hydra.sweeps.summary import (SUMMARY_CSV, SUMMARY_PNG, SUMMARY_TXT, best_job, report_lost_jobs, say,
+                                      summary_table, write_summary)
+
+PARENT_RUN_FILE = "mlflow_parent_run.json"  # in the sweep dir: the parent's id, for every job and the sweeper
+PARENT_TAG = "mlflow.parentRunId"  # MLflow's own tag: the UI nests a child under its parent by it
+JOB_NUM_TAG = "sweep.job_num"
+STUDY_TAG = "sweep.study"  # an Optuna search's parent: "<study name> in <storage>"
+# What Hydra's sweepers write in the sweep dir: the sweep's config, Optuna's best parameters.
+SWEEP_RECORDS = ("multirun.yaml", "optimization_results.yaml")
+
+
+def children(client, parent_run_id: str, status: str | None = None, tags: dict[str, str] | None = None,
+             newest: int | None = None) -> list:
+    """The parent's child runs (`status`: only those in it; `tags`: only those with these values;
+    `newest`: at most that many, the latest started first)."""
+    parent = client.get_run(parent_run_id)
+    where = [f"tags.`{PARENT_TAG}` = '{parent_run_id}'", *(f"tags.`{k}` = '{v}'" for k, v in (tags or {}).items())]
+    if status:
+        where.append(f"attributes.status = '{status}'")
+    order = ["attributes.start_time DESC"] if newest else None
+    return client.search_runs([parent.info.experiment_id], filter_string=" and ".join(where),
+                              max_results=newest or 5000, order_by=order)
+
+
+def read_parent_record(sweep_dir: str) -> dict[str, Any] | None:
+    """The sweep's parent run as the launching process recorded it (None: tracking=none)."""
+    try:
+        with open(os.path.join(os.path.abspath(sweep_dir), PARENT_RUN_FILE), encoding="utf-8") as record:
+            return json.load(record)
+    except FileNotFoundError:
+        return None  # tracking=none, or a launcher without our callback's start
+
+
+def write_parent_record(sweep_dir: str, record: dict[str, Any]) -> None:
+    """Written whole, then moved in: a second command of the same study may be reading it."""
+    partial = os.path.join(sweep_dir, f"{PARENT_RUN_FILE}.{os.getpid()}")
+    with open(partial, "w", encoding="utf-8") as out:
+        json.dump(record, out)
+    os.replace(partial, os.path.join(sweep_dir, PARENT_RUN_FILE))
+
+
+def reopen_parent(client, sweep_dir: str) -> str | None:
+    """Re-running a sweep into the same sweep dir continues its parent run."""
+    record = read_parent_record(sweep_dir)
+    if record is None:
+        return None
+    try:
+        client.update_run(record["run_id"], status="RUNNING")
+    except Exception:  # noqa: BLE001 - a parent from another store or deleted: start a new one
+        return None
+    return record["run_id"]
+
+
+def study_parent(client, experiment_id: str, study: str, made: str | None = None) -> str | None:
+    """The parent run of an Optuna study's commands: the earliest one tagged with the study. Two
+    commands starting at once may each make one (`made`); both then take the earliest, and the
+    later one's run is deleted, so the study keeps one parent."""
+    runs = client.search_runs([experiment_id], max_results=50, order_by=["attributes.start_time ASC"],
+                              filter_string=f"tags.`{STUDY_TAG}` = '{study}'")
+    runs = [r for r in runs if PARENT_TAG not in r.data.tags]
+    if not runs:
+        return made
+    first = min(runs, key=lambda r: (r.info.start_time, r.info.run_id)).info.run_id
+    if made is not None and made != first:
+        client.delete_run(made)
+    if made is None:
+        client.update_run(first, status="RUNNING")
+    return first
+
+
+class Parent:
+    """The parent run, as the launching process closes it."""
+
+    def __init__(self, client, run_id: str, sweep_dir: str, metric: str, direction: str,
+                 planned: int | None = None, resume: str = "", ui: str = "", shared: bool = False) -> None:
+        self.client, self.run_id, self.sweep_dir = client, run_id, sweep_dir
+        self.metric, self.direction = metric, direction
+        self.planned, self.resume = planned, resume  # how many jobs the sweep has; the command that resumes it
+        self.ui = ui  # the command that opens the store in the MLflow UI
+        self.closed = False
+        self.shared = shared  # a study's parent: other commands may still be running its children
+
+    def close(self, status: str | None, note: str | None = None, jobs_done: bool = True) -> None:
+        """End the parent with the jobs' counts. `jobs_done`: the launcher returned, so a child still
+        RUNNING lost its process (a killed worker) and is closed KILLED here, counted as killed.
+        status None: KILLED if a job was killed (or lost), else FAILED."""
+        if self.closed:
+            return
+        self.closed = True
+        lost = close_lost_children(self.client, self.run_id, jobs_done and not self.shared)
+        jobs = summarize_jobs(self.client, self.run_id)
+        counts = {state: sum(j["status"] == state for j in jobs) for state in ("FINISHED", "FAILED", "KILLED")}
+        never_ran = max(0, self.planned - len(jobs)) if self.planned is not None else 0
+        if status is None:
+            status = "KILLED" if counts["KILLED"] else "FAILED"
+        if lost:
+            report_lost_jobs([j for j in jobs if j["run_id"] in lost], never_ran, self.resume)
+        if status == "FINISHED" and jobs and counts["FINISHED"] == 0:
+            status = "FAILED"
+            note = note or "no job of the sweep finished"
+        tags = {"sweep.jobs": len(jobs), "sweep.finished": counts["FINISHED"], "sweep.failed": counts["FAILED"],
+                "sweep.killed": counts["KILLED"], "sweep.lost": len(lost), "sweep.never_ran": never_ran,
+                "sweep.planned": self.planned if self.planned is not None else "unknown"}
+        metrics = {"jobs": len(jobs), "jobs_finished": counts["FINISHED"], "jobs_failed": counts["FAILED"]}
+        best = best_job(jobs, self.direction)
+        if best is not None:
+            tags |= {"sweep.best_run_id": best["run_id"], "sweep.best_run_name": best["name"]}
+            metrics[f"best_{self.metric}"] = best["objective"]
+        if note:
+            tags["error"] = note
+        tracking.send_batch(self.client, self.run_id, tags=tags.items(),
+                            metrics=[(k, v, tracking.now_ms(), 0) for k, v in metrics.items()])
+        summary = summary_table(jobs, counts, self.metric, self.direction, best, self.run_id, self.sweep_dir,
+                                status, self.planned)
+        with open(os.path.join(self.sweep_dir, SUMMARY_TXT), "w", encoding="utf-8") as text:
+            text.write(summary + "\n")
+        if jobs:
+            write_summary(jobs, self.sweep_dir, self.metric, best)
+        tracking.mask_files(self.sweep_dir)  # Hydra's multirun.yaml holds the sweep's overrides
+        for name in (SUMMARY_TXT, SUMMARY_CSV, SUMMARY_PNG, *SWEEP_RECORDS):
+            if os.path.exists(os.path.join(self.sweep_dir, name)):
+                self.client.log_artifact(self.run_id, os.path.join(self.sweep_dir, name))
+        self.client.set_terminated(self.run_id, status=status)
+        say(summary + (f"\nbrowse: {self.ui}" if self.ui else ""))
+
+    def close_unfinished(self) -> None:
+        """Exit hook: the sweep stopped before Hydra's end (a failed job under the basic sweeper, Ctrl-C)."""
+        try:
+            self.close(None, jobs_done=False,
+                       note="the sweep ended with an error: Hydra's sweeper stops after the batch of jobs in which "
+                       "one failed or was interrupted (see the FAILED/KILLED child runs); later batches did not run")
+        except Exception as err:  # at exit, say what was lost rather than raise into nothing
+            print(f"tfx_hydra: could not close the sweep's MLflow parent run {self.run_id}: {err}")
+
+
+def summarize_jobs(client, parent_run_id: str) -> list[dict[str, Any]]:
+    """One row per child run: its job number, name, status, objective and error."""
+    rows = []
+    for child in children(client, parent_run_id):
+        tags = child.data.tags
+        rows.append({"job": int(tags.get(JOB_NUM_TAG, -1)), "name": child.info.run_name,
+                     "run_id": child.info.run_id, "status": child.info.status,
+                     "objective": child.data.metrics.get(OBJECTIVE),
+                     "error": tags.get("error", ""),
+                     # an Optuna search's trials: PRUNED or COMPLETE, and how many epochs each trained
+                     "state": tags.get("optuna.state", ""), "epochs": tags.get("epochs_trained", "")})
+    return sorted(rows, key=lambda row: row["job"])
+
+
+def close_lost_children(client, parent_run_id: str, jobs_done: bool) -> list[str]:
+    """Children left RUNNING whose process is gone, or (jobs_done) any child still RUNNING: KILLED
+    with a note, so no job of a finished sweep stays RUNNING and its backup still resumes."""
+    closed = []
+    for child in children(client, parent_run_id, status="RUNNING"):
+        if jobs_done or tracking.process_is_gone(child.data.tags):
+            tracking.close_lost_run(client, child, "lost: its sweep job's process ended without closing the run "
+                                    "(a killed worker, e.g. kill -9 or the out-of-memory killer)")
+            closed.append(child.info.run_id)
+    return closed
+
+
+def record_failure_without_run(uri: str, job, overrides: list[str], error: BaseException | str) -> None:
+    """A job that failed before its run started (a bad value for one job) still shows under the
+    parent, FAILED with its error, so the sweep's count of failures is complete."""
+    client = tracking.client_for(uri)
+    if children(client, job.parent_run_id, tags={JOB_NUM_TAG: str(job.num)}, newest=1):
+        return
+    parent = client.get_run(job.parent_run_id)
+    run = client.create_run(parent.info.experiment_id, run_name=job.name, tags=tracking.mask_secrets({
+        PARENT_TAG: job.parent_run_id, JOB_NUM_TAG: str(job.num), "hydra.overrides": " ".join(overrides),
+        "error": describe_error(error) if isinstance(error, BaseException) else str(error)}))
+    client.set_terminated(run.info.run_id, status="FAILED")

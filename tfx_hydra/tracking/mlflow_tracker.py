@@ -1,0 +1,269 @@
+"""MlflowTracker: what a run writes to MLflow, through one object with one batched request per call.
+
+A single `log_metric` costs 4-8 ms on SQLite, so each call sends one batch, and an epoch's metrics
+are one write. What MLflow does not take once the run has started is kept in the offline journal.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from tfx_hydra.metrics import PARAMETERS
+from tfx_hydra.process.faults import full_disk_path
+from tfx_hydra.process.signals import uninterrupted
+from tfx_hydra.tracking.datasets import described, send_datasets
+from tfx_hydra.tracking.journal import OFFLINE_DIR, OfflineJournal
+from tfx_hydra.tracking.secrets import mask_secrets, mask_uri
+from tfx_hydra.tracking.store import (MAX_PARAMS_PER_CALL, MAX_TAG_LENGTH, MAX_TAGS_PER_CALL, flatten, now_ms,
+                                      send_artifacts, send_batch, ui_command)
+from tfx_hydra.tracking.tracker import BACKUP_TAG, is_result
+
+log = logging.getLogger(__name__)
+
+
+class MlflowTracker:
+    """Writes one run. Every method batches what it sends: one request per call.
+
+    MLflow never stops training: the first failed write (a tracking server that went away,
+    a locked or full disk) is reported once, and from then on every record goes to an
+    OfflineJournal in the run's output dir instead, for `python -m tfx_hydra.sync` to send later.
+    """
+
+    def __init__(self, client, run_id: str, uri: str, launch_dir: str, resumed_backup_dir: str | None = None,
+                 offline_dir: str | None = None, previous_error: str | None = None) -> None:
+        self.client = client
+        self.run_id = run_id
+        self.uri = uri
+        self.launch_dir = launch_dir
+        self.resumed_backup_dir = resumed_backup_dir  # set when this continues an interrupted run
+        self.offline_dir = offline_dir or os.path.join(launch_dir, OFFLINE_DIR, run_id)
+        self.journal: OfflineJournal | None = None  # set once MLflow fails
+        self.dropped = False  # set when the journal cannot be written either (a full disk)
+        self.store_full = False  # the store stopped taking records because its disk is full
+        self.backup_dir: str | None = resumed_backup_dir  # the per-epoch backup (its tag, BACKUP_TAG)
+        self.previous_error = previous_error  # what ended the attempt this run resumes
+        self.datasets: dict[str, tuple[str, str]] = {}  # context -> (name, digest) logged: metrics link to them
+
+    @property
+    def ui_command(self) -> str:
+        return ui_command(self.uri, self.launch_dir)
+
+    def log_config(self, config: DictConfig) -> None:
+        """The resolved config (without Hydra's own node), flattened to dotted params."""
+        container = OmegaConf.to_container(config, resolve=True)
+        container.pop("hydra", None)
+        self.log_params(flatten(container))
+
+    def log_params(self, params: dict[str, str]) -> None:
+        items = list(mask_secrets(params).items())
+        for start in range(0, len(items), MAX_PARAMS_PER_CALL):
+            self._log_batch(params=items[start:start + MAX_PARAMS_PER_CALL])
+
+    def set_tags(self, tags: dict[str, Any]) -> None:
+        if BACKUP_TAG in tags:
+            self.backup_dir = str(tags[BACKUP_TAG])
+        items = [(k, v[:MAX_TAG_LENGTH]) for k, v in mask_secrets({k: str(v) for k, v in tags.items()}).items()]
+        for start in range(0, len(items), MAX_TAGS_PER_CALL):
+            self._log_batch(tags=items[start:start + MAX_TAGS_PER_CALL])
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        now = now_ms()
+        items = [(k, float(v), now, step or 0) for k, v in metrics.items() if _is_number(v)]
+        if items:
+            self._log_batch(metrics=items)
+
+    def log_epoch(self, epoch: int, logs: dict[str, Any] | None) -> None:
+        """Keras' on_epoch_end signature: one batched write of every epoch metric, step = epoch."""
+        self.log_metrics(dict(logs or {}), step=epoch)
+
+    def log_missing_epochs(self, backed_up: dict[int, dict[str, float]]) -> None:
+        """On resume: epochs the backup holds whose metrics never reached MLflow (the process died
+        between the backup and the write) are logged now, each once."""
+        if not backed_up:
+            return
+        try:
+            logged = {m.step for m in self.client.get_metric_history(self.run_id, "loss")}
+        except Exception as err:  # noqa: BLE001 - better a gap than an epoch twice
+            log.warning(f"could not read which epochs MLflow holds ({type(err).__name__}); epochs "
+                        f"{sorted(backed_up)} of the backup are not logged again.")
+            return
+        for epoch in sorted(set(backed_up) - logged):
+            self.log_epoch(epoch, backed_up[epoch])
+
+    def log_artifacts(self, local_dir: str, artifact_path: str | None = None) -> None:
+        self._send_artifacts(local_dir, artifact_path)
+
+    def log_artifact(self, local_path: str, artifact_path: str | None = None) -> None:
+        self._send_artifacts(local_path, artifact_path)
+
+    def log_datasets(self, reads) -> None:
+        """The splits the run read (data/lineage.py's DataReads) as MLflow datasets, one request."""
+        descriptions = described(reads)
+        self.datasets |= {d["context"]: (d["name"], d["digest"]) for d in descriptions}
+        if descriptions and not self._try(lambda: send_datasets(self.client, self.run_id, descriptions)):
+            self._keep(lambda: self.journal.append({"op": "log_inputs", "datasets": descriptions}))
+
+    def log_model(self, model, example_inputs, register_as: str | None = None) -> str:
+        """Log `model` as an MLflow 3 logged model (signature and input example included) output by
+        this run, with the run's final metrics linked to it and to the split they were measured
+        on, so the run page lists it under *Logged models* and `mlflow models serve -m
+        runs:/<run id>/model` (or `models:/<model id>`) answers /invocations; with `register_as`,
+        also as a new version of that registered model. MLflow unreachable: the model is kept as
+        the run's `model/` artifacts in the offline journal (runs:/ serves those too)."""
+        import tempfile
+
+        import keras
+        import mlflow.tensorflow
+        import numpy as np
+        import tensorflow as tf
+        from mlflow.models import Model, infer_signature
+
+        example_inputs = np.asarray(example_inputs, dtype="float32")
+        signature = infer_signature(example_inputs, np.asarray(model(example_inputs, training=False)))
+        logged = None if self.journal is not None else self._try_value(self._create_logged_model)
+        with tempfile.TemporaryDirectory(prefix="tfx_hydra-mlflow-model-") as folder:
+            path = os.path.join(folder, "model")
+            mlmodel = Model(artifact_path=logged.artifact_location, run_id=self.run_id, model_id=logged.model_id,
+                            model_uuid=logged.model_id) if logged else None
+            # Pinned requirements instead of MLflow's inference, which imports the model in a subprocess.
+            mlflow.tensorflow.save_model(model, path, signature=signature, input_example=example_inputs,
+                                         mlflow_model=mlmodel,
+                                         pip_requirements=[f"tensorflow=={tf.__version__}",
+                                                           f"keras=={keras.version()}"])
+            if logged is None or not self._try(lambda: self._upload_logged_model(logged.model_id, path)):
+                self.log_artifacts(path, "model")
+        uri = f"runs:/{self.run_id}/model"
+        tags = {"mlflow.model_uri": uri} | ({"mlflow.logged_model_id": logged.model_id} if logged else {})
+        if register_as and self.journal is None:
+            tags["mlflow.registered_model"] = f"{register_as}/{self._register(register_as)}"
+        elif register_as:
+            log.warning(f"export.register_as={register_as}: not registered, MLflow is unreachable; register "
+                        f"runs:/{self.run_id}/model once the run is synced.")
+        self.set_tags(tags)
+        return uri
+
+    def _create_logged_model(self):
+        experiment_id = self.client.get_run(self.run_id).info.experiment_id
+        return self.client.create_logged_model(experiment_id, name="model", source_run_id=self.run_id,
+                                               model_type="keras")
+
+    def _upload_logged_model(self, model_id: str, path: str) -> None:
+        """The model's files, then READY, then the run's output, then its metrics linked to it."""
+        from mlflow.entities import LoggedModelOutput, Metric
+
+        self.client.log_model_artifacts(model_id, path)
+        self.client.finalize_logged_model(model_id, "READY")
+        self.client.log_outputs(self.run_id, [LoggedModelOutput(model_id, step=0)])
+        results = [key for key in self.client.get_run(self.run_id).data.metrics if is_result(key)]
+        final = [max(self.client.get_metric_history(self.run_id, key), key=lambda m: (m.step, m.timestamp))
+                 for key in results]  # each result's last value, with its own step and timestamp
+        self.client.log_batch(self.run_id, metrics=[
+            Metric(m.key, m.value, m.timestamp, m.step, run_id=self.run_id, model_id=model_id,
+                   **self._measured_on(m.key)) for m in final])
+
+    def _measured_on(self, metric: str) -> dict[str, str]:
+        """The dataset a final metric was measured on (test_*: test, val_*: validation, else training)."""
+        if metric == PARAMETERS:  # the model's size: measured on no data
+            return {}
+        context = "test" if metric.startswith("test_") else "validation" if metric.startswith("val_") else "training"
+        name, digest = self.datasets.get(context, (None, None))
+        return {"dataset_name": name, "dataset_digest": digest} if name else {}
+
+    def _try_value(self, make):
+        """`make()` if MLflow takes it, else None (and the journal open, as _try)."""
+        made = []
+        return made[0] if self._try(lambda: made.append(make())) else None
+
+    def _register(self, name: str) -> str:
+        return register_model(self.client, self.run_id, name)
+
+    def end(self, status: str, error: str | None = None) -> None:
+        with uninterrupted():  # a second Ctrl-C must not leave the run RUNNING
+            if error:
+                self.set_tags({"error": error})
+            elif status == "FINISHED" and self.previous_error:  # the interruption is history, not the outcome
+                self.set_tags({"resume.interrupted_by": self.previous_error})
+                self._try(lambda: self.client.delete_tag(self.run_id, "error"))
+            end_time = now_ms()
+            if not self._try(lambda: self.client.set_terminated(self.run_id, status=status, end_time=end_time)):
+                self._keep(lambda: self.journal.append({"op": "set_terminated", "status": status,
+                                                        "end_time": end_time}))
+        if self.dropped:
+            log.warning(f"MLflow run {self.run_id} could not be closed {status}: neither the store nor the offline "
+                        f"journal in {self.offline_dir} could be written. Once there is room, the next run on this "
+                        "store closes it (as lost).")
+        elif self.journal is not None:
+            when = "once the store's disk has room again" if self.store_full else "once the tracking server is back"
+            log.warning(f"MLflow did not take everything this run logged. It is kept in {self.journal.folder}; "
+                        f"{when}: python -m tfx_hydra.sync {os.path.dirname(self.journal.folder)}")
+
+    # --- sending, or keeping for later -------------------------------------------------------
+
+    def _log_batch(self, params=(), tags=(), metrics=()) -> None:
+        if not self._try(lambda: send_batch(self.client, self.run_id, params, tags, metrics)):
+            self._keep(lambda: self.journal.append({"op": "log_batch", "params": list(params), "tags": list(tags),
+                                                    "metrics": list(metrics)}))
+
+    def _send_artifacts(self, local_path: str, artifact_path: str | None) -> None:
+        if not self._try(lambda: send_artifacts(self.client, self.run_id, local_path, artifact_path)):
+            self._keep(lambda: self.journal.keep_artifacts(local_path, artifact_path))
+
+    def _try(self, send) -> bool:
+        """Send now if MLflow is taking writes; False (and the journal open) when it is not."""
+        if self.journal is not None:
+            return False
+        try:
+            with uninterrupted():
+                send()
+            return True
+        except Exception as err:  # noqa: BLE001 - whatever MLflow raises, training must go on
+            self.journal = OfflineJournal(self.offline_dir, self.run_id, self.uri)
+            self._keep(lambda: OfflineJournal.create(self.offline_dir, self.run_id, self.uri))
+            self.store_full = full_disk_path(err) is not None
+            why = ": its disk is full" if self.store_full else ""
+            log.warning(f"MLflow at {mask_uri(self.uri)} stopped taking this run's records{why} "
+                        f"({type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}). Training goes "
+                        f"on; everything from now on is kept in {self.journal.folder} for "
+                        "`python -m tfx_hydra.sync`.")
+            return False
+
+    def _keep(self, write) -> None:
+        """A write to the offline journal; if that disk is full too, the records are dropped (said
+        once) rather than training stopped by its bookkeeping."""
+        if self.dropped:
+            return
+        try:
+            write()
+        except OSError as err:
+            self.dropped = True
+            log.warning(f"the offline journal in {self.offline_dir} cannot be written either ({err.strerror}): "
+                        "MLflow records of this run are lost from here on.")
+
+
+def _is_number(value: Any) -> bool:
+    try:
+        float(value)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def register_model(client, run_id: str, name: str) -> str:
+    """A new version of registered model `name` from the run's logged model (or, for a run synced
+    from the offline journal, its `model/` artifacts); its version number."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client.create_registered_model(name)
+    except MlflowException:
+        pass  # already registered: add a version
+    run = client.get_run(run_id)
+    outputs = run.outputs.model_outputs if run.outputs else []
+    if outputs:
+        model_id = outputs[-1].model_id
+        return client.create_model_version(name, f"models:/{model_id}", run_id=run_id, model_id=model_id).version
+    return client.create_model_version(name, f"{run.info.artifact_uri}/model", run_id=run_id).version

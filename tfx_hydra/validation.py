@@ -1,0 +1,108 @@
+"""validation: the one vocabulary of checks, as Keras' `validate_*` helpers are one.
+
+Each kind of mistake has one wording a user learns once, whichever module finds it:
+
+    require_choice       data.normalization=zscore is not one of: standard, minmax, none.
+    require_positive     trainer.epochs=-1 is out of range: expected a positive integer.
+    require_non_negative trainer.finetune_epochs=-2 is out of range: expected 0 (off) or more.
+    require_range        optimizer.momentum=1.5 is out of range: expected a number [0, 1].
+    require_fraction     data.validation_split=1.5 is out of range: expected a fraction between 0 and 1.
+    require_path         data.path=/x/mnist.npz does not exist.
+    require_writable_folder  data.cache=/x/cache cannot be written: /x does not exist.
+
+Every message names the key, echoes the value as it is typed in an override, says what was
+expected, and carries the override that fixes it. Nothing here imports more than errors.py: the
+schemas, the data sources, the models and the search all use it before TensorFlow is loaded.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+from tfx_hydra.errors import ConfigError, DataError, show
+
+
+def require_choice(key: str, value: Any, choices: Sequence[Any], fix: Any = None) -> None:
+    """`value` is one of `choices` (the fix: `fix`, or the first choice)."""
+    if value not in choices:
+        allowed = ", ".join(show(c) for c in choices)
+        raise ConfigError(f"{key}={show(value)} is not one of: {allowed}.",
+                          fix=f"{key}={show(choices[0] if fix is None else fix)}")
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def require_positive(key: str, value: Any, example: Any, integer: bool = True, unit: str = "") -> None:
+    """An integer >= 1 (`integer=False`: any number > 0; `unit`: what the number counts, e.g. seconds)."""
+    kind = "a positive integer" if integer else "a number > 0"
+    well_typed = _is_integer(value) if integer else _is_number(value)
+    if not well_typed or value <= 0:
+        problem = "is out of range" if well_typed else "is not a number"
+        raise ConfigError(f"{key}={show(value)} {problem}: expected {kind}{f' ({unit})' if unit else ''}.",
+                          fix=f"{key}={example}")
+
+
+def require_positive_or_auto(key: str, value: Any, example: int) -> None:
+    """A positive integer, or `auto` (a value the hardware profile fills in)."""
+    if value == "auto":
+        return
+    if not _is_integer(value):
+        raise ConfigError(f"{key}={show(value)} is not a positive integer or auto.", fix=f"{key}={example}")
+    require_positive(key, value, example)
+
+
+def require_non_negative(key: str, value: Any, zero_means: str, example: Any = 0) -> None:
+    """An integer >= 0, where 0 has a meaning of its own (`zero_means`: "off", "TensorFlow's choice")."""
+    if not _is_integer(value) or value < 0:
+        raise ConfigError(f"{key}={show(value)} is out of range: expected 0 ({zero_means}) or more.",
+                          fix=f"{key}={example}")
+
+
+def require_range(key: str, value: Any, low: float, high: float | None, example: Any,
+                  low_inclusive: bool = True, high_inclusive: bool = True) -> None:
+    """A number between `low` and `high` (None: no upper bound), each end in or out."""
+    if not _is_number(value):
+        raise ConfigError(f"{key}={show(value)} is not a number.", fix=f"{key}={example}")
+    inside = ((value > low or (low_inclusive and value == low))
+              and (high is None or value < high or (high_inclusive and value == high)))
+    if not inside:
+        bounds = (f"{'[' if low_inclusive else '('}{low:g}, {high:g}{']' if high_inclusive else ')'}" if high is not None
+                  else f"{'>=' if low_inclusive else '>'} {low:g}")
+        raise ConfigError(f"{key}={show(value)} is out of range: expected a number {bounds}.", fix=f"{key}={example}")
+
+
+def require_fraction(key: str, value: Any, example: Any = 0.1) -> None:
+    """A share strictly between 0 and 1 (a split of the data)."""
+    if not _is_number(value) or not 0.0 < value < 1.0:
+        raise ConfigError(f"{key}={show(value)} is out of range: expected a fraction between 0 and 1.",
+                          fix=f"{key}={example}")
+
+
+def require_path(key: str, value: str, fix: str, file: bool = False) -> None:
+    """A file (`file=True`) or folder that exists: a DataError, since the config's shape is right and
+    the disk is not."""
+    found = os.path.isfile(value) if file else os.path.exists(value)
+    if not value or not found:
+        raise DataError(f"{key}={value} does not exist.", fix=fix)
+
+
+def require_writable_folder(key: str, value: str, folder: str, create: bool) -> None:
+    """`folder` (where `key`=`value` writes) exists and is writable, or (create=True) its nearest
+    existing parent is a writable folder: a typo in a path must not surface after the last epoch."""
+    path = os.path.abspath(os.path.expanduser(folder))
+    existing = path
+    while create and not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        what = "is a file" if os.path.exists(existing) else "does not exist"
+        raise ConfigError(f"{key}={value} cannot be written: {existing} {what}.", fix=f"{key}=<a writable folder>")
+    if not os.access(existing, os.W_OK):
+        raise ConfigError(f"{key}={value} cannot be written: {existing} is not writable.",
+                          fix=f"{key}=<a writable folder>")
