@@ -192,7 +192,8 @@ def main(argv=None) -> None:
         medians = {"kerastuner": statistics.median(m["kerastuner"]["best_val_accuracy"] for m in matches),
                    "tfx_hydra": statistics.median(m["tfx_hydra"]["best_epoch_val_accuracy"] for m in matches),
                    "tfx_hydra_last_epoch": statistics.median(m["tfx_hydra"]["best_val_accuracy"] for m in matches)}
-        print(f"   median best val_accuracy (best epoch, as KerasTuner scores): tfx_hydra {medians['tfx_hydra']:.4f} vs "
+        print("   median best val_accuracy (best epoch, as KerasTuner scores): "
+              f"tfx_hydra {medians['tfx_hydra']:.4f} vs "
               f"KerasTuner {medians['kerastuner']:.4f} (target: ours >=); ours at the last epoch "
               f"{medians['tfx_hydra_last_epoch']:.4f}")
         results["kerastuner"] = {"matches": matches, "medians": medians}

@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from harness import bench_parser, make_mnist_like, write_json
 
 
@@ -118,7 +117,8 @@ def main(argv=None) -> int:
           "(target <= 1.01)")
     print(f"one weight check: {check * 1e3:.3f} ms = {check / a:.4%} of an epoch")
     data = report["data_check_seconds_60000x784"]
-    print(f"in-memory data check, 60,000 x 784: float32 {data['float32'] * 1e3:.1f} ms, uint8 {data['uint8'] * 1e3:.3f} ms")
+    print(f"in-memory data check, 60,000 x 784: float32 {data['float32'] * 1e3:.1f} ms, "
+          f"uint8 {data['uint8'] * 1e3:.3f} ms")
     write_json(args.json, report)
     return 0
 

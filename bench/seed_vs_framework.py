@@ -38,7 +38,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--test", type=int, default=10000, help="test examples (synthetic data)")
     parser.add_argument("--mnist", help="a real mnist.npz (x_train, y_train, x_test, y_test)")
-    parser.add_argument("framework_args", nargs="*", help="extra overrides for side B, e.g. trainer.steps_per_execution=1")
+    parser.add_argument("framework_args", nargs="*",
+                        help="extra overrides for side B, e.g. trainer.steps_per_execution=1")
     args = parser.parse_args(argv)
     if args.quick:
         args.pairs, args.train, args.test, args.epochs = 1, 6000, 1000, 2
@@ -113,7 +114,8 @@ def main(argv=None) -> dict:
                                else run_framework(data, args.epochs, workdir, args.framework_args))
             pair = {"plain": sides["A"], "framework": sides["B"], "ratio": ratios(sides["A"], sides["B"])}
             pairs.append(pair)
-            print(f"pair {index + 1}: A {sides['A']['examples_per_sec']:8,.0f} ex/s {sides['A']['wall_seconds']:6.1f} s "
+            print(f"pair {index + 1}: A {sides['A']['examples_per_sec']:8,.0f} ex/s "
+                  f"{sides['A']['wall_seconds']:6.1f} s "
                   f"val_acc {sides['A']['val_accuracy']:.4f} | B {sides['B']['examples_per_sec']:8,.0f} ex/s "
                   f"{sides['B']['wall_seconds']:6.1f} s val_acc {sides['B']['val_accuracy']:.4f} | "
                   f"B/A ex/s {pair['ratio']['examples_per_sec']:.2f}x wall {pair['ratio']['wall_seconds']:.2f}x "
@@ -123,7 +125,8 @@ def main(argv=None) -> dict:
     print(f"median B/A: training examples/s {medians['examples_per_sec']:.2f}x (target >= 2.5), "
           f"whole-process wall {medians['wall_seconds']:.2f}x (target <= 0.9), "
           f"val accuracy {medians['val_accuracy_points']:+.2f} points (target within 0.5)")
-    print(f"--cfg job {startup['cfg_job_seconds']:.2f} s vs import tensorflow {startup['import_tensorflow_seconds']:.2f} s: "
+    print(f"--cfg job {startup['cfg_job_seconds']:.2f} s vs "
+          f"import tensorflow {startup['import_tensorflow_seconds']:.2f} s: "
           f"{startup['ratio']:.2f}x (target <= 0.25)")
     report = {"epochs": args.epochs, "pairs": pairs, "median_ratio": medians, "startup": startup,
               "framework_args": args.framework_args, "data": "real" if args.mnist else "synthetic"}

@@ -1,7 +1,8 @@
 """An 8-job grid sweep with Hydra's basic launcher (jobs one after another, in-process) vs
 `hydra/launcher=parallel` (joblib, 2 worker processes): whole-sweep wall time and the ratio.
 
-    python bench/sweep_parallel.py                # 8 jobs, CNN on synthetic 28x28 data, 3 epochs each; target ratio <= 0.65 on 2 cores
+    python bench/sweep_parallel.py                # 8 jobs, CNN on synthetic 28x28 data, 3 epochs each
+                                                  # (target ratio <= 0.65 on 2 cores)
     python bench/sweep_parallel.py --workers 4    # more workers (a machine with more cores)
     python bench/sweep_parallel.py --quick        # 2 jobs, 1 epoch: checks the script, the ratio means little
     python bench/sweep_parallel.py --json out.json

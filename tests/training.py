@@ -7,12 +7,12 @@ import math
 
 from omegaconf import OmegaConf
 
+from tests.fakes import RecordingTracker
 from tfx_hydra.hardware import HardwareInfo
 from tfx_hydra.models import mlp
 from tfx_hydra.schemas import HardwareConfig, PrecisionConfig, Settings, SweepConfig, TrackingConfig, TrainerConfig
 from tfx_hydra.strategy import BatchPlan, Setup
 from tfx_hydra.trainer import compile_model
-from tests.fakes import RecordingTracker
 
 ADAM = OmegaConf.create({"_target_": "keras.optimizers.Adam", "learning_rate": 0.01})
 

@@ -48,7 +48,8 @@ def main() -> None:
         with held_job_error_line() as job_error_line:
             hydra_main()
     except KeyboardInterrupt as interrupt:
-        hint = getattr(interrupt, "resume_hint", None) or "interrupted (SIGINT) before a run started: nothing to resume."
+        hint = (getattr(interrupt, "resume_hint", None)
+                or "interrupted (SIGINT) before a run started: nothing to resume.")
         print(f"tfx_hydra: {hint}", file=sys.stderr)
         sys.exit(getattr(interrupt, "exit_status", 130))
     except CompactHydraException as err:  # our errors and Hydra's own config errors: the message alone

@@ -77,5 +77,5 @@ def non_finite_op(message: str) -> TrainingError:
     made = f", made at {mine[-1][0]}:{mine[-1][1]} ({mine[-1][2]})" if mine else ""
     return TrainingError(f"trainer.check_numerics: op '{op}' in layer '{layer}' produced the first NaN or infinity "
                          f"(output {found.group(1) if found else 0}){made}.",
-                         fix=f"look at what feeds '{layer}' (its inputs, its weights, a log/div/exp of a value near 0 or "
-                         "large); a smaller optimizer.learning_rate or precision=fp32 if it overflows")
+                         fix=f"look at what feeds '{layer}' (its inputs, its weights, a log/div/exp of a value near "
+                         "0 or large); a smaller optimizer.learning_rate or precision=fp32 if it overflows")

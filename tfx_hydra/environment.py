@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import platform
 import subprocess
-
 from dataclasses import dataclass
 from importlib import metadata
 

@@ -23,7 +23,7 @@ import os
 
 from omegaconf import DictConfig
 
-from tfx_hydra import sweeps, tracking, trainer
+from tfx_hydra import records, sweeps, tracking, trainer
 from tfx_hydra.config import build
 from tfx_hydra.console import print_summary
 from tfx_hydra.data.preflight import check_data_config
@@ -34,7 +34,6 @@ from tfx_hydra.precision import resolve_policy, set_precision
 from tfx_hydra.schemas import Settings
 from tfx_hydra.settings import validate
 from tfx_hydra.strategy import Setup, is_chief, plan_batches
-from tfx_hydra import records
 
 
 def run(cfg: DictConfig) -> float | list[float] | sweeps.PrunedResult:

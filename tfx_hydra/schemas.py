@@ -15,7 +15,7 @@ from typing import Any, List, Optional
 from tfx_hydra.errors import ConfigError, show
 from tfx_hydra.metrics import epoch_names
 from tfx_hydra.precision import POLICIES
-from tfx_hydra.validation import (require_choice, require_non_negative, require_positive, require_positive_or_auto)
+from tfx_hydra.validation import require_choice, require_non_negative, require_positive, require_positive_or_auto
 
 JIT_CHOICES = ("auto", True, False)
 ALLOCATORS = (None, "cuda_malloc_async")
@@ -44,7 +44,8 @@ class EarlyStoppingConfig:
     restore_best_weights: bool = True
 
     def __post_init__(self) -> None:
-        require_non_negative("trainer.early_stopping.patience", self.patience, "stop at the first epoch without progress", 3)
+        require_non_negative("trainer.early_stopping.patience", self.patience,
+                             "stop at the first epoch without progress", 3)
         require_choice("trainer.early_stopping.mode", self.mode, EARLY_STOPPING_MODES)
 
 
@@ -83,7 +84,8 @@ class TrainerConfig:
         profile = self.tensorboard_profile_batches
         if profile is not None and (len(profile) != 2 or not 1 <= profile[0] <= profile[1]):
             raise ConfigError(f"trainer.tensorboard_profile_batches={list(profile)}: expected [first, last] batch "
-                              "numbers, 1 <= first <= last, or null.", fix="trainer.tensorboard_profile_batches=[10,20]")
+                              "numbers, 1 <= first <= last, or null.",
+                              fix="trainer.tensorboard_profile_batches=[10,20]")
         require_positive_or_auto("trainer.batch_size", self.batch_size, 32)
         require_positive_or_auto("trainer.steps_per_execution", self.steps_per_execution, 1)
         require_positive("trainer.grad_accum_steps", self.grad_accum_steps, 1)

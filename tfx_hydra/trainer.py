@@ -21,12 +21,12 @@ from omegaconf import DictConfig
 from tfx_hydra.config import choice
 from tfx_hydra.debug import NUMERICS_MARK, judge_overfit, non_finite_op, say_profile
 from tfx_hydra.errors import ConfigError, TrainingError
-from tfx_hydra.sweeps.hparams_search.pruned import EpochReports, Pruned
 from tfx_hydra.metrics import FINETUNE_PHASE, PARAMETERS, TEST, TRAIN_PHASE, end_of_run, phase_timing
 from tfx_hydra.models import count_params, require_backbone, unfreeze_backbone
 from tfx_hydra.optimizer import build_optimizer, finetune_learning_rate
 from tfx_hydra.schemas import Settings, TrainerConfig
 from tfx_hydra.strategy import BatchPlan, Setup
+from tfx_hydra.sweeps.hparams_search.pruned import EpochReports, Pruned
 from tfx_hydra.tracking import BACKUP_TAG, Tracker
 
 log = logging.getLogger(__name__)

@@ -73,7 +73,8 @@ def require_range(key: str, value: Any, low: float, high: float | None, example:
     inside = ((value > low or (low_inclusive and value == low))
               and (high is None or value < high or (high_inclusive and value == high)))
     if not inside:
-        bounds = (f"{'[' if low_inclusive else '('}{low:g}, {high:g}{']' if high_inclusive else ')'}" if high is not None
+        opening, closing = "[" if low_inclusive else "(", "]" if high_inclusive else ")"
+        bounds = (f"{opening}{low:g}, {high:g}{closing}" if high is not None
                   else f"{'>=' if low_inclusive else '>'} {low:g}")
         raise ConfigError(f"{key}={show(value)} is out of range: expected a number {bounds}.", fix=f"{key}={example}")
 

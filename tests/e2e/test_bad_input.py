@@ -17,7 +17,8 @@ CASES = {
     "unknown data option": (["data=imagenet"], ["ConfigError: data=imagenet is not an option of 'data'; its "
                                                  "options are: cifar10,", "digits", "mnist", "synthetic",
                                                  "Fix: data=image_folder (the closest option)"]),
-    "unknown hardware option": (["hardware=tpu9000"], ["hardware=tpu9000 is not an option of 'hardware'", "a100", "auto",
+    "unknown hardware option": (["hardware=tpu9000"], ["hardware=tpu9000 is not an option of 'hardware'", "a100",
+                                                       "auto",
                                                            "cpu"]),
     "epochs not a number": (["trainer.epochs=abc"], ["trainer.epochs got 'abc'", "expected an integer",
                                                      "Fix: trainer.epochs=5"]),
@@ -25,7 +26,8 @@ CASES = {
     "missing data.path": (["data=mnist", "data.path=/nonexistent/mnist.npz"],
                           ["data.path=/nonexistent/mnist.npz does not exist"]),
     "strict hardware mismatch": (["hardware=a100", "hardware.strict=true"],
-                                 ["HardwareMismatch: hardware=a100 expects 1 GPU matching 'A100' with at least 39 GiB; found no GPU",
+                                 ["HardwareMismatch: hardware=a100 expects 1 GPU matching 'A100' with at least 39 GiB; "
+                                  "found no GPU",
                                   "Fix: use hardware=auto"]),
     "unreachable tracking server": ([f"tracking.uri=http://127.0.0.1:{free_ports(1)[0]}"],
                                     ["TrackingError: tracking.uri=http://127.0.0.1:", "is unreachable",
@@ -55,7 +57,8 @@ CASES = {
     "sweep direction": (["sweep.direction=up"], ["sweep.direction=up is not one of: maximize, minimize"]),
     "sweep metric the run never logs": (["sweep.metric=f1"], ["sweep.metric=f1 is not a metric this run logs",
                                                               "val_accuracy"]),
-    "zero tracking timeout": (["tracking.connect_timeout=0"], ["tracking.connect_timeout=0.0 is out of range: expected a number > 0 (seconds)",
+    "zero tracking timeout": (["tracking.connect_timeout=0"], ["tracking.connect_timeout=0.0 is out of range: "
+                                                               "expected a number > 0 (seconds)",
                                                                "Fix: tracking.connect_timeout=5"]),
     "store folder missing": (["tracking.uri=sqlite:////nonexistent/dir/mlflow.db"],
                              ["tracking.uri=sqlite:////nonexistent/dir/mlflow.db: the folder /nonexistent/dir does not "
@@ -77,8 +80,8 @@ CASES = {
     "missing image folder": (["data=image_folder", "data.directory=/nonexistent/pets", "data.num_classes=2"],
                              ["DataError: data.directory=/nonexistent/pets does not exist"]),
     "hub model without a handle": (["model=hub"], ["model.handle has no value (hub needs it)"]),
-    "negative fine-tuning epochs": (["trainer.finetune_epochs=-2"], ["trainer.finetune_epochs=-2 is out of range: "
-                                                                     "expected 0 (off) or more", "Fix: trainer.finetune_epochs=3"]),
+    "negative fine-tuning epochs": (["trainer.finetune_epochs=-2"], [
+        "trainer.finetune_epochs=-2 is out of range: expected 0 (off) or more", "Fix: trainer.finetune_epochs=3"]),
     "fine-tuning a model without a backbone": (["trainer.finetune_epochs=2"], [
         "trainer.finetune_epochs needs a model with a pretrained backbone; mlp has none", "Fix: model=keras_app"]),
     "unknown launcher": (["hydra/launcher=nope"], ["hydra/launcher=nope is not an option of 'hydra/launcher'", "joblib",
@@ -102,8 +105,9 @@ CASES = {
                                                  "trainer.early_stopping.monitor=val_acc"], [
         "trainer.early_stopping.monitor=val_acc is not a metric logged every epoch",
         "Fix: one of: loss, accuracy, val_loss, val_accuracy"]),
-    "a loss for other targets": (["trainer.loss=mse"], ["trainer.loss=mse expects targets shaped like the model's "
-                                                        "outputs", "Fix: trainer.loss=sparse_categorical_crossentropy"]),
+    "a loss for other targets": (["trainer.loss=mse"], [
+        "trainer.loss=mse expects targets shaped like the model's outputs",
+        "Fix: trainer.loss=sparse_categorical_crossentropy"]),
     "tracking uri that is a bare path": (["tracking.uri=mlflow.db"], [
         "tracking.uri=mlflow.db is not a store URI MLflow takes", "Fix: tracking.uri=sqlite:///mlflow.db"]),
     "cache file in a missing folder": (["data.cache=/nonexistent/dir/cache"], [

@@ -93,7 +93,8 @@ def test_default_run_is_recorded_in_mlflow(default_run):
     assert str(logged.status) == "READY" and logged.source_run_id == run.info.run_id
     linked = {m.key: m for m in logged.metrics}
     assert linked["test_accuracy"].value == run.data.metrics["test_accuracy"]
-    assert linked["test_accuracy"].dataset_name == "digits-test" and linked["val_loss"].dataset_name == "digits-validation"
+    assert linked["test_accuracy"].dataset_name == "digits-test"
+    assert linked["val_loss"].dataset_name == "digits-validation"
     assert not [k for k in linked if k.startswith("system/") or k.endswith("_seconds")]
     assert "MLmodel" in {a.path for a in client.list_logged_model_artifacts(output.model_id)}
     assert tags["mlflow.user"] and tags["mlflow.source.type"] == "LOCAL" and tags["mlflow.source.name"]

@@ -22,7 +22,8 @@ def test_cnn_fashion_mnist_trains_from_a_local_copy(tmp_path):
                     *TINY, "export=none"], cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     (run,) = mlflow_runs(tmp_path)
-    assert run.data.params["model._target_"] == "tfx_hydra.models.cnn" and run.data.params["data.name"] == "fashion_mnist"
+    assert run.data.params["model._target_"] == "tfx_hydra.models.cnn"
+    assert run.data.params["data.name"] == "fashion_mnist"
     assert run.data.params["trainer.early_stopping.enabled"] == "True" and run.data.params["trainer.batch_size"] == "64"
 
 
@@ -54,7 +55,8 @@ def test_hub_transfer_trains_the_head_then_fine_tunes_on_an_image_folder(tmp_pat
     assert done.returncode == 0, done.stderr[-3000:]
     assert "epoch 1/2" in done.stdout and "fine-tuning: backbone unfrozen" in done.stdout
     (run,) = mlflow_runs(tmp_path)
-    assert run.data.params["model.freeze_backbone"] == "True" and run.data.params["data.augmentation.flip"] == "horizontal"
+    assert run.data.params["model.freeze_backbone"] == "True"
+    assert run.data.params["data.augmentation.flip"] == "horizontal"
 
 
 def test_tfrecord_multi_worker_runs_as_a_single_worker_without_a_cluster(tmp_path):

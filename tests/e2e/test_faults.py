@@ -16,7 +16,15 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.helpers import cli_env, free_ports, mlflow_client, mlflow_runs, run_cli, wait_for_backup_of_epoch, wait_for_http
+from tests.helpers import (
+    cli_env,
+    free_ports,
+    mlflow_client,
+    mlflow_runs,
+    run_cli,
+    wait_for_backup_of_epoch,
+    wait_for_http,
+)
 
 pytestmark = pytest.mark.slow
 

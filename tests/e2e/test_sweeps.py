@@ -1,5 +1,6 @@
 """Sweeps through the real CLI: `python -m tfx_hydra -m ...` with Hydra's basic and submitit_local
-launchers and the Optuna sweeper (joblib: tests/e2e/test_faults.py, eight jobs on four workers), read back from the MLflow store: one parent run
+launchers and the Optuna sweeper (joblib: tests/e2e/test_faults.py, eight jobs on four workers), read back
+from the MLflow store: one parent run
 per sweep, every job a child run nested under it, the objective on each child and the best on
 the parent, failures counted."""
 

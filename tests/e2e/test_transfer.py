@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from tests.helpers import (compose, mlflow_client, mlflow_runs, run_cli, save_tiny_hub_model,
-                           wait_for_backup_of_epoch)
+from tests.helpers import compose, mlflow_client, mlflow_runs, run_cli, save_tiny_hub_model, wait_for_backup_of_epoch
 from tfx_hydra.data.to_tfrecord import main as to_tfrecord
 from tfx_hydra.run import run
 

@@ -11,6 +11,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.fakes import RecordingTracker
+from tests.planted import loss_nan_when, mlp_with_nan_after
+from tests.training import ADAM, batches_per_epoch, compiled, settings_with, setup_with
 from tfx_hydra.callbacks import NonFiniteGuard, non_finite_weights
 from tfx_hydra.errors import TrainingError
 from tfx_hydra.models import mlp
@@ -18,9 +21,6 @@ from tfx_hydra.precision import FLOAT32, MIXED_FLOAT16, apply_loss_scaling, set_
 from tfx_hydra.schemas import TrainerConfig
 from tfx_hydra.strategy import BatchPlan
 from tfx_hydra.trainer import compile_model, train
-from tests.fakes import RecordingTracker
-from tests.planted import loss_nan_when, mlp_with_nan_after
-from tests.training import ADAM, batches_per_epoch, compiled, settings_with, setup_with
 
 
 def compiled_with_loss(loss, trainer: TrainerConfig):
@@ -174,8 +174,8 @@ def test_a_backup_of_another_model_shape_is_refused_before_training(data, tmp_pa
         train(compiled(trainer), data, trainer, StopAfterEpoch(0), backup_dir=str(backup))
     wider = mlp(name="mlp", input_shape=[8, 8], num_classes=10, units=64)
     compile_model(wider, ADAM, settings_with(trainer), setup_with(), RecordingTracker())
-    with pytest.raises(TrainingError, match=rf"the backup in {re.escape(str(backup))} was written by a model of another "
-                                            r"shape and cannot be resumed"):
+    with pytest.raises(TrainingError, match=rf"the backup in {re.escape(str(backup))} was written by a model of "
+                                            r"another shape and cannot be resumed"):
         train(wider, data, trainer, RecordingTracker(), backup_dir=str(backup))
 
 

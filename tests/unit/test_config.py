@@ -6,9 +6,9 @@ import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf import OmegaConf
 
-from tfx_hydra.config import build, composition_error, compose, group_options
-from tfx_hydra.hardware import load_profiles
+from tfx_hydra.config import build, compose, composition_error, group_options
 from tfx_hydra.errors import ConfigError, DataError
+from tfx_hydra.hardware import load_profiles
 
 
 def test_build_passes_our_errors_through_unwrapped():
@@ -21,7 +21,8 @@ def test_build_passes_our_errors_through_unwrapped():
 def test_build_names_the_group_of_an_unknown_argument():
     node = OmegaConf.create({"_target_": "tfx_hydra.models.mlp", "name": "mlp", "input_shape": [8, 8],
                              "num_classes": 10, "colour": "red"})
-    with pytest.raises(ConfigError, match=r"cannot build 'model' from its config: .*unexpected keyword argument 'colour'"):
+    with pytest.raises(ConfigError,
+                       match=r"cannot build 'model' from its config: .*unexpected keyword argument 'colour'"):
         build(node, "model")
     data = OmegaConf.create({"_target_": "tfx_hydra.data.digits", "input_shape": [8, 8], "num_classes": 10,
                              "batch_size": 32, "seed": 0, "colour": "red"})
@@ -30,8 +31,9 @@ def test_build_names_the_group_of_an_unknown_argument():
 
 
 def test_build_reports_data_errors_as_data_errors(tmp_path):
-    node = OmegaConf.create({"_target_": "tfx_hydra.data.keras_dataset", "name": "mnist", "path": str(tmp_path / "x.npz"),
-                             "input_shape": [28, 28], "num_classes": 10, "batch_size": 32, "seed": 0})
+    node = OmegaConf.create({"_target_": "tfx_hydra.data.keras_dataset", "name": "mnist",
+                             "path": str(tmp_path / "x.npz"), "input_shape": [28, 28], "num_classes": 10,
+                             "batch_size": 32, "seed": 0})
     with pytest.raises(DataError, match="does not exist"):
         build(node, "data")
 

@@ -25,5 +25,6 @@ def test_every_group_in_the_defaults_list_has_its_options_listed_as_they_are_on_
                            "export", "experiment", "hparams_search", "debug"}
     for group, options in listed.items():
         on_disk = sorted(path.stem for path in (REPO / "conf" / group).glob("*.yaml"))
-        assert sorted(options) == on_disk, f"conf/config.yaml lists {group} options {options}; conf/{group}/ has {on_disk}"
+        assert sorted(options) == on_disk, \
+            f"conf/config.yaml lists {group} options {options}; conf/{group}/ has {on_disk}"
         assert len(set(options)) == len(options), f"{group} lists an option twice"

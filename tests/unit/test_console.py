@@ -12,9 +12,16 @@ import types
 import pytest
 from omegaconf import OmegaConf
 
-from tfx_hydra.console import (BARE, NATIVE_LOGGER, TerminalFormatter, epoch_line, held_job_error_line,
-                               native_lines_to_log, print_summary)
 from tests.helpers import REPO
+from tfx_hydra.console import (
+    BARE,
+    NATIVE_LOGGER,
+    TerminalFormatter,
+    epoch_line,
+    held_job_error_line,
+    native_lines_to_log,
+    print_summary,
+)
 
 
 @pytest.fixture

@@ -60,7 +60,8 @@ def test_limit_caps_the_training_split():
 
 def test_mnist_from_a_local_npz(tmp_path):
     path = write_mnist_npz(tmp_path / "mnist.npz", train=200, test=50)
-    data = keras_dataset("mnist", path=str(path), input_shape=[28, 28], num_classes=10, batch_size=32, seed=0, validation_split=0.1)
+    data = keras_dataset("mnist", path=str(path), input_shape=[28, 28], num_classes=10, batch_size=32, seed=0,
+                         validation_split=0.1)
     assert (data.num_train, data.num_validation, data.num_test) == (180, 20, 50)
     x, _ = next(iter(data.test))
     assert x.shape == (32, 28, 28) and float(np.max(x)) == 1.0  # scaled from uint8
@@ -68,7 +69,8 @@ def test_mnist_from_a_local_npz(tmp_path):
 
 def test_mnist_validation_split_zero_validates_on_the_test_split_like_the_seed(tmp_path):
     path = write_mnist_npz(tmp_path / "mnist.npz", train=200, test=50)
-    data = keras_dataset("mnist", path=str(path), input_shape=[28, 28], num_classes=10, batch_size=32, seed=0, validation_split=0)
+    data = keras_dataset("mnist", path=str(path), input_shape=[28, 28], num_classes=10, batch_size=32, seed=0,
+                         validation_split=0)
     assert (data.num_train, data.num_validation, data.num_test) == (200, 50, 50)
     assert np.array_equal(labels(data.validation), labels(data.test))
     x, _ = next(iter(data.validation))
@@ -77,7 +79,8 @@ def test_mnist_validation_split_zero_validates_on_the_test_split_like_the_seed(t
 
 def test_mnist_missing_file(tmp_path):
     with pytest.raises(DataError, match=r"data.path=.*nope.npz does not exist"):
-        keras_dataset("mnist", path=str(tmp_path / "nope.npz"), input_shape=[28, 28], num_classes=10, batch_size=32, seed=0)
+        keras_dataset("mnist", path=str(tmp_path / "nope.npz"), input_shape=[28, 28], num_classes=10, batch_size=32,
+                      seed=0)
 
 
 def test_mnist_file_that_is_not_an_npz(tmp_path):

@@ -367,7 +367,8 @@ def test_a_streamed_split_with_nan_is_named_by_source_split_and_example():
     x = np.random.default_rng(0).random((100, 4)).astype("float32")
     x[42, 1] = np.nan
     clean = tf.data.Dataset.from_tensor_slices((x[:40], np.zeros(40, "int64")))
-    splits = {"train": clean, "validation": clean, "test": tf.data.Dataset.from_tensor_slices((x, np.zeros(100, "int64")))}
+    test = tf.data.Dataset.from_tensor_slices((x, np.zeros(100, "int64")))
+    splits = {"train": clean, "validation": clean, "test": test}
     counts = {"train": 40, "validation": 40, "test": 100}
     with pytest.raises(DataError, match=r"data=tfds data.name=floats: example 42 of the test split \(in reading "
                                         r"order\) has nan in its inputs at \[1\]"):

@@ -14,12 +14,19 @@ import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 from omegaconf import OmegaConf
 
+from tests.fakes import RecordingTracker
 from tfx_hydra.data import digits
 from tfx_hydra.errors import ConfigError, ExportError
-from tfx_hydra.export import (KerasExport, OnnxExport, SavedModelExport, TFLiteExport, TfjsExport, export_model,
-                              next_version)
+from tfx_hydra.export import (
+    KerasExport,
+    OnnxExport,
+    SavedModelExport,
+    TfjsExport,
+    TFLiteExport,
+    export_model,
+    next_version,
+)
 from tfx_hydra.models import mlp
-from tests.fakes import RecordingTracker
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +47,8 @@ def test_versions_count_up_in_tf_serving_layout(trained, tmp_path):
     assert sorted(os.listdir(tmp_path / "digits_mlp")) == ["1", "2"]  # no staging folder left behind
     assert os.path.isfile(tmp_path / "digits_mlp" / "2" / "saved_model.pb")
     assert second.metrics["export.savedmodel.version"] == 2.0
-    assert second.metrics["export.savedmodel.size_bytes"] > os.path.getsize(tmp_path / "digits_mlp" / "2" / "saved_model.pb")
+    graph = tmp_path / "digits_mlp" / "2" / "saved_model.pb"
+    assert second.metrics["export.savedmodel.size_bytes"] > os.path.getsize(graph)
 
 
 def test_serving_default_takes_raw_inputs_and_names_its_outputs(trained, tmp_path):
@@ -194,8 +202,9 @@ def test_an_op_tflite_lacks_is_named_with_the_fix(tmp_path):
     data = digits([8, 8], 10, batch_size=32, seed=0, limit=100)
     with pytest.raises(ExportError) as caught:
         TFLiteExport(export_dir=str(tmp_path), model_name="m")(model, data)
-    assert str(caught.value) == ("ExportError: TFLite has no built-in kernel for tf.Svd.\n"
-                                 "  Fix: export.tflite.select_tf_ops=true (links TensorFlow's kernels into the .tflite)")
+    assert str(caught.value) == (
+        "ExportError: TFLite has no built-in kernel for tf.Svd.\n"
+        "  Fix: export.tflite.select_tf_ops=true (links TensorFlow's kernels into the .tflite)")
 
 
 @pytest.mark.parametrize("exporter, name", [(SavedModelExport, "savedmodel"), (TFLiteExport, "tflite")])

@@ -9,8 +9,14 @@ import pytest
 import tensorflow as tf
 
 from tfx_hydra.errors import HardwareMismatch
-from tfx_hydra.hardware import (GpuDetails, describe_mismatch, load_profiles, pick_profile, setup_hardware,
-                                with_user_settings)
+from tfx_hydra.hardware import (
+    GpuDetails,
+    describe_mismatch,
+    load_profiles,
+    pick_profile,
+    setup_hardware,
+    with_user_settings,
+)
 from tfx_hydra.schemas import ExpectConfig, HardwareConfig
 
 # What tf.config.experimental.get_device_details() reports on these cards.

@@ -11,11 +11,11 @@ import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
+from tests.unit.test_sweep import composed_sweep
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.sweeps.hparams_search import checks, space
 from tfx_hydra.sweeps.hparams_search import study as studies
 from tfx_hydra.sweeps.hparams_search.settings import SearchSettings, storage_url
-from tests.unit.test_sweep import composed_sweep
 
 
 def test_the_space_reads_hydras_grammar_and_sweep_overrides_join_it():
@@ -48,7 +48,8 @@ def test_a_changed_space_says_which_key_changed():
     before = space.as_json(space.parse({"a": "interval(0.0, 1.0)", "b": "choice(1, 2)"}, [])[0])
     after = space.as_json(space.parse({"a": "interval(0.0, 2.0)", "c": "choice(1, 2)"}, [])[0])
     assert space.changes(before, after) == [
-        "c: added", "b: removed", "a: was FloatDistribution(low=0.0, high=1.0), now FloatDistribution(low=0.0, high=2.0)"]
+        "c: added", "b: removed",
+        "a: was FloatDistribution(low=0.0, high=1.0), now FloatDistribution(low=0.0, high=2.0)"]
 
 
 @pytest.mark.parametrize("values, message", [

@@ -8,10 +8,10 @@ from __future__ import annotations
 import ast
 import inspect
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 import yaml
 
 from tests.helpers import REPO

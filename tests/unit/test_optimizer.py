@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
+from tests.fakes import RecordingTracker
+from tests.training import ADAM, compiled, settings_with, setup_with
 from tfx_hydra.data import digits
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.models import mlp
 from tfx_hydra.schemas import TrainerConfig
 from tfx_hydra.trainer import compile_model
-from tests.fakes import RecordingTracker
-from tests.training import ADAM, compiled, settings_with, setup_with
 
 
 def test_learning_rate_scales_with_replicas_when_asked():
@@ -28,8 +28,8 @@ def test_scaling_the_learning_rate_needs_one_to_scale():
     model = mlp(name="mlp", input_shape=[8, 8], num_classes=10)
     optimizer = OmegaConf.create({"_target_": "keras.optimizers.Adam"})
     with pytest.raises(ConfigError, match=r"trainer.scale_lr_with_replicas=true needs optimizer.learning_rate"):
-        compile_model(model, optimizer, settings_with(TrainerConfig(scale_lr_with_replicas=True)), setup_with(replicas=2),
-                      RecordingTracker())
+        compile_model(model, optimizer, settings_with(TrainerConfig(scale_lr_with_replicas=True)),
+                      setup_with(replicas=2), RecordingTracker())
 
 
 def test_four_accumulated_batches_of_32_update_like_one_batch_of_128():

@@ -73,7 +73,7 @@ PRESET_NEEDS = {
 def test_every_preset_starts_with_its_command_and_validates(group, option):
     lines = (REPO / "conf" / group / f"{option}.yaml").read_text().splitlines()
     assert lines[0] == "# @package _global_"
-    assert lines[1].startswith(f"# python -m tfx_hydra ") and f"{group}={option}" in lines[1], lines[1]
+    assert lines[1].startswith("# python -m tfx_hydra ") and f"{group}={option}" in lines[1], lines[1]
     for needed in PRESET_NEEDS.get((group, option), []):
         assert needed.split("=")[0] in lines[1]  # the command names what the user must give
     validate(compose([f"{group}={option}", *PRESET_NEEDS.get((group, option), [])]))
@@ -109,7 +109,8 @@ def test_export_selects_none_one_or_several_exporters():
     ("trainer.epochs=abc", "trainer.epochs got 'abc'", "trainer.epochs=5"),
     ("trainer.epochs=-1", "trainer.epochs=-1 is out of range", "trainer.epochs=5"),
     ("trainer.batch_size=0", "trainer.batch_size=0 is out of range", "trainer.batch_size=32"),
-    ("trainer.jit_compile=maybe", "trainer.jit_compile=maybe is not one of: auto, true, false", "trainer.jit_compile=auto"),
+    ("trainer.jit_compile=maybe", "trainer.jit_compile=maybe is not one of: auto, true, false",
+     "trainer.jit_compile=auto"),
     ("trainer.steps_per_execution=1.5", "trainer.steps_per_execution=1.5 is not a positive integer or auto",
      "trainer.steps_per_execution=1"),
     ("hardware.strict=perhaps", "hardware.strict got 'perhaps'", "hardware.strict=false"),
@@ -127,7 +128,8 @@ def test_export_selects_none_one_or_several_exporters():
     ("sweep.direction=up", "sweep.direction=up is not one of: maximize, minimize", "sweep.direction=maximize"),
     ("seed=-3", "seed=-3 is not a non-negative integer", "seed=42"),
     ("mode=serve", "mode=serve is not one of: train, evaluate", "mode=train"),
-    ("tracking.connect_timeout=0", "tracking.connect_timeout=0.0 is out of range: expected a number > 0 (seconds)", "tracking.connect_timeout=5"),
+    ("tracking.connect_timeout=0", "tracking.connect_timeout=0.0 is out of range: expected a number > 0 (seconds)",
+     "tracking.connect_timeout=5"),
 ])
 def test_bad_values_name_the_key_and_the_fix(override, key, fix):
     extra = ["precision=mixed"] if override.startswith("precision.") else []
@@ -155,7 +157,8 @@ def test_validation_does_not_import_tensorflow_or_mlflow():
 
 @pytest.mark.parametrize("overrides, message", [
     (["optimizer.learning_rate=0"], r"optimizer.learning_rate=0 is out of range: expected a number > 0."),
-    (["optimizer=sgd", "optimizer.momentum=-0.1"], r"optimizer.momentum=-0.1 is out of range: expected a number \[0, 1\]"),
+    (["optimizer=sgd", "optimizer.momentum=-0.1"],
+     r"optimizer.momentum=-0.1 is out of range: expected a number \[0, 1\]"),
     (["optimizer=sgd", "optimizer.nesterov=maybe"], r"optimizer.nesterov=maybe: expected true or false"),
     (["+optimizer.beta_1=1.0"], r"optimizer.beta_1=1.0 is out of range: expected a number \[0, 1\)"),
     (["trainer.loss=categorical_crossentropy"], r"trainer.loss=categorical_crossentropy expects targets shaped like"),

@@ -10,12 +10,20 @@ import tensorflow as tf
 import tfx_hydra.strategy as strategy_module
 from tfx_hydra.data import digits
 from tfx_hydra.errors import ConfigError, HardwareMismatch
-from tfx_hydra.keras_compat import needs_multi_worker_fix
 from tfx_hydra.hardware import GpuDetails, HardwareInfo
+from tfx_hydra.keras_compat import needs_multi_worker_fix
 from tfx_hydra.models import mlp
 from tfx_hydra.schemas import TrainerConfig
-from tfx_hydra.strategy import (auto_strategy, describe_strategy, is_chief, mirrored_strategy, multi_worker_strategy, one_device_strategy,
-                                plan_batches, tpu_strategy)
+from tfx_hydra.strategy import (
+    auto_strategy,
+    describe_strategy,
+    is_chief,
+    mirrored_strategy,
+    multi_worker_strategy,
+    one_device_strategy,
+    plan_batches,
+    tpu_strategy,
+)
 
 CPU_ONLY = HardwareInfo(profile="cpu")
 

@@ -9,14 +9,14 @@ import tensorflow as tf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorflow.python.framework import config as tf_config
 
+from tests.fakes import RecordingTracker
+from tests.training import compiled
 from tfx_hydra.errors import ConfigError, TrainingError
 from tfx_hydra.hardware import HardwareInfo
 from tfx_hydra.metrics import end_of_run_names
 from tfx_hydra.schemas import EarlyStoppingConfig, TrainerConfig
 from tfx_hydra.strategy import BatchPlan
 from tfx_hydra.trainer import evaluate, train
-from tests.fakes import RecordingTracker
-from tests.training import compiled
 
 
 def test_a_loss_or_metric_keras_does_not_know_is_a_config_error_at_compile():
@@ -104,7 +104,8 @@ def test_tensorboard_histograms_every_n_epochs_and_a_profiled_batch_range(data, 
     train(compiled(trainer), data, trainer, RecordingTracker(), tensorboard_dir=str(tmp_path))
     events = EventAccumulator(str(tmp_path / "train"), size_guidance={"tensors": 0}).Reload()
     assert [e.step for e in events.Tensors("epoch_loss")] == [0, 1, 2, 3]
-    assert [e.step for e in events.Tensors("dense_0/kernel/histogram")] == [0, 2]  # every 2nd epoch (Keras: epoch % 2 == 0)
+    # every 2nd epoch (Keras: epoch % 2 == 0)
+    assert [e.step for e in events.Tensors("dense_0/kernel/histogram")] == [0, 2]
     assert events.Tags()["graph"] is True
     assert list((tmp_path / "train" / "plugins" / "profile").glob("*/*.xplane.pb"))  # the profiled batches
 

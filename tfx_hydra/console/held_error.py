@@ -7,7 +7,6 @@ import sys
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-
 JOB_ERROR_LINE = "Error executing job with overrides:"
 
 

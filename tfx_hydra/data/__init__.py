@@ -29,10 +29,10 @@ from tfx_hydra.data.csv import csv
 from tfx_hydra.data.digits import digits
 from tfx_hydra.data.image_folder import image_folder
 from tfx_hydra.data.keras import keras_dataset
+from tfx_hydra.data.pipeline import Datasets, DataSpec, PipelineOptions
 from tfx_hydra.data.synthetic import synthetic
 from tfx_hydra.data.tfds import tfds
 from tfx_hydra.data.tfrecord import tfrecord
-from tfx_hydra.data.pipeline import DataSpec, Datasets, PipelineOptions
 
 __all__ = ["DataSpec", "Datasets", "PipelineOptions", "csv", "digits", "image_folder", "keras_dataset", "synthetic",
            "tfds", "tfrecord"]

@@ -9,8 +9,8 @@ import os
 
 import numpy as np
 
-from tfx_hydra.data.pipeline import Datasets, from_arrays, options_from
 from tfx_hydra.data.finite import NON_FINITE_FIX
+from tfx_hydra.data.pipeline import Datasets, from_arrays, options_from
 from tfx_hydra.data.splits import split_three_ways
 from tfx_hydra.errors import DataError
 from tfx_hydra.validation import require_choice, require_path

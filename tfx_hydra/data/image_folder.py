@@ -10,7 +10,14 @@ import numpy as np
 
 from tfx_hydra.data.augmentation import augmenter
 from tfx_hydra.data.lineage import DataRead, files_read
-from tfx_hydra.data.pipeline import FILE_NORMALIZATIONS, PIXEL_SCALE, DataSpec, Datasets, options_from, streamed_datasets
+from tfx_hydra.data.pipeline import (
+    FILE_NORMALIZATIONS,
+    PIXEL_SCALE,
+    Datasets,
+    DataSpec,
+    options_from,
+    streamed_datasets,
+)
 from tfx_hydra.data.splits import Split, split_three_ways, split_two_ways
 from tfx_hydra.errors import ConfigError, DataError
 from tfx_hydra.validation import require_choice, require_fraction

@@ -124,5 +124,6 @@ def files_read(split: str, named: str, source: str, paths: Sequence[str], num_ex
     example count always enters the digest: data.limit reads less of the same files)."""
     return DataRead(split=split, name=f"{named}-{split}", source=source, source_type="local",
                     num_examples=int(num_examples), input_shape=tuple(int(d) for d in input_shape),
-                    input_dtype="float32", num_classes=int(num_classes), digest=files_digest(paths, num_examples, *also),
+                    input_dtype="float32", num_classes=int(num_classes),
+                    digest=files_digest(paths, num_examples, *also),
                     digested=FILES_DIGESTED, details={"files": len(paths)})

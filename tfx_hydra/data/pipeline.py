@@ -16,14 +16,15 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from tfx_hydra.errors import ConfigError, DataError
 from tfx_hydra.data.finite import require_finite_stream
 from tfx_hydra.data.splits import Split, normalize_arrays
+from tfx_hydra.errors import ConfigError, DataError
 from tfx_hydra.validation import require_choice, require_positive_or_auto
 
 SHARD_POLICIES = ("auto", "file", "data", "off")
 PIXEL_SCALE = 1 / 255.0  # 8-bit images to [0, 1]
-FILE_NORMALIZATIONS = ("scale", "none")  # streamed files: standardizing a stream needs a pass over it (convert to a CSV or arrays)
+# streamed files: standardizing a stream needs a pass over it (convert to a CSV or arrays)
+FILE_NORMALIZATIONS = ("scale", "none")
 PARSE_BATCH = 256  # a `parse.batched` parser gets this many records at a time: one parse_example call, not 256
 
 

@@ -7,8 +7,8 @@ import os
 
 from omegaconf import DictConfig, OmegaConf
 
-from tfx_hydra.data.tfrecord import expand_globs
 from tfx_hydra.data.pipeline import PipelineOptions
+from tfx_hydra.data.tfrecord import expand_globs
 from tfx_hydra.validation import require_path, require_writable_folder
 
 

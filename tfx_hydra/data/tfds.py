@@ -7,7 +7,7 @@ import glob
 import os
 
 from tfx_hydra.data.lineage import DataRead, files_read
-from tfx_hydra.data.pipeline import PIXEL_SCALE, DataSpec, Datasets, options_from, streamed_datasets
+from tfx_hydra.data.pipeline import PIXEL_SCALE, Datasets, DataSpec, options_from, streamed_datasets
 from tfx_hydra.errors import DataError
 from tfx_hydra.validation import require_choice
 

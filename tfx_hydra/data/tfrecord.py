@@ -14,9 +14,18 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tfx_hydra.data.lineage import DataRead, common_folder, files_read
-from tfx_hydra.data.pipeline import FILE_NORMALIZATIONS, PARSE_BATCH, PIXEL_SCALE, DataSpec, Datasets, checked_examples, options_from, streamed_datasets
 from tfx_hydra.data.finite import first_non_finite, non_finite_example
+from tfx_hydra.data.lineage import DataRead, common_folder, files_read
+from tfx_hydra.data.pipeline import (
+    FILE_NORMALIZATIONS,
+    PARSE_BATCH,
+    PIXEL_SCALE,
+    Datasets,
+    DataSpec,
+    checked_examples,
+    options_from,
+    streamed_datasets,
+)
 from tfx_hydra.errors import DataError
 from tfx_hydra.validation import require_choice, require_fraction
 

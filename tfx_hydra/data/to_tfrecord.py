@@ -18,7 +18,6 @@ import re
 import sys
 
 import numpy as np
-
 from hydra.errors import HydraException
 
 from tfx_hydra.console import use_terminal

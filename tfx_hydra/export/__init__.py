@@ -15,10 +15,10 @@ from tfx_hydra.export.keras import KerasExport
 from tfx_hydra.export.onnx import OnnxExport
 from tfx_hydra.export.result import ExportResult
 from tfx_hydra.export.savedmodel import SavedModelExport, next_version, write_models_config
-from tfx_hydra.export.tflite import TFLiteExport
-from tfx_hydra.export.tfjs import TfjsExport
 from tfx_hydra.export.source import evaluate_saved_model, resolve_export_source
 from tfx_hydra.export.step import check_exporters, export_model, selected_exporters
+from tfx_hydra.export.tfjs import TfjsExport
+from tfx_hydra.export.tflite import TFLiteExport
 
 __all__ = ["ExportResult", "KerasExport", "OnnxExport", "SavedModelExport", "TFLiteExport", "TfjsExport",
            "check_exporters", "evaluate_saved_model", "export_model", "next_version", "resolve_export_source",

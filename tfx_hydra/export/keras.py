@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from tfx_hydra.export.result import ExportResult, PARITY, require_parity, make_parent
+from tfx_hydra.export.result import PARITY, ExportResult, make_parent, require_parity
 
 
 class KerasExport:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from tfx_hydra.errors import ConfigError, ExportError
-from tfx_hydra.export.result import ExportResult, PARITY, compare_on_validation, require_parity, make_parent
+from tfx_hydra.export.result import PARITY, ExportResult, compare_on_validation, make_parent, require_parity
 
 
 class OnnxExport:

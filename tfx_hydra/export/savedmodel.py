@@ -9,7 +9,7 @@ import shutil
 import tempfile
 
 from tfx_hydra.errors import ExportError
-from tfx_hydra.export.result import ExportResult, PARITY, folder_size, require_parity
+from tfx_hydra.export.result import PARITY, ExportResult, folder_size, require_parity
 
 
 class SavedModelExport:
@@ -92,9 +92,9 @@ def check_serving_signature(model, path: str, datasets) -> float:
 
 def write_models_config(export_dir: str) -> str:
     """<export_dir>/models.config naming every versioned model there, for TF Serving's --model_config_file."""
-    names = sorted(name for name in os.listdir(export_dir)
-                   if os.path.isdir(os.path.join(export_dir, name)) and next_version(os.path.join(export_dir, name)) > 1)
-    entries = "".join(f'  config {{\n    name: "{name}"\n    base_path: "{os.path.abspath(os.path.join(export_dir, name))}"\n'
+    folders = {name: os.path.join(export_dir, name) for name in os.listdir(export_dir)}
+    names = sorted(name for name, folder in folders.items() if os.path.isdir(folder) and next_version(folder) > 1)
+    entries = "".join(f'  config {{\n    name: "{name}"\n    base_path: "{os.path.abspath(folders[name])}"\n'
                       f'    model_platform: "tensorflow"\n  }}\n' for name in names)
     path = os.path.join(export_dir, "models.config")
     with open(path, "w", encoding="utf-8") as config:

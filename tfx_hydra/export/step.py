@@ -12,9 +12,9 @@ from omegaconf import DictConfig
 from tfx_hydra.config import build, instantiate_node
 from tfx_hydra.errors import ExportError
 from tfx_hydra.process import describe_error, full_disk_path
+from tfx_hydra.records import weights_sha256
 from tfx_hydra.tracking import Tracker
 from tfx_hydra.validation import require_writable_folder
-from tfx_hydra.records import weights_sha256
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import os
 import tempfile
 
 from tfx_hydra.errors import ConfigError, ExportError
-from tfx_hydra.export.result import ExportResult, PARITY, compare_on_validation, require_parity, make_parent
+from tfx_hydra.export.result import PARITY, ExportResult, compare_on_validation, make_parent, require_parity
 
 
 class TFLiteExport:
@@ -99,4 +99,5 @@ def conversion_error(err: Exception, select_tf_ops: bool) -> ExportError:
     if ops and not select_tf_ops:
         return ExportError(f"TFLite has no built-in kernel for {', '.join(ops)}.",
                            fix="export.tflite.select_tf_ops=true (links TensorFlow's kernels into the .tflite)")
-    return ExportError(f"TFLite conversion failed: {text.strip().splitlines()[0] if text.strip() else type(err).__name__}")
+    said = text.strip().splitlines()[0] if text.strip() else type(err).__name__
+    return ExportError(f"TFLite conversion failed: {said}")

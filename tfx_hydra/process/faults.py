@@ -66,8 +66,8 @@ def disk_full_error(path: str) -> DiskFull:
     while not os.path.ismount(mount) and os.path.dirname(mount) != mount:
         mount = os.path.dirname(mount)
     return DiskFull(f"no space left on the disk writing {path or folder} ({_size(usage.free)} free of "
-                    f"{_size(usage.total)} on {mount}); the run stopped, and the backup of its last completed epoch (if "
-                    "one was written) is kept whole.",
+                    f"{_size(usage.total)} on {mount}); the run stopped, and the backup of its last completed epoch "
+                    "(if one was written) is kept whole.",
                     fix=f"free space on {mount}, or write elsewhere: hydra.run.dir=/bigger/disk/outputs (the run's "
                     "files and backup), export.<name>.export_dir=..., data.cache=..., tracking.uri=... and "
                     "tracking.artifact_location=... (the MLflow store and its artifacts)")

@@ -25,12 +25,16 @@ import shlex
 import subprocess
 import sys
 
-
 from tfx_hydra import tracking
 from tfx_hydra.console import BARE, render_text, use_terminal
 from tfx_hydra.errors import ReproduceError, TfxHydraError
-from tfx_hydra.reproduce.differences import (config_differences, data_differences, environment_differences,
-                                             package_differences, show_differences)
+from tfx_hydra.reproduce.differences import (
+    config_differences,
+    data_differences,
+    environment_differences,
+    package_differences,
+    show_differences,
+)
 from tfx_hydra.reproduce.source import SourceRun, fetch_run
 from tfx_hydra.schemas import TrackingConfig
 

@@ -37,8 +37,15 @@ from tfx_hydra.settings import validate_section
 from tfx_hydra.sweeps import launch
 from tfx_hydra.sweeps.hparams_search import checks
 from tfx_hydra.sweeps.job import SweepJob, announce_job, current_job
-from tfx_hydra.sweeps.parent import (STUDY_TAG, Parent, read_parent_record, record_failure_without_run,
-                                     reopen_parent, study_parent, write_parent_record)
+from tfx_hydra.sweeps.parent import (
+    STUDY_TAG,
+    Parent,
+    read_parent_record,
+    record_failure_without_run,
+    reopen_parent,
+    study_parent,
+    write_parent_record,
+)
 from tfx_hydra.sweeps.summary import say
 
 
@@ -76,7 +83,8 @@ class SweepCallback(Callback):
             tags[STUDY_TAG] = f"{search.settings.study_name} in {search.shown_storage}"
             run_id = run_id or study_parent(client, experiment_id, tags[STUDY_TAG])
         if run_id is None:
-            run = client.create_run(experiment_id, run_name=launch.sweep_name(sweep_dir), tags=tracking.mask_secrets(tags))
+            run = client.create_run(experiment_id, run_name=launch.sweep_name(sweep_dir),
+                                    tags=tracking.mask_secrets(tags))
             run_id = run.info.run_id
             if search is not None:
                 run_id = study_parent(client, experiment_id, tags[STUDY_TAG], made=run_id)

@@ -16,10 +16,18 @@ import os
 from typing import Any
 
 from tfx_hydra import tracking
-from tfx_hydra.process import describe_error
 from tfx_hydra.metrics import OBJECTIVE
-from tfx_hydra.sweeps.summary import (SUMMARY_CSV, SUMMARY_PNG, SUMMARY_TXT, best_job, report_lost_jobs, say,
-                                      summary_table, write_summary)
+from tfx_hydra.process import describe_error
+from tfx_hydra.sweeps.summary import (
+    SUMMARY_CSV,
+    SUMMARY_PNG,
+    SUMMARY_TXT,
+    best_job,
+    report_lost_jobs,
+    say,
+    summary_table,
+    write_summary,
+)
 
 PARENT_RUN_FILE = "mlflow_parent_run.json"  # in the sweep dir: the parent's id, for every job and the sweeper
 PARENT_TAG = "mlflow.parentRunId"  # MLflow's own tag: the UI nests a child under its parent by it

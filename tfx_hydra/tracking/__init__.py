@@ -22,10 +22,20 @@ from tfx_hydra.tracking.datasets import recorded_digests
 from tfx_hydra.tracking.journal import OFFLINE_DIR, OfflineJournal, replay_journal
 from tfx_hydra.tracking.lifecycle import resume_hint, tracked_run
 from tfx_hydra.tracking.lost_runs import close_lost_run, close_lost_runs, process_is_gone, process_tags
-from tfx_hydra.tracking.secrets import mask_files, mask_secrets, mask_text, mask_uri
-from tfx_hydra.tracking.store import (check_store_reachable, client_for, connect, flatten, now_ms, open_store,
-                                      resolve_artifact_location, resolve_tracking_uri, send_batch, ui_command)
 from tfx_hydra.tracking.mlflow_tracker import MlflowTracker, register_model
+from tfx_hydra.tracking.secrets import mask_files, mask_secrets, mask_text, mask_uri
+from tfx_hydra.tracking.store import (
+                                      check_store_reachable,
+                                      client_for,
+                                      connect,
+                                      flatten,
+                                      now_ms,
+                                      open_store,
+                                      resolve_artifact_location,
+                                      resolve_tracking_uri,
+                                      send_batch,
+                                      ui_command,
+)
 from tfx_hydra.tracking.tracker import BACKUP_TAG, NullTracker, Tracker, is_result
 
 __all__ = [
@@ -33,6 +43,7 @@ __all__ = [
     "check_store_reachable", "client_for", "close_lost_run", "close_lost_runs", "connect",
     "flatten", "is_result",
     "mask_files", "mask_secrets", "mask_text", "mask_uri", "now_ms", "open_store", "process_is_gone",
-    "process_tags", "recorded_digests", "register_model", "replay_journal", "resolve_artifact_location", "resolve_tracking_uri", "resume_hint",
+    "process_tags", "recorded_digests", "register_model", "replay_journal", "resolve_artifact_location",
+    "resolve_tracking_uri", "resume_hint",
     "send_batch", "tracked_run", "ui_command",
 ]

@@ -12,14 +12,14 @@ import os
 from contextlib import contextmanager
 from typing import Iterator
 
-from tfx_hydra.schemas import TrackingConfig
 from tfx_hydra.process.faults import as_disk_full, describe_error, disk_full_said
-from tfx_hydra.tracking.lost_runs import close_lost_runs, process_tags
-from tfx_hydra.tracking.secrets import mask_secrets
 from tfx_hydra.process.signals import Interrupted, interrupt_on_signals, restore_handlers, uninterrupted
+from tfx_hydra.schemas import TrackingConfig
+from tfx_hydra.tracking.lost_runs import close_lost_runs, process_tags
+from tfx_hydra.tracking.mlflow_tracker import MlflowTracker
+from tfx_hydra.tracking.secrets import mask_secrets
 from tfx_hydra.tracking.store import connect, resolve_tracking_uri
 from tfx_hydra.tracking.system import system_metrics
-from tfx_hydra.tracking.mlflow_tracker import MlflowTracker
 from tfx_hydra.tracking.tracker import BACKUP_TAG, NullTracker
 
 log = logging.getLogger(__name__)

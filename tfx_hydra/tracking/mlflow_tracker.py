@@ -18,8 +18,16 @@ from tfx_hydra.process.signals import uninterrupted
 from tfx_hydra.tracking.datasets import described, send_datasets
 from tfx_hydra.tracking.journal import OFFLINE_DIR, OfflineJournal
 from tfx_hydra.tracking.secrets import mask_secrets, mask_uri
-from tfx_hydra.tracking.store import (MAX_PARAMS_PER_CALL, MAX_TAG_LENGTH, MAX_TAGS_PER_CALL, flatten, now_ms,
-                                      send_artifacts, send_batch, ui_command)
+from tfx_hydra.tracking.store import (
+    MAX_PARAMS_PER_CALL,
+    MAX_TAG_LENGTH,
+    MAX_TAGS_PER_CALL,
+    flatten,
+    now_ms,
+    send_artifacts,
+    send_batch,
+    ui_command,
+)
 from tfx_hydra.tracking.tracker import BACKUP_TAG, is_result
 
 log = logging.getLogger(__name__)

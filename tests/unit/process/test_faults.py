@@ -7,8 +7,8 @@ import errno
 import pytest
 
 from tfx_hydra.errors import DiskFull
-from tfx_hydra.schemas import TrackingConfig
 from tfx_hydra.process import disk_full_error, full_disk_path
+from tfx_hydra.schemas import TrackingConfig
 from tfx_hydra.tracking import tracked_run
 
 

@@ -7,9 +7,9 @@ import signal
 
 import pytest
 
+from tests.helpers import mlflow_client, mlflow_runs
 from tfx_hydra.schemas import TrackingConfig
 from tfx_hydra.tracking import tracked_run
-from tests.helpers import mlflow_client, mlflow_runs
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])

@@ -6,10 +6,10 @@ import logging
 
 from mlflow.tracking import MlflowClient
 
+from tests.helpers import free_ports, mlflow_client
 from tfx_hydra.schemas import TrackingConfig
 from tfx_hydra.sync import main as sync_main
 from tfx_hydra.tracking import replay_journal, tracked_run
-from tests.helpers import free_ports, mlflow_client
 
 
 def test_when_mlflow_goes_away_the_run_goes_on_offline_and_sync_sends_the_rest(tmp_path, monkeypatch, caplog):

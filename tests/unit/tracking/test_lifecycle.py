@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.helpers import mlflow_client, mlflow_runs
 from tfx_hydra.schemas import TrackingConfig
 from tfx_hydra.tracking import tracked_run
-from tests.helpers import mlflow_client, mlflow_runs
 
 
 def test_a_successful_run_ends_finished_with_batched_epoch_metrics(tmp_path):

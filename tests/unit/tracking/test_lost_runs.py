@@ -7,9 +7,9 @@ import socket
 import subprocess
 import sys
 
+from tests.helpers import mlflow_client
 from tfx_hydra.schemas import TrackingConfig
 from tfx_hydra.tracking import process_is_gone, process_tags, tracked_run
-from tests.helpers import mlflow_client
 
 
 def test_a_runs_process_is_gone_when_its_pid_ended_or_was_reused_on_this_host():

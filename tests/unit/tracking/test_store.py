@@ -6,10 +6,10 @@ import time
 
 import pytest
 
+from tests.helpers import free_ports
 from tfx_hydra.errors import TrackingError
 from tfx_hydra.schemas import TrackingConfig
 from tfx_hydra.tracking import check_store_reachable, resolve_artifact_location, resolve_tracking_uri, ui_command
-from tests.helpers import free_ports
 
 
 def test_default_store_is_sqlite_in_the_launch_dir(tmp_path):

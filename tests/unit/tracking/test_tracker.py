@@ -6,8 +6,8 @@ import inspect
 
 import pytest
 
-from tfx_hydra.tracking import MlflowTracker, NullTracker, Tracker
 from tests.fakes import RecordingTracker
+from tfx_hydra.tracking import MlflowTracker, NullTracker, Tracker
 
 PROTOCOL_METHODS = sorted(name for name, member in vars(Tracker).items()
                           if callable(member) and not name.startswith("_"))
@@ -22,8 +22,9 @@ def mlflow_tracker() -> MlflowTracker:
 @pytest.mark.parametrize("make", [mlflow_tracker, NullTracker, RecordingTracker])
 def test_each_tracker_implements_the_protocol_with_its_signatures(make):
     implementation = make()
-    assert PROTOCOL_METHODS == sorted(["end", "log_artifact", "log_artifacts", "log_config", "log_datasets", "log_epoch",
-                                       "log_metrics", "log_missing_epochs", "log_model", "log_params", "set_tags"])
+    assert PROTOCOL_METHODS == sorted(["end", "log_artifact", "log_artifacts", "log_config", "log_datasets",
+                                       "log_epoch", "log_metrics", "log_missing_epochs", "log_model", "log_params",
+                                       "set_tags"])
     for name in PROTOCOL_METHODS:
         wanted = list(inspect.signature(getattr(Tracker, name)).parameters)
         assert ["self", *inspect.signature(getattr(implementation, name)).parameters] == wanted, name

@@ -14,11 +14,11 @@ from typing import Any
 from omegaconf import DictConfig
 
 from tfx_hydra.errors import ConfigError
+from tfx_hydra.metrics import epoch_names
+from tfx_hydra.settings import validate_section
 from tfx_hydra.sweeps.hparams_search import space as search_space
 from tfx_hydra.sweeps.hparams_search import study as studies
 from tfx_hydra.sweeps.hparams_search.settings import SearchSettings, is_url, max_epochs, read, storage_url
-from tfx_hydra.metrics import epoch_names
-from tfx_hydra.settings import validate_section
 from tfx_hydra.tracking import mask_uri
 
 SWEEPER_TARGET = "hydra_plugins.tfx_hydra_search.OptunaSweeper"

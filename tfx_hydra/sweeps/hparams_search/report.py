@@ -119,4 +119,5 @@ def write_plots(study, sweep_dir: str, multi_objective: bool) -> list[str]:
 
 def child_runs(client, parent_run_id: str) -> dict[int, str]:
     """trial number -> child run id."""
-    return {int(r.data.tags[TRIAL_TAG]): r.info.run_id for r in children(client, parent_run_id) if TRIAL_TAG in r.data.tags}
+    return {int(run.data.tags[TRIAL_TAG]): run.info.run_id for run in children(client, parent_run_id)
+            if TRIAL_TAG in run.data.tags}

@@ -1,8 +1,8 @@
 """A job's side of a search: the live Optuna trial it reports to.
 
 The sweeper hands each job its trial by overrides (`hparams_search.trial`, `.study_name`; the
-storage is the command's own setting), so this works under every launcher, in process or on another machine: the job opens
-the study itself, rebuilds the pruner from config (Optuna does not store pruners), and makes a
+storage is the command's own setting), so this works under every launcher, in process or on another
+machine: the job opens the study itself, rebuilds the pruner from config (Optuna does not store pruners), and makes a
 live `optuna.trial.Trial` from the trial's number. A frozen trial's `should_prune()` is always
 False; a live one asks the pruner. After each epoch the job reports `sweep.metric` and stops when
 the pruner says so (the trainer's trial_pruning.py); a heartbeat thread tells every command of the
@@ -22,8 +22,8 @@ from typing import Iterator
 
 from omegaconf import DictConfig
 
-from tfx_hydra.sweeps.hparams_search.pruned import EpochReports, Pruned, PrunedResult
 from tfx_hydra.metrics import epoch_names
+from tfx_hydra.sweeps.hparams_search.pruned import EpochReports, Pruned, PrunedResult
 
 log = logging.getLogger(__name__)
 STATE_TAG, TRIAL_TAG, EPOCHS_TAG = "optuna.state", "optuna.trial", "epochs_trained"
