@@ -55,7 +55,9 @@ def require_positive_or_auto(key: str, value: Any, example: int) -> None:
         return
     if not _is_integer(value):
         raise ConfigError(f"{key}={show(value)} is not a positive integer or auto.", fix=f"{key}={example}")
-    require_positive(key, value, example)
+    if value <= 0:
+        raise ConfigError(f"{key}={value} is out of range: expected a positive integer or auto.",
+                          fix=f"{key}={example}")
 
 
 def require_non_negative(key: str, value: Any, zero_means: str, example: Any = 0) -> None:

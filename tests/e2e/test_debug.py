@@ -86,9 +86,9 @@ def test_overfit_says_whether_the_training_loss_neared_zero(tmp_path):
 
 
 def test_numerics_names_the_op_that_made_the_first_nan(tmp_path):
-    """A model whose layer really produces a NaN (tests/planted.py: tf.where picks a NaN constant
+    """A model whose layer really produces a NaN (tests/helpers/planted.py: tf.where picks a NaN constant
     after 3 batches): the same on every CPU, as the op itself makes it."""
-    done = run_cli(["debug=numerics", "model._target_=tests.planted.mlp_with_nan_after",
+    done = run_cli(["debug=numerics", "model._target_=tests.helpers.planted.mlp_with_nan_after",
                     "+model.nan_after_batches=3", "trainer.epochs=2"], cwd=tmp_path)
     assert done.returncode == 1
     said = re.search(r"TrainingError: trainer\.check_numerics: op '(\w+)' in layer 'nan_after\w*' produced the first "

@@ -16,7 +16,13 @@ import pytest
 from optuna.trial import TrialState
 
 from tests.helpers import cli_env, run_cli
-from tests.search import assert_pruned_trials_look_pruned, parent_and_children, search, study_of, wait_for_running_trial
+from tests.helpers.search import (
+    assert_pruned_trials_look_pruned,
+    parent_and_children,
+    search,
+    study_of,
+    wait_for_running_trial,
+)
 
 pytestmark = pytest.mark.slow
 

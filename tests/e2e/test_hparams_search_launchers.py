@@ -8,7 +8,7 @@ import pytest
 from optuna.trial import TrialState
 
 from tests.helpers import run_cli
-from tests.search import assert_pruned_trials_look_pruned, parent_and_children, search, study_of
+from tests.helpers.search import assert_pruned_trials_look_pruned, parent_and_children, search, study_of
 
 pytestmark = pytest.mark.slow
 

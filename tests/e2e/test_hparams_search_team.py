@@ -18,7 +18,7 @@ import pytest
 from optuna.trial import TrialState
 
 from tests.helpers import cli_env, free_ports, run_cli, wait_for_http
-from tests.search import assert_pruned_trials_look_pruned, search
+from tests.helpers.search import assert_pruned_trials_look_pruned, search
 
 pytestmark = pytest.mark.slow
 
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 def test_a_team_search_on_postgresql_with_an_mlflow_server_and_the_dashboard(tmp_path):
     """One PostgreSQL holds the MLflow server's store and the Optuna study; a joblib-parallel search
     tracks to the server; optuna-dashboard reads the study over HTTP."""
-    from tests.postgres import postgres_server
+    from tests.helpers.postgres import postgres_server
 
     mlflow_port, dashboard_port = free_ports(2)
     with postgres_server(("mlflow", "optuna")) as database:

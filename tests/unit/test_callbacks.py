@@ -1,5 +1,5 @@
 """The callbacks at work in a real fit: divergence stops (planted, so the product decides the
-outcome on every CPU: tests/planted.py), and the per-epoch backup resumes or refuses."""
+outcome on every CPU: tests/helpers/planted.py), and the per-epoch backup resumes or refuses."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.fakes import RecordingTracker
-from tests.planted import loss_nan_when, mlp_with_nan_after
-from tests.training import ADAM, batches_per_epoch, compiled, settings_with, setup_with
+from tests.helpers.fakes import RecordingTracker
+from tests.helpers.planted import loss_nan_when, mlp_with_nan_after
+from tests.helpers.training import ADAM, batches_per_epoch, compiled, settings_with, setup_with
 from tfx_hydra.callbacks import NonFiniteGuard, non_finite_weights
 from tfx_hydra.errors import TrainingError
 from tfx_hydra.models import mlp

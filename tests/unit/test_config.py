@@ -14,7 +14,7 @@ from tfx_hydra.hardware import load_profiles
 def test_build_passes_our_errors_through_unwrapped():
     node = OmegaConf.create({"_target_": "tfx_hydra.models.mlp", "name": "m", "input_shape": [8, 8],
                              "num_classes": 10, "units": -4})
-    with pytest.raises(ConfigError, match=r"model.units=-4 is invalid"):
+    with pytest.raises(ConfigError, match=r"model.units=-4 is out of range: expected a positive integer"):
         build(node, "model")
 
 

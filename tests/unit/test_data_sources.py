@@ -270,7 +270,8 @@ def test_tfds_not_installed_says_how_to_install(monkeypatch):
 def test_common_options_are_checked():
     with pytest.raises(ConfigError, match=r"data.shard_policy=files is not one of"):
         digits([8, 8], 10, batch_size=32, seed=0, shard_policy="files")
-    with pytest.raises(ConfigError, match=r"data.map_parallelism=0 is invalid"):
+    with pytest.raises(ConfigError,
+                       match=r"data.map_parallelism=0 is out of range: expected a positive integer or auto"):
         digits([8, 8], 10, batch_size=32, seed=0, map_parallelism=0)
     with pytest.raises(ConfigError, match=r"data.normalization=zscore is not one of"):
         digits([8, 8], 10, batch_size=32, seed=0, normalization="zscore")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.fakes import RecordingTracker
+from tests.helpers.fakes import RecordingTracker
 from tfx_hydra.debug import NUMERICS_MARK, judge_overfit, non_finite_op, say_profile
 from tfx_hydra.schemas import TrainerConfig
 

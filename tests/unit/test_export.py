@@ -14,7 +14,7 @@ import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 from omegaconf import OmegaConf
 
-from tests.fakes import RecordingTracker
+from tests.helpers.fakes import RecordingTracker
 from tfx_hydra.data import digits
 from tfx_hydra.errors import ConfigError, ExportError
 from tfx_hydra.export import (

@@ -11,7 +11,7 @@ import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
-from tests.unit.test_sweep import composed_sweep
+from tests.unit.test_sweeps import composed_sweep
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.sweeps.hparams_search import checks, space
 from tfx_hydra.sweeps.hparams_search import study as studies

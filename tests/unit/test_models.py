@@ -44,7 +44,7 @@ def test_cnn_accepts_channels_last_images():
 
 @pytest.mark.parametrize("kwargs,message", [
     ({"units": 0}, r"model.units=0 is out of range: expected a positive integer"),
-    ({"units": "wide"}, r"model.units='wide' is invalid"),
+    ({"units": "wide"}, r"model.units=wide is not a number: expected a positive integer"),
     ({"dropout": 1.0}, r"model.dropout=1.0 is out of range: expected a number \[0, 1\)"),
     ({"layers": -1}, r"model.layers=-1 is out of range: expected 0 \(no hidden layer\) or more"),
 ])

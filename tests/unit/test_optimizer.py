@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from tests.fakes import RecordingTracker
-from tests.training import ADAM, compiled, settings_with, setup_with
+from tests.helpers.fakes import RecordingTracker
+from tests.helpers.training import ADAM, compiled, settings_with, setup_with
 from tfx_hydra.data import digits
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.models import mlp

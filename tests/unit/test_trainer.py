@@ -9,8 +9,8 @@ import tensorflow as tf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorflow.python.framework import config as tf_config
 
-from tests.fakes import RecordingTracker
-from tests.training import compiled
+from tests.helpers.fakes import RecordingTracker
+from tests.helpers.training import compiled
 from tfx_hydra.errors import ConfigError, TrainingError
 from tfx_hydra.hardware import HardwareInfo
 from tfx_hydra.metrics import end_of_run_names

@@ -6,7 +6,7 @@ import inspect
 
 import pytest
 
-from tests.fakes import RecordingTracker
+from tests.helpers.fakes import RecordingTracker
 from tfx_hydra.tracking import MlflowTracker, NullTracker, Tracker
 
 PROTOCOL_METHODS = sorted(name for name, member in vars(Tracker).items()

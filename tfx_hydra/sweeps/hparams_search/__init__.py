@@ -1,5 +1,5 @@
 """hparams_search: Optuna searches as Hydra sweeps (conf/hparams_search/optuna.yaml selects
-`hydra/sweeper=tfx_optuna`, the sweeper in hydra_plugins/tfx_hydra_search).
+`hydra/sweeper=hparams_search`, the sweeper in hydra_plugins/tfx_hydra_sweeps).
 
 The sweeper asks Optuna for trials, launches each as a Hydra job through whatever launcher the
 command chose (in process, joblib, submitit, Slurm), and tells Optuna how it ended. Each job
@@ -10,7 +10,7 @@ command can reach, so a search resumes after a crash and spreads over machines.
     space.py     hydra.sweeper.params and sweep overrides as Optuna distributions
     study.py     the study: storage, sampler, pruner, the trials it still needs, lost trials
     checks.py    everything checked before the first trial (and before the parent run exists)
-    sweeper.py   OptunaSearch: Hydra's Sweeper API; ask, launch a batch, tell
+    sweeper.py   OptunaSweeper: Hydra's Sweeper API; ask, launch a batch, tell
     trial.py     a job's side: its live trial, per-epoch pruning, heartbeats
     pruned.py    Pruned (ends a pruned trial's training) and PrunedResult (what its job returns)
     report.py    what the parent run gets: state counts, best and Pareto trials, plots, the best model

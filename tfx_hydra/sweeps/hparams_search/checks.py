@@ -21,7 +21,7 @@ from tfx_hydra.sweeps.hparams_search import study as studies
 from tfx_hydra.sweeps.hparams_search.settings import SearchSettings, is_url, max_epochs, read, storage_url
 from tfx_hydra.tracking import mask_uri
 
-SWEEPER_TARGET = "hydra_plugins.tfx_hydra_search.OptunaSweeper"
+SWEEPER_TARGET = "hydra_plugins.tfx_hydra_sweeps.OptunaSweeper"
 OWN_KEYS = ("hparams_search.study_name", "hparams_search.trial")  # set per job
 
 

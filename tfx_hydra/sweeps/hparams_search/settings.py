@@ -64,7 +64,7 @@ class SearchSettings:
 
 def read(config: DictConfig) -> SearchSettings:
     """The hparams_search section as SearchSettings (defaults when the sweeper was chosen directly
-    with hydra/sweeper=tfx_optuna and the section is absent)."""
+    with hydra/sweeper=hparams_search and the section is absent)."""
     from omegaconf import OmegaConf
 
     from tfx_hydra.settings import validate_section

@@ -1,4 +1,4 @@
-"""OptunaSearch: Hydra's Sweeper API around an Optuna study, so every Hydra launcher runs its trials.
+"""OptunaSweeper: Hydra's Sweeper API around an Optuna study, so every Hydra launcher runs its trials.
 
 Each round: fail the trials whose process was lost (and enqueue their parameters again), ask
 for as many trials as the study still needs (at most `n_jobs`), launch them as one batch
@@ -27,8 +27,8 @@ from tfx_hydra.sweeps.hparams_search.trial import SECONDS
 log = logging.getLogger(__name__)
 
 
-class OptunaSearch(Sweeper):
-    """`hydra/sweeper=tfx_optuna`: `params` is the search space (see space.py); the rest of the
+class OptunaSweeper(Sweeper):
+    """`hydra/sweeper=hparams_search`: `params` is the search space (see space.py); the rest of the
     search's settings are the `hparams_search` section, which each job reads too."""
 
     def __init__(self, params: dict[str, Any] | None = None) -> None:
@@ -73,7 +73,7 @@ class OptunaSearch(Sweeper):
 class Rounds:
     """The ask-launch-tell loop of one command."""
 
-    def __init__(self, sweeper: OptunaSearch, plan, study) -> None:
+    def __init__(self, sweeper: OptunaSweeper, plan, study) -> None:
         self.sweeper, self.plan, self.study = sweeper, plan, study
         self.settings = plan.settings
         self.own: set[int] = set()          # trials this command launched

@@ -45,7 +45,7 @@ class NaNAfter(keras.layers.Layer):
 
 def mlp_with_nan_after(nan_after_batches: int, **mlp_args):
     """The mlp model config with a NaN planted in a weight after `nan_after_batches` batches
-    (a model `_target_` for CLI runs: model._target_=tests.planted.mlp_with_nan_after)."""
+    (a model `_target_` for CLI runs: model._target_=tests.helpers.planted.mlp_with_nan_after)."""
     inner = mlp(**mlp_args)
     inputs = keras.Input(shape=inner.input_shape[1:])
     return keras.Model(inputs, inner(NaNAfter(nan_after_batches, name="nan_after")(inputs)), name=inner.name)

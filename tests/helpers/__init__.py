@@ -1,4 +1,5 @@
-"""Helpers the tests share: tiny real data, the CLI in a subprocess, reading the MLflow store.
+"""Helpers the tests share: tiny real data, the CLI in a subprocess, reading the MLflow store. Beside it in
+this package: fakes.py (the tracker double), planted.py (planted faults), postgres.py, search.py, training.py.
 
 Nothing here reaches the internet: MNIST-shaped data is written by the tests.
 """
@@ -13,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # Small, fast settings for CLI runs: a few hundred digits, 2 epochs, no MLflow model (~4 s per run;
 # the tests about it ask for it).

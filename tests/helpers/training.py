@@ -7,7 +7,7 @@ import math
 
 from omegaconf import OmegaConf
 
-from tests.fakes import RecordingTracker
+from tests.helpers.fakes import RecordingTracker
 from tfx_hydra.hardware import HardwareInfo
 from tfx_hydra.models import mlp
 from tfx_hydra.schemas import HardwareConfig, PrecisionConfig, Settings, SweepConfig, TrackingConfig, TrainerConfig

@@ -1,0 +1,111 @@
+"""`python -m tfx_hydra ARGS` in the test's own process: the same entrypoint (`tfx_hydra.__main__.main`),
+Hydra's app and job logging, our error reporting and exit status, without paying a fresh interpreter's
+imports (Python, TensorFlow, Keras, MLflow: ~9 s a call on this project's 2-core machine).
+
+A subprocess stays the tool where the process itself is under test: signals and kills, what reaches
+file descriptor 2, a real terminal, launchers that start processes, servers, exit hooks (a sweep whose
+basic sweeper raised is closed by an atexit hook). Everything else a run does -- its config, its
+MLflow records, its files, what it prints -- is the same in process.
+
+What a run leaves in the process is put back afterwards, so the next test starts clean: the
+environment, argv and working directory, the logging configuration Hydra's job logging applied,
+Hydra's global state, Keras' dtype policy and TensorFlow's op determinism.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import sys
+import traceback
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class Completed:
+    """What the tests read of a finished command, as subprocess.CompletedProcess names it."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _logging_state() -> tuple:
+    loggers = {name: (logger.level, list(logger.handlers), logger.propagate, logger.disabled)
+               for name, logger in logging.root.manager.loggerDict.items() if isinstance(logger, logging.Logger)}
+    return logging.root.level, list(logging.root.handlers), loggers
+
+
+def _restore_logging(state: tuple) -> None:
+    level, handlers, loggers = state
+    for handler in logging.root.handlers[:]:
+        if handler not in handlers:
+            logging.root.removeHandler(handler)
+            handler.close()  # the job's log file
+    for handler in handlers:
+        if handler not in logging.root.handlers:
+            logging.root.addHandler(handler)
+    logging.root.setLevel(level)
+    for name, logger in logging.root.manager.loggerDict.items():
+        if not isinstance(logger, logging.Logger):
+            continue
+        if name in loggers:
+            logger.level, logger.handlers, logger.propagate, logger.disabled = loggers[name]
+        else:
+            logger.setLevel(logging.NOTSET)
+            for handler in logger.handlers[:]:
+                logger.removeHandler(handler)
+
+
+def _reset_frameworks() -> None:
+    """What a run sets for its process and a later test must not inherit."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    GlobalHydra.instance().clear()
+    HydraConfig.instance().cfg = None  # `HydraConfig.initialized()` is False again, as outside an app
+    if "keras" in sys.modules:
+        import keras
+        from tensorflow.python.framework import config as tf_config  # the switch tf.config has no public "off" for
+
+        keras.mixed_precision.set_global_policy("float32")
+        tf_config.disable_op_determinism()  # trainer.deterministic=true turns it on for good
+
+
+def run_cli_in_process(args: list[str], cwd: Path | str, multirun: bool = False,
+                       env: dict[str, str] | None = None) -> Completed:
+    """`python -m tfx_hydra [-m] ARGS` run from `cwd`, with `env` on top of the test environment the
+    subprocess helper gives (tests.helpers.cli_env): its exit status and what it printed."""
+    from tests.helpers import cli_env
+    from tfx_hydra.__main__ import main
+
+    saved_environ, saved_argv, saved_cwd = dict(os.environ), sys.argv[:], os.getcwd()
+    saved_logging = _logging_state()
+    out, err = io.StringIO(), io.StringIO()
+    os.environ.clear()
+    os.environ.update(cli_env() | (env or {}))
+    sys.argv = ["tfx-hydra", *(["-m"] if multirun else []), *args]
+    os.chdir(cwd)
+    code = 0
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                main()
+            except SystemExit as exit_:
+                if isinstance(exit_.code, str):  # the interpreter prints a message-only exit to stderr
+                    print(exit_.code, file=sys.stderr)
+                code = exit_.code if isinstance(exit_.code, int) else 0 if exit_.code is None else 1
+            except BaseException:  # noqa: BLE001 - what the interpreter does with an uncaught error
+                traceback.print_exc()
+                code = 1
+    finally:
+        os.chdir(saved_cwd)
+        sys.argv = saved_argv
+        os.environ.clear()
+        os.environ.update(saved_environ)
+        _restore_logging(saved_logging)
+        _reset_frameworks()
+    return Completed(code, out.getvalue(), err.getvalue())
