@@ -68,7 +68,10 @@ def test_basic_launcher_sweep_nests_every_job_under_one_parent(tmp_path):
     assert parent.data.tags["sweep.jobs"] == "4" and parent.data.tags["sweep.failed"] == "0"
     client = mlflow_client(tmp_path)
     assert {a.path for a in client.list_artifacts(parent.info.run_id)} == {
-        "sweep_summary.txt", "sweep_summary.csv", "sweep_summary.png", "multirun.yaml"}
+        "sweep_summary.txt", "sweep_summary.csv", "sweep_summary.png", "multirun.yaml", "sweep.log"}
+    # MLflow's own lines as it created the store are in the sweep's log, not after the summary on the terminal
+    assert "Creating initial MLflow database tables" in (sweep_dir / "sweep.log").read_text()
+    assert "mlflow.store.db.utils" not in done.stderr + done.stdout
     summary = done.stdout[done.stdout.index("tfx_hydra: sweep complete"):]  # the sweep's end, on the terminal
     best = next(c for c in children if c.info.run_id == parent.data.tags["sweep.best_run_id"])
     for row in ("jobs              │ 4 finished, 0 failed, 0 killed", f"best job          │ {best.info.run_name}",

@@ -21,6 +21,7 @@ from tfx_hydra.schemas import SweepConfig, TrackingConfig
 from tfx_hydra.sweeps import job as sweep_job
 from tfx_hydra.sweeps import launch, summary
 from tfx_hydra.sweeps.callback import SweepCallback
+from tfx_hydra.sweeps.parent import SWEEP_LOG
 from tfx_hydra.tracking import tracked_run
 
 
@@ -92,7 +93,9 @@ def test_a_sweep_is_a_parent_run_with_its_jobs_nested_under_it(tmp_path, client,
     assert parent.data.tags["sweep.best_run_id"] == best.info.run_id
     assert (parent.data.tags["sweep.jobs"], parent.data.tags["sweep.failed"]) == ("2", "0")
     assert {a.path for a in client.list_artifacts(parent.info.run_id)} == {summary.SUMMARY_CSV, summary.SUMMARY_PNG,
-                                                                          summary.SUMMARY_TXT}
+                                                                          summary.SUMMARY_TXT, SWEEP_LOG}
+    # MLflow's lines as it created the store went to the sweep's log (the launching process has no job log)
+    assert "Creating initial MLflow database tables" in (tmp_path / "multirun" / "s1" / SWEEP_LOG).read_text()
     # the sweep ends as a single run does: a table with the counts, the best job, the parent, the dir
     shown = capsys.readouterr().out
     sweep_dir = str(tmp_path / "multirun" / "s1")

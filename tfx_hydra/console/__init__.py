@@ -17,12 +17,12 @@ from tfx_hydra.console.held_error import HeldJobErrorLine, held_job_error_line
 from tfx_hydra.console.native_lines import native_lines_to_log
 from tfx_hydra.console.tables import BARE, epoch_line, format_value, key_value_table, print_summary, render_text
 from tfx_hydra.console.terminal import (
-                                        NATIVE_LOGGER,
-                                        QuietUnlessVerbose,
-                                        TerminalFormatter,
-                                        TerminalHandler,
-                                        parallel_job_label,
-                                        use_terminal,
+           NATIVE_LOGGER,
+           QuietUnlessVerbose,
+           TerminalFormatter,
+           TerminalHandler,
+           parallel_job_label,
+           use_terminal,
 )
 
 __all__ = ["BARE", "HeldJobErrorLine", "NATIVE_LOGGER", "QuietUnlessVerbose", "TerminalFormatter", "TerminalHandler",

@@ -39,6 +39,7 @@ from tfx_hydra.sweeps.hparams_search import checks
 from tfx_hydra.sweeps.job import SweepJob, announce_job, current_job
 from tfx_hydra.sweeps.parent import (
     STUDY_TAG,
+    SWEEP_LOG,
     Parent,
     read_parent_record,
     record_failure_without_run,
@@ -73,10 +74,11 @@ class SweepCallback(Callback):
             return
         launch_dir = config.hydra.runtime.cwd
         tracking.check_store_reachable(tracking.resolve_tracking_uri(settings, launch_dir), settings.connect_timeout)
-        client, experiment_id, uri = tracking.connect(settings, launch_dir)
-        tracking.close_lost_runs(client, [experiment_id])  # runs an earlier, killed command left RUNNING
         sweep_dir = os.path.abspath(str(config.hydra.sweep.dir))
         os.makedirs(sweep_dir, exist_ok=True)
+        with tracking.store_setup_lines_to(os.path.join(sweep_dir, SWEEP_LOG)):  # MLflow's, not the terminal's
+            client, experiment_id, uri = tracking.connect(settings, launch_dir)
+        tracking.close_lost_runs(client, [experiment_id])  # runs an earlier, killed command left RUNNING
         run_id = reopen_parent(client, sweep_dir)  # the same sweep dir re-run: the same parent
         tags = launch.sweep_tags(config, sweep_dir)
         if search is not None:  # every command of one study, wherever it runs, shares one parent

@@ -33,8 +33,9 @@ PARENT_RUN_FILE = "mlflow_parent_run.json"  # in the sweep dir: the parent's id,
 PARENT_TAG = "mlflow.parentRunId"  # MLflow's own tag: the UI nests a child under its parent by it
 JOB_NUM_TAG = "sweep.job_num"
 STUDY_TAG = "sweep.study"  # an Optuna search's parent: "<study name> in <storage>"
+SWEEP_LOG = "sweep.log"  # the launching process's library lines (MLflow creating its store): not the terminal's
 # What Hydra's sweepers write in the sweep dir: the sweep's config, Optuna's best parameters.
-SWEEP_RECORDS = ("multirun.yaml", "optimization_results.yaml")
+SWEEP_RECORDS = ("multirun.yaml", "optimization_results.yaml", SWEEP_LOG)
 
 
 def children(client, parent_run_id: str, status: str | None = None, tags: dict[str, str] | None = None,

@@ -25,16 +25,17 @@ from tfx_hydra.tracking.lost_runs import close_lost_run, close_lost_runs, proces
 from tfx_hydra.tracking.mlflow_tracker import MlflowTracker, register_model
 from tfx_hydra.tracking.secrets import mask_files, mask_secrets, mask_text, mask_uri
 from tfx_hydra.tracking.store import (
-                                      check_store_reachable,
-                                      client_for,
-                                      connect,
-                                      flatten,
-                                      now_ms,
-                                      open_store,
-                                      resolve_artifact_location,
-                                      resolve_tracking_uri,
-                                      send_batch,
-                                      ui_command,
+    check_store_reachable,
+    client_for,
+    connect,
+    flatten,
+    now_ms,
+    open_store,
+    resolve_artifact_location,
+    resolve_tracking_uri,
+    send_batch,
+    store_setup_lines_to,
+    ui_command,
 )
 from tfx_hydra.tracking.tracker import BACKUP_TAG, NullTracker, Tracker, is_result
 
@@ -45,5 +46,5 @@ __all__ = [
     "mask_files", "mask_secrets", "mask_text", "mask_uri", "now_ms", "open_store", "process_is_gone",
     "process_tags", "recorded_digests", "register_model", "replay_journal", "resolve_artifact_location",
     "resolve_tracking_uri", "resume_hint",
-    "send_batch", "tracked_run", "ui_command",
+    "send_batch", "store_setup_lines_to", "tracked_run", "ui_command",
 ]

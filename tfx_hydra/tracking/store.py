@@ -7,6 +7,7 @@ opens it with `connect` and sends records with `send_batch`.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import time
@@ -127,6 +128,30 @@ def one_opener_at_a_time(uri: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+STORE_SETUP_LOGGER = "mlflow.store.db.utils"  # "Creating initial MLflow database tables...", "Updating database tables"
+
+
+@contextmanager
+def store_setup_lines_to(log_file: str) -> Iterator[None]:
+    """MLflow's own lines while it creates or upgrades a SQL store go to `log_file`, not the terminal.
+    MLflow's `mlflow` logger has a stderr handler of its own and does not propagate, so no logging
+    configuration of ours or Hydra's sees them: a sweep's launching process (which has no job log)
+    printed them after its summary table."""
+    logger = logging.getLogger(STORE_SETUP_LOGGER)
+    handler = logging.FileHandler(log_file, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
+    propagate, level = logger.propagate, logger.level
+    logger.addHandler(handler)
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+        logger.propagate, logger.level = propagate, level
 
 
 def ui_command(uri: str, launch_dir: str) -> str:
