@@ -67,9 +67,10 @@ def client(tmp_path):
     return mlflow_client(tmp_path)
 
 
-def test_a_sweep_is_a_parent_run_with_its_jobs_nested_under_it(tmp_path, client, capsys):
+def test_a_sweep_is_a_parent_run_with_its_jobs_nested_under_it(tmp_path, capsys):
     callback = SweepCallback()
     callback.on_multirun_start(sweep_config(tmp_path, job_num=None))
+    client = mlflow_client(tmp_path)  # after the sweep made the store
     experiment = client.get_experiment_by_name("sweeps")
     assert experiment.artifact_location == f"{tmp_path}/mlruns/sweeps"  # the store exists before any job
     (parent,) = client.search_runs([experiment.experiment_id])
