@@ -18,9 +18,13 @@ from omegaconf.errors import OmegaConfBaseException
 from tfx_hydra.config import composition_error
 from tfx_hydra.console import held_job_error_line
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # TensorFlow's INFO lines drown the run's own output
-# MLflow draws a progress bar for every artifact it downloads (mode=evaluate, reproduce): noise in a log
-os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
+def quiet_libraries() -> None:
+    """Set before TensorFlow or MLflow is imported, for this process and the sweep jobs it starts
+    (they inherit its environment); a value the user set wins."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # TensorFlow's INFO lines drown the run's own output
+    # MLflow draws a progress bar for every artifact it downloads (mode=evaluate, reproduce): noise in a log
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 
 @hydra.main(version_base="1.3", config_path="pkg://tfx_hydra.conf", config_name="config")
@@ -40,6 +44,7 @@ def main() -> None:
     limit) ended the way shells expect: one line saying what happened and how to resume, and
     the status 128 + the signal's number (130, 143), not a traceback. A sweep worker that died
     is reported by the sweep (its parent run's close) rather than with the launcher's traceback."""
+    quiet_libraries()
     full_errors = os.environ.get("HYDRA_FULL_ERROR") == "1"  # the user asked for every traceback
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra hands errors to us instead of printing them
     if sys.argv[0].endswith("__main__.py"):  # `python -m`: Hydra's help names the command by argv[0]

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.helpers import QUICK, cli_env, mlflow_client, mlflow_runs, run_cli, tensorboard_runs
+from tests.helpers import QUICK, cli_env, mlflow_client, mlflow_runs, tensorboard_runs
+from tests.helpers.in_process import run_cli_in_process
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +35,7 @@ DEFAULT_RUN = [*QUICK, "export.mlflow_model=true", "tracking.system_metrics.inte
 def default_run(tmp_path_factory):
     """One quick default run shared by the assertions below (a real run takes ~15 s here)."""
     launch = tmp_path_factory.mktemp("default")
-    done = run_cli(DEFAULT_RUN, cwd=launch)
+    done = run_cli_in_process(DEFAULT_RUN, cwd=launch)
     assert done.returncode == 0, done.stderr[-3000:]
     return launch, done
 
@@ -149,7 +150,7 @@ def test_one_tensorboard_command_shows_single_runs(default_run):
 
 def test_headline_command_on_a_machine_without_an_a100(tmp_path):
     # also: tracking.system_metrics.enabled=false records no system metric
-    done = run_cli(["hardware=a100", "precision=mixed", *QUICK, "tracking.system_metrics.enabled=false",
+    done = run_cli_in_process(["hardware=a100", "precision=mixed", *QUICK, "tracking.system_metrics.enabled=false",
                     "tracking.system_metrics.interval=1"], cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "hardware=a100 expects 1 GPU matching 'A100' with at least 39 GiB; found no GPU (CPU only)" in done.stdout
@@ -162,7 +163,7 @@ def test_headline_command_on_a_machine_without_an_a100(tmp_path):
 
 
 def test_seed_experiment_on_a_local_mnist_file(tmp_path, mnist_npz):
-    done = run_cli(["experiment=seed_mnist_mlp", f"data.path={mnist_npz}", "trainer.epochs=1"], cwd=tmp_path)
+    done = run_cli_in_process(["experiment=seed_mnist_mlp", f"data.path={mnist_npz}", "trainer.epochs=1"], cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     (run,) = mlflow_runs(tmp_path)
     assert (run.data.params["data._target_"], run.data.params["data.name"]) == ("tfx_hydra.data.keras_dataset", "mnist")
@@ -171,7 +172,7 @@ def test_seed_experiment_on_a_local_mnist_file(tmp_path, mnist_npz):
 
 
 def test_cnn_and_tracking_none(tmp_path):
-    done = run_cli(["model=cnn", "tracking=none", "export=none", *QUICK], cwd=tmp_path)
+    done = run_cli_in_process(["model=cnn", "tracking=none", "export=none", *QUICK], cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "not tracked (tracking=none" in done.stdout
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mlruns").exists()
@@ -180,7 +181,7 @@ def test_cnn_and_tracking_none(tmp_path):
 def test_console_script_runs_like_the_module(tmp_path):
     script = Path(sys.executable).parent / "tfx-hydra"
     done = subprocess.run([str(script), "trainer.epochs=7", "--cfg", "job"], cwd=tmp_path, env=cli_env(),
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "epochs: 7" in done.stdout
 
@@ -212,7 +213,7 @@ def test_ctrl_c_or_sigterm_during_training_ends_the_run_killed_with_its_backup(t
 
 
 def test_several_exports_are_verified_and_logged(tmp_path):
-    done = run_cli(["export=[savedmodel,tflite,onnx,keras]", "export.tflite.quantization=float16", *QUICK],
+    done = run_cli_in_process(["export=[savedmodel,tflite,onnx,keras]", "export.tflite.quantization=float16", *QUICK],
                    cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     (run,) = mlflow_runs(tmp_path)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import mlflow_client, mlflow_runs, run_cli, tensorboard_runs
+from tests.helpers import mlflow_client, mlflow_runs, tensorboard_runs
+from tests.helpers.in_process import run_cli_in_process
 
 pytestmark = pytest.mark.slow
 
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def four_presets(tmp_path_factory):
     launch = tmp_path_factory.mktemp("debug")
-    done = run_cli(["debug=fast,limit,profile,eager"], cwd=launch, multirun=True, timeout=600)
+    done = run_cli_in_process(["debug=fast,limit,profile,eager"], cwd=launch, multirun=True)
     assert done.returncode == 0, done.stderr[-3000:]
     logs = {}
     (sweep,) = (launch / "multirun").glob("*/*")  # multirun/<date>/<time>, Hydra's default
@@ -75,7 +76,7 @@ def test_eager_runs_eagerly_and_says_it_is_slow(four_presets):
 
 
 def test_overfit_says_whether_the_training_loss_neared_zero(tmp_path):
-    done = run_cli(["debug=overfit"], cwd=tmp_path)
+    done = run_cli_in_process(["debug=overfit"], cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     said = re.search(r"overfit check: training loss ([\d.]+) -> ([\d.]+) in 100 epochs on 128 examples: the model can "
                      r"fit them", done.stdout)
@@ -88,7 +89,7 @@ def test_overfit_says_whether_the_training_loss_neared_zero(tmp_path):
 def test_numerics_names_the_op_that_made_the_first_nan(tmp_path):
     """A model whose layer really produces a NaN (tests/helpers/planted.py: tf.where picks a NaN constant
     after 3 batches): the same on every CPU, as the op itself makes it."""
-    done = run_cli(["debug=numerics", "model._target_=tests.helpers.planted.mlp_with_nan_after",
+    done = run_cli_in_process(["debug=numerics", "model._target_=tests.helpers.planted.mlp_with_nan_after",
                     "+model.nan_after_batches=3", "trainer.epochs=2"], cwd=tmp_path)
     assert done.returncode == 1
     said = re.search(r"TrainingError: trainer\.check_numerics: op '(\w+)' in layer 'nan_after\w*' produced the first "

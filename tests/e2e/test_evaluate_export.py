@@ -5,20 +5,21 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import QUICK, mlflow_runs, run_cli
+from tests.helpers import QUICK, mlflow_runs
+from tests.helpers.in_process import run_cli_in_process
 
 pytestmark = pytest.mark.slow
 
 
 def test_evaluating_the_export_reproduces_the_runs_test_metrics(tmp_path):
-    trained = run_cli(QUICK, cwd=tmp_path)
+    trained = run_cli_in_process(QUICK, cwd=tmp_path)
     assert trained.returncode == 0, trained.stderr[-3000:]
     (run,) = mlflow_runs(tmp_path)
     folder = run.data.tags["export.savedmodel.path"]
     temp = tmp_path / "system-temp"  # the system's temp folder, as this run sees it
     temp.mkdir()
     for source in (folder, f"runs:/{run.info.run_id}"):
-        done = run_cli(["mode=evaluate", f"export.source={source}"], cwd=tmp_path, env={"TMPDIR": str(temp)})
+        done = run_cli_in_process(["mode=evaluate", f"export.source={source}"], cwd=tmp_path, env={"TMPDIR": str(temp)})
         assert done.returncode == 0, done.stderr[-3000:]
         assert "Downloading artifacts" not in done.stdout + done.stderr  # MLflow's progress bars stay quiet
     assert [p.name for p in temp.iterdir() if p.name.startswith("tfx_hydra")] == []  # nothing left behind
@@ -38,6 +39,6 @@ def test_evaluating_the_export_reproduces_the_runs_test_metrics(tmp_path):
                                "not found"),
 ])
 def test_a_source_without_a_savedmodel_is_a_clear_error(tmp_path, source, message):
-    done = run_cli(["mode=evaluate", f"export.source={source}"], cwd=tmp_path)
+    done = run_cli_in_process(["mode=evaluate", f"export.source={source}"], cwd=tmp_path)
     assert done.returncode == 1 and message in done.stderr and "Traceback" not in done.stderr
     assert [r.info.status for r in mlflow_runs(tmp_path)] == ["FAILED"]

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, cli_env, free_ports, mlflow_runs, run_cli, wait_for_http
+from tests.helpers import REPO, cli_env, free_ports, mlflow_runs, wait_for_http
+from tests.helpers.in_process import run_cli_in_process
 
 pytestmark = pytest.mark.slow
 
@@ -57,7 +58,7 @@ def _importable(module: str) -> bool:
 def sweep_in_the_ui(tmp_path_factory):
     """(the UI's address, the sweep's runs): one sweep and one `mlflow ui`, shared by both tests."""
     launch = tmp_path_factory.mktemp("ui")
-    done = run_cli(SWEEP, cwd=launch, multirun=True)
+    done = run_cli_in_process(SWEEP, cwd=launch, multirun=True)
     assert done.returncode == 0, done.stderr[-3000:]
     (port,) = free_ports(1)
     mlflow = Path(sys.executable).parent / "mlflow"
@@ -75,14 +76,14 @@ def sweep_in_the_ui(tmp_path_factory):
 
 def get(base: str, endpoint: str, **params) -> dict:
     query = "&".join(f"{k}={v}" for k, v in params.items())
-    with urllib.request.urlopen(f"{base}{endpoint}?{query}", timeout=10) as response:
+    with urllib.request.urlopen(f"{base}{endpoint}?{query}") as response:
         return json.loads(response.read())
 
 
 def post(base: str, endpoint: str, body: dict) -> dict:
     request = urllib.request.Request(f"{base}{endpoint}", data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=10) as response:
+    with urllib.request.urlopen(request) as response:
         return json.loads(response.read())
 
 
@@ -107,7 +108,7 @@ def test_bare_mlflow_ui_in_the_launch_dir_serves_every_job(sweep_in_the_ui):
     exported = {f["path"] for f in get(base, "/api/2.0/mlflow/artifacts/list", run_id=run_id,
                                         path="export/mlp/1")["files"]}
     assert "export/mlp/1/saved_model.pb" in exported
-    with urllib.request.urlopen(f"{base}/", timeout=10) as page:  # the UI itself is served
+    with urllib.request.urlopen(f"{base}/") as page:  # the UI itself is served
         assert b"MLflow" in page.read()
 
 

@@ -16,13 +16,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.helpers import QUICK, cli_env, free_ports, mlflow_client, mlflow_runs, run_cli, wait_for_http
+from tests.helpers import QUICK, cli_env, free_ports, mlflow_client, mlflow_runs, wait_for_http
+from tests.helpers.in_process import run_cli_in_process
 
 pytestmark = pytest.mark.slow
 
 
 def test_mlflow_models_serve_answers_like_the_trained_model(tmp_path):
-    done = run_cli([*QUICK, "export.mlflow_model=true", "export.register_as=digits_mlp"], cwd=tmp_path)
+    done = run_cli_in_process([*QUICK, "export.mlflow_model=true", "export.register_as=digits_mlp"], cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     (run,) = mlflow_runs(tmp_path)
     assert run.data.tags["mlflow.model_uri"] == f"runs:/{run.info.run_id}/model"
@@ -44,7 +45,7 @@ def test_mlflow_models_serve_answers_like_the_trained_model(tmp_path):
         inputs = np.random.default_rng(0).uniform(0, 1, size=(4, 8, 8)).astype("float32")
         request = urllib.request.Request(f"{base}/invocations", data=json.dumps({"inputs": inputs.tolist()}).encode(),
                                          headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=30) as response:
+        with urllib.request.urlopen(request) as response:
             served = np.asarray(json.loads(response.read())["predictions"])
     finally:
         os.killpg(server.pid, signal.SIGTERM)

@@ -12,7 +12,8 @@ from importlib import metadata
 
 import pytest
 
-from tests.helpers import QUICK, cli_env, mlflow_client, mlflow_runs, run_cli
+from tests.helpers import QUICK, cli_env, mlflow_client, mlflow_runs
+from tests.helpers.in_process import run_cli_in_process
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +36,7 @@ def test_a_deterministic_run_is_reproduced_bit_identically_with_the_differences_
     rows = ["a,b,c,label", *(f"{i % 7},{(i * 3) % 11},{i % 5},{i % 3}" for i in range(300))]
     table.write_text("\n".join(rows) + "\n")
     on_csv = ["data=csv", f"data.path={table}", "data.input_shape=[3]", "data.num_classes=3"]
-    done = run_cli(["trainer.deterministic=true", *QUICK, *on_csv], cwd=tmp_path)  # exports a SavedModel
+    done = run_cli_in_process(["trainer.deterministic=true", *QUICK, *on_csv], cwd=tmp_path)  # exports a SavedModel
     assert done.returncode == 0, done.stderr[-3000:]
     (original,) = mlflow_runs(tmp_path)
     tags = original.data.tags
@@ -51,7 +52,7 @@ def test_a_deterministic_run_is_reproduced_bit_identically_with_the_differences_
     git(tmp_path, "commit", "-qam", "second")  # the code moved on since the run
     second_commit = git(tmp_path, "rev-parse", "HEAD")
     rerun = subprocess.run([sys.executable, "-m", "tfx_hydra.reproduce", original.info.run_id], cwd=tmp_path,
-                           env=cli_env(), capture_output=True, text=True, timeout=300)
+                           env=cli_env(), capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     out = rerun.stdout
     assert f"git commit: {first_commit} then, {second_commit} now" in out
@@ -76,7 +77,7 @@ def test_a_deterministic_run_is_reproduced_bit_identically_with_the_differences_
 
     table.write_text("\n".join([*rows[:11], "6,10,4,1", *rows[12:]]) + "\n")  # example 10's inputs, not its label
     dry = subprocess.run([sys.executable, "-m", "tfx_hydra.reproduce", original.info.run_id, "--dry-run"],
-                         cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=300)
+                         cwd=tmp_path, env=cli_env(), capture_output=True, text=True)
     assert dry.returncode == 0, dry.stdout[-3000:] + dry.stderr[-3000:]
     changed = [line for line in dry.stdout.splitlines() if "the data changed" in line]
     assert len(changed) == 1 and "split (table-" in changed[0], dry.stdout[-3000:]

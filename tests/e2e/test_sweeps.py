@@ -7,12 +7,11 @@ the parent, failures counted."""
 from __future__ import annotations
 
 import csv
-import subprocess
-import sys
 
 import pytest
 
-from tests.helpers import cli_env, mlflow_client, mlflow_runs, run_cli
+from tests.helpers import mlflow_client, mlflow_runs, run_cli
+from tests.helpers.in_process import run_cli_in_process
 
 pytestmark = pytest.mark.slow
 
@@ -43,10 +42,9 @@ SECRETS = {"TOKEN_SECRET_1": "+tracking.tags.api_token=TOKEN_SECRET_1",
 
 
 def test_basic_launcher_sweep_nests_every_job_under_one_parent(tmp_path):
-    env = cli_env() | {"AWS_SECRET_ACCESS_KEY": "ENV_SECRET_4"}  # environment variables are never logged
-    done = subprocess.run([sys.executable, "-m", "tfx_hydra", "-m", "model.units=32,64", "trainer.batch_size=16,32",
-                           *FAST, *SECRETS.values()], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=600)
+    done = run_cli_in_process(["model.units=32,64", "trainer.batch_size=16,32", *FAST, *SECRETS.values()],
+                              cwd=tmp_path, multirun=True,
+                              env={"AWS_SECRET_ACCESS_KEY": "ENV_SECRET_4"})  # environment variables are never logged
     assert done.returncode == 0, done.stderr[-3000:]
     (sweep_dir,) = [p for p in (tmp_path / "multirun").glob("*/*") if p.is_dir()]
     assert sorted(p.name for p in sweep_dir.iterdir() if p.is_dir()) == ["0", "1", "2", "3"]
@@ -122,8 +120,8 @@ def test_submitit_local_jobs_nest_under_the_parent_and_a_failed_job_is_counted(t
 
 
 def test_the_slurm_launcher_off_a_cluster_is_one_message_and_leaves_no_parent(tmp_path):
-    done = run_cli(["hydra/launcher=slurm", "hydra.launcher.partition=gpu", "model.units=16,32", *FAST],
-                   cwd=tmp_path, multirun=True, timeout=120)
+    done = run_cli_in_process(["hydra/launcher=slurm", "hydra.launcher.partition=gpu", "model.units=16,32", *FAST],
+                              cwd=tmp_path, multirun=True)
     assert done.returncode == 1
     assert done.stderr.startswith("ConfigError: hydra/launcher=slurm submits every job to Slurm, but this machine "
                                   "has no Slurm (`srun` is not on PATH).\n  Fix: run the sweep on the cluster's login "

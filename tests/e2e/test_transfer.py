@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from tests.helpers import compose, mlflow_client, mlflow_runs, run_cli, save_tiny_hub_model, wait_for_backup_of_epoch
+from tests.helpers import compose, mlflow_client, mlflow_runs, save_tiny_hub_model, wait_for_backup_of_epoch
+from tests.helpers.in_process import run_cli_in_process
 from tfx_hydra.data.to_tfrecord import main as to_tfrecord
 from tfx_hydra.run import run
 
@@ -31,7 +32,7 @@ def test_head_then_fine_tuning_in_one_tracked_run_from_converted_tfrecords(tmp_p
     data_overrides = shlex.split(command)[3:]  # after `python -m tfx_hydra`: the data option written beside the files
     assert data_overrides == [f"hydra.searchpath=[file://{tmp_path / 'tfr'}]", "data=tfr"]
     handle = save_tiny_hub_model(tmp_path / "hub_model")
-    done = run_cli([*data_overrides, "model=hub", f"model.handle={handle}", "trainer.epochs=2",
+    done = run_cli_in_process([*data_overrides, "model=hub", f"model.handle={handle}", "trainer.epochs=2",
                     "trainer.finetune_epochs=2", "trainer.finetune_lr=0.0005", "optimizer.learning_rate=0.01",
                     "data.limit=320", "data.map_parallelism=2", "export=[savedmodel,keras]",
                     "export.mlflow_model=false"], cwd=tmp_path)

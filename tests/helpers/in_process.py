@@ -18,6 +18,7 @@ import io
 import logging
 import os
 import sys
+import tempfile
 import traceback
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
@@ -34,13 +35,23 @@ class Completed:
 
 
 def _logging_state() -> tuple:
+    """The logging configuration as it is, then hidden from the configuration a run applies: Python's
+    dictConfig (Hydra's job logging) flushes and closes every handler the process has ever made, pytest's
+    own among them, so they are taken out of logging's registry for the run (a private list, read by
+    dictConfig alone) and put back after."""
     loggers = {name: (logger.level, list(logger.handlers), logger.propagate, logger.disabled)
                for name, logger in logging.root.manager.loggerDict.items() if isinstance(logger, logging.Logger)}
-    return logging.root.level, list(logging.root.handlers), loggers
+    registry = (logging._handlerList[:], dict(logging._handlers))
+    logging._handlerList[:] = []
+    logging._handlers.clear()
+    return logging.root.level, list(logging.root.handlers), loggers, registry
 
 
 def _restore_logging(state: tuple) -> None:
-    level, handlers, loggers = state
+    level, handlers, loggers, (handler_list, named_handlers) = state
+    logging._handlerList[:] = handler_list + logging._handlerList
+    logging._handlers.clear()
+    logging._handlers.update(named_handlers)
     for handler in logging.root.handlers[:]:
         if handler not in handlers:
             logging.root.removeHandler(handler)
@@ -52,12 +63,8 @@ def _restore_logging(state: tuple) -> None:
     for name, logger in logging.root.manager.loggerDict.items():
         if not isinstance(logger, logging.Logger):
             continue
-        if name in loggers:
+        if name in loggers:  # a logger made during the run keeps what its library set, as in a process
             logger.level, logger.handlers, logger.propagate, logger.disabled = loggers[name]
-        else:
-            logger.setLevel(logging.NOTSET)
-            for handler in logger.handlers[:]:
-                logger.removeHandler(handler)
 
 
 def _reset_frameworks() -> None:
@@ -87,6 +94,7 @@ def run_cli_in_process(args: list[str], cwd: Path | str, multirun: bool = False,
     out, err = io.StringIO(), io.StringIO()
     os.environ.clear()
     os.environ.update(cli_env() | (env or {}))
+    saved_tempdir, tempfile.tempdir = tempfile.tempdir, None  # read TMPDIR again, as a new process would
     sys.argv = ["tfx-hydra", *(["-m"] if multirun else []), *args]
     os.chdir(cwd)
     code = 0
@@ -106,6 +114,7 @@ def run_cli_in_process(args: list[str], cwd: Path | str, multirun: bool = False,
         sys.argv = saved_argv
         os.environ.clear()
         os.environ.update(saved_environ)
+        tempfile.tempdir = saved_tempdir
         _restore_logging(saved_logging)
         _reset_frameworks()
     return Completed(code, out.getvalue(), err.getvalue())
