@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import cli_env, compose, free_ports, mlflow_client, mlflow_runs, wait_for_backup_of_epoch
+from tests.helpers.in_process import run_cli_in_process
 from tfx_hydra.run import run
 
 pytestmark = pytest.mark.slow
@@ -83,7 +84,7 @@ def test_a_killed_run_resumes_from_its_last_epoch_in_the_same_mlflow_run(tmp_pat
     backup = Path(crashed.data.tags["resume.backup_dir"])
     assert backup.is_dir()
 
-    second = subprocess.run(command, cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=400)
+    second = run_cli_in_process(RESUME, cwd=tmp_path)  # the same command again (in process: no kill this time)
     assert second.returncode == 0, second.stderr[-3000:]
     assert f"resuming MLflow run {crashed.info.run_id}" in second.stdout
     shown = [line.split()[1] for line in second.stdout.splitlines() if line.startswith("epoch ")]
@@ -94,8 +95,7 @@ def test_a_killed_run_resumes_from_its_last_epoch_in_the_same_mlflow_run(tmp_pat
     assert sorted(m.step for m in history) == [0, 1, 2, 3, 4]  # five epochs, each once
     assert not backup.exists()  # removed after success
 
-    uninterrupted = subprocess.run(command, cwd=tmp_path, env=cli_env(), capture_output=True, text=True,
-                                   timeout=400)
+    uninterrupted = run_cli_in_process(RESUME, cwd=tmp_path)
     assert uninterrupted.returncode == 0
     fresh = next(r for r in mlflow_runs(tmp_path) if r.info.run_id != resumed.info.run_id)
     assert abs(fresh.data.metrics["val_accuracy"] - resumed.data.metrics["val_accuracy"]) < 0.03

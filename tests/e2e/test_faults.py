@@ -25,6 +25,7 @@ from tests.helpers import (
     wait_for_backup_of_epoch,
     wait_for_http,
 )
+from tests.helpers.in_process import run_cli_in_process
 
 pytestmark = pytest.mark.slow
 
@@ -119,7 +120,7 @@ def test_an_interrupted_sweep_rerun_skips_finished_jobs_and_resumes_the_killed_o
     parent = next(r for n, r in runs.items() if n.startswith("sweep"))
     assert parent.info.status == "KILLED"  # closed by the exit hook, not left RUNNING
 
-    done = subprocess.run(command, cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=300)
+    done = run_cli_in_process(command[4:], cwd=tmp_path, multirun=True)  # the same command again (no kill this time)
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"sweep job 0 already finished as MLflow run {runs['0: model.units=32'].info.run_id}: skipped" in done.stdout
     assert f"resuming MLflow run {runs['1: model.units=48'].info.run_id}" in done.stdout

@@ -4,6 +4,7 @@ died without closing its run, a full disk (a real small tmpfs), a sweep worker k
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -14,7 +15,9 @@ from pathlib import Path
 import h5py
 import pytest
 
-from tests.helpers import cli_env, mlflow_client, mlflow_runs, run_cli
+from tests.helpers import cli_env, compose, mlflow_client, mlflow_runs
+from tests.helpers.in_process import run_cli_in_process
+from tfx_hydra.run import run
 
 pytestmark = pytest.mark.slow
 
@@ -41,27 +44,28 @@ def log_epoch(self, epoch, logs):
 
 if window != "none":
     tracking.MlflowTracker.log_epoch = log_epoch
-run(compose(["trainer.epochs=3", "data.limit=300", "export=none", "export.mlflow_model=false",
-             "trainer.tensorboard=false"], launch_dir=launch))
+run(compose(sys.argv[3:], launch_dir=launch))
 """
+KILLED_RUN = ["trainer.epochs=3", "data.limit=300", "export=none", "export.mlflow_model=false",
+              "trainer.tensorboard=false"]
 
 
 @pytest.mark.parametrize("window", ["before_the_metric_write", "after_the_metric_write"])
-def test_a_kill_at_an_epochs_end_then_resume_logs_every_epoch_exactly_once(tmp_path, window):
+def test_a_kill_at_an_epochs_end_then_resume_logs_every_epoch_exactly_once(tmp_path, window, caplog):
     def attempt(where: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-c", KILLED_AT, str(tmp_path), where], cwd=tmp_path, env=cli_env(),
-                              capture_output=True, text=True, timeout=300)
+        return subprocess.run([sys.executable, "-c", KILLED_AT, str(tmp_path), where, *KILLED_RUN], cwd=tmp_path,
+                              env=cli_env(), capture_output=True, text=True, timeout=300)
 
     killed = attempt(window)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
-    resumed = attempt("none")
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert "resuming MLflow run" in resumed.stdout
-    (run,) = mlflow_runs(tmp_path)
-    assert run.info.status == "FINISHED"
+    with caplog.at_level(logging.INFO, logger="tfx_hydra"):  # the same call again, in this process: no kill now
+        run(compose(KILLED_RUN, launch_dir=tmp_path))
+    assert "resuming MLflow run" in caplog.text
+    (resumed,) = mlflow_runs(tmp_path)
+    assert resumed.info.status == "FINISHED"
     client = mlflow_client(tmp_path)
     for key in ("loss", "val_accuracy", "epoch_seconds"):
-        assert sorted(m.step for m in client.get_metric_history(run.info.run_id, key)) == [0, 1, 2], key
+        assert sorted(m.step for m in client.get_metric_history(resumed.info.run_id, key)) == [0, 1, 2], key
 
 
 def test_a_run_killed_with_sigkill_is_closed_by_the_next_command_on_its_store(tmp_path):
@@ -77,7 +81,8 @@ def test_a_run_killed_with_sigkill_is_closed_by_the_next_command_on_its_store(tm
     (lost,) = mlflow_runs(tmp_path)
     assert lost.info.status == "RUNNING" and lost.data.tags["process.pid"] == str(process.pid)
 
-    other = run_cli(["trainer.epochs=1", "data.limit=300", "export=none", "export.mlflow_model=false"], cwd=tmp_path)
+    other = run_cli_in_process(["trainer.epochs=1", "data.limit=300", "export=none", "export.mlflow_model=false"],
+                               cwd=tmp_path)
     assert other.returncode == 0, other.stderr[-2000:]
     runs = {r.info.run_id: r for r in mlflow_runs(tmp_path)}
     closed = runs[lost.info.run_id]
@@ -107,8 +112,8 @@ def small_disk(tmp_path):
 def test_a_full_disk_fails_the_run_with_one_message_and_keeps_the_last_backup_whole(small_disk, tmp_path):
     store = tmp_path / "store"  # the MLflow store on another disk: it can still be written
     store.mkdir()
-    done = run_cli(["trainer.epochs=4", f"tracking.uri=sqlite:///{store}/mlflow.db",
-                    f"tracking.artifact_location={store}/mlruns"], cwd=small_disk)
+    done = run_cli_in_process(["trainer.epochs=4", f"tracking.uri=sqlite:///{store}/mlflow.db",
+                               f"tracking.artifact_location={store}/mlruns"], cwd=small_disk)
     assert done.returncode == 1
     assert f"DiskFull: no space left on the disk writing {small_disk}/" in done.stderr, done.stderr[-3000:]
     assert f"free of 300.0 KB on {small_disk})" in done.stderr and f"Fix: free space on {small_disk}" in done.stderr
@@ -124,7 +129,8 @@ def test_a_full_disk_fails_the_run_with_one_message_and_keeps_the_last_backup_wh
 
 
 def test_a_full_disk_under_the_default_store_still_ends_in_one_message(small_disk):
-    done = run_cli(["trainer.epochs=4"], cwd=small_disk)  # the store, the outputs and the journal on one full disk
+    # the store, the outputs and the journal on one full disk
+    done = run_cli_in_process(["trainer.epochs=4"], cwd=small_disk)
     assert done.returncode == 1
     assert "DiskFull: no space left on the disk writing " in done.stderr, done.stderr[-3000:]
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr

@@ -13,13 +13,12 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, cli_env
+from tests.helpers import REPO
+from tests.helpers.in_process import run_cli_in_process
 
 pytestmark = pytest.mark.slow
 
@@ -63,13 +62,13 @@ def shows(expected: list[str], actual: list[str]) -> bool:
 
 
 def run(command: str, launch: Path) -> str:
-    """What the terminal shows for `command`, as a new user's shell gets it (stdout, then stderr)."""
-    env = cli_env()
-    env.pop("TF_CPP_MIN_LOG_LEVEL")
+    """What the terminal shows for `command` (stdout, then stderr), run in this process: what the code
+    prints is the same, and TensorFlow's own start-up lines, which a fresh process keeps off the terminal,
+    are tests/e2e/test_terminal.py's to check."""
     args = shlex.split(command)
     assert args[:3] == ["python", "-m", "tfx_hydra"], command
-    done = subprocess.run([sys.executable, *args[1:]], cwd=launch, env=env, capture_output=True, text=True,
-                          timeout=600)
+    multirun = args[3:4] == ["-m"]
+    done = run_cli_in_process(args[4:] if multirun else args[3:], cwd=launch, multirun=multirun)
     return done.stdout + done.stderr
 
 

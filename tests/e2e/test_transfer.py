@@ -33,9 +33,9 @@ def test_head_then_fine_tuning_in_one_tracked_run_from_converted_tfrecords(tmp_p
     assert data_overrides == [f"hydra.searchpath=[file://{tmp_path / 'tfr'}]", "data=tfr"]
     handle = save_tiny_hub_model(tmp_path / "hub_model")
     done = run_cli_in_process([*data_overrides, "model=hub", f"model.handle={handle}", "trainer.epochs=2",
-                    "trainer.finetune_epochs=2", "trainer.finetune_lr=0.0005", "optimizer.learning_rate=0.01",
-                    "data.limit=320", "data.map_parallelism=2", "export=[savedmodel,keras]",
-                    "export.mlflow_model=false"], cwd=tmp_path)
+                               "trainer.finetune_epochs=2", "trainer.finetune_lr=0.0005",
+                               "optimizer.learning_rate=0.01", "data.limit=320", "data.map_parallelism=2",
+                               "export=[savedmodel,keras]", "export.mlflow_model=false"], cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "epoch 2/4" in done.stdout and "epoch 4/4" in done.stdout
     assert "fine-tuning: backbone unfrozen (4 trainable weights), learning rate 0.0005, 2 more epochs" in done.stdout
