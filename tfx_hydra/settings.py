@@ -15,7 +15,7 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationE
 
 from tfx_hydra.errors import ConfigError, show
 from tfx_hydra.schemas import MODES, SECTIONS, Settings
-from tfx_hydra.validation import require_choice, require_range
+from tfx_hydra.validation import require_choice, require_known_keys, require_range
 
 
 def validate(cfg: DictConfig) -> Settings:
@@ -112,11 +112,9 @@ def validate_section(cfg: DictConfig, name: str, schema: type | None = None) -> 
     except ConfigError:
         raise
     except ConfigKeyError as err:
-        key = f"{name}.{err.full_key}" if err.full_key else name
-        raise ConfigError(
-            f"unknown key '{key}'. Valid keys in '{name}': {', '.join(schema.__dataclass_fields__)}.",
-            fix=f"check the spelling of '{key}'",
-        ) from None
+        if err.full_key:
+            require_known_keys(name, [str(err.full_key)], list(schema.__dataclass_fields__))
+        raise ConfigError(f"invalid '{name}' section: {err.msg}") from None  # a key error with no key named
     except ValidationError as err:
         field_key = str(err.full_key).split("[")[0]  # a bad list element: report the list
         key = f"{name}.{field_key}"

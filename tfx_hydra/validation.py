@@ -3,6 +3,7 @@
 Each kind of mistake has one wording a user learns once, whichever module finds it:
 
     require_choice       data.normalization=zscore is not one of: standard, minmax, none.
+    require_known_keys   unknown key 'trainer.epoch'. Valid keys in 'trainer': epochs, batch_size, ...
     require_positive     trainer.epochs=-1 is out of range: expected a positive integer.
     require_non_negative trainer.finetune_epochs=-2 is out of range: expected 0 (off) or more.
     require_range        optimizer.momentum=1.5 is out of range: expected a number [0, 1].
@@ -18,7 +19,7 @@ schemas, the data sources, the models and the search all use it before TensorFlo
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from tfx_hydra.errors import ConfigError, DataError, show
 
@@ -29,6 +30,15 @@ def require_choice(key: str, value: Any, choices: Sequence[Any], fix: Any = None
         allowed = ", ".join(show(c) for c in choices)
         raise ConfigError(f"{key}={show(value)} is not one of: {allowed}.",
                           fix=f"{key}={show(choices[0] if fix is None else fix)}")
+
+
+def require_known_keys(section: str, given: Iterable[str], known: Sequence[str]) -> None:
+    """Every key of `section` is one it has (a misspelt key would otherwise be ignored, or fail deep)."""
+    unknown = [key for key in given if key not in known]
+    if unknown:
+        key = f"{section}.{unknown[0]}"
+        raise ConfigError(f"unknown key '{key}'. Valid keys in '{section}': {', '.join(known)}.",
+                          fix=f"check the spelling of '{key}'")
 
 
 def _is_integer(value: Any) -> bool:

@@ -6,19 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfx_hydra.errors import ConfigError
-from tfx_hydra.validation import require_choice
+from tfx_hydra.validation import require_choice, require_known_keys
 
 FLIPS = ("horizontal", "vertical", "horizontal_and_vertical")
 
 
 def augmenter(augmentation: dict[str, Any], shape: tuple[int, ...], seed: int | None):
     """Keras' random preprocessing layers as one function for the training pipeline, or None."""
-    known = {"flip", "rotation", "zoom"}
-    unknown = set(augmentation) - known
-    if unknown:
-        raise ConfigError(f"data.augmentation.{sorted(unknown)[0]} is unknown: expected flip, rotation, zoom.",
-                          fix="data.augmentation={flip: horizontal, rotation: 0.1, zoom: 0.1}")
+    require_known_keys("data.augmentation", sorted(augmentation), ("flip", "rotation", "zoom"))
     flip, rotation, zoom = augmentation.get("flip"), augmentation.get("rotation") or 0, augmentation.get("zoom") or 0
     if flip is not None:
         require_choice("data.augmentation.flip", flip, FLIPS)
