@@ -15,7 +15,8 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tests.helpers import cli_env, run_cli
+from tests.helpers import cli_env
+from tests.helpers.in_process import run_cli_in_process
 from tests.helpers.search import (
     assert_pruned_trials_look_pruned,
     parent_and_children,
@@ -41,8 +42,8 @@ def test_a_search_prunes_survives_kill_9_and_resumes_in_its_study_and_parent(tmp
         if first.poll() is None:
             os.killpg(first.pid, signal.SIGKILL)
         first.wait(timeout=30)
-    again = run_cli(search(5, "export.mlflow_model=true", "export.register_as=digits_best"),
-                    cwd=tmp_path, multirun=True)
+    again = run_cli_in_process(search(5, "export.mlflow_model=true", "export.register_as=digits_best"),
+                               cwd=tmp_path, multirun=True)  # the same command again, in process: no kill now
     assert again.returncode == 0, again.stderr[-3000:]
     assert "study 'mlp-digits' (resumed)" in again.stdout, again.stdout[:3000]
     assert "2 of 5 trials finished, 1 running" in again.stdout
@@ -86,10 +87,11 @@ def test_two_commands_share_a_journal_file_study_and_its_parent_and_mark_its_par
     command = [sys.executable, "-m", "tfx_hydra", "-m", *search(
         4, "hparams_search.pruner=none", "hparams_search.storage=studies/journal.log",
         "sweep.metric=[val_accuracy,parameters]", "sweep.direction=[maximize,minimize]")]
-    both = [subprocess.Popen(command, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True) for _ in range(2)]
-    outputs = [p.communicate(timeout=600)[0] for p in both]
-    assert [p.returncode for p in both] == [0, 0], outputs[0][-2000:] + outputs[1][-2000:]
+    other = subprocess.Popen(command, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)  # one command in a process of its own,
+    here = run_cli_in_process(command[4:], cwd=tmp_path, multirun=True)  # the other in this one, meanwhile
+    output = other.communicate(timeout=600)[0]
+    assert (other.returncode, here.returncode) == (0, 0), output[-2000:] + here.stdout[-2000:] + here.stderr[-2000:]
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from optuna.trial import TrialState
 
-from tests.helpers import run_cli
+from tests.helpers.in_process import run_cli_in_process
 from tests.helpers.search import assert_pruned_trials_look_pruned, parent_and_children, search, study_of
 
 pytestmark = pytest.mark.slow
@@ -24,7 +24,8 @@ def test_trials_report_and_prune_under_the_process_launchers(launcher, tmp_path)
         "hydra/launcher=local_gpus", "hydra.launcher.gpus_per_node=0", "hydra.launcher.tasks_per_node=1"]
     two_batches = launcher == "parallel"
     trials = 4 if two_batches else 2
-    done = run_cli([*workers, *search(trials, "hparams_search.n_jobs=2")], cwd=tmp_path, multirun=True, timeout=600)
+    # the launching process is this one; the trials run in the processes the launcher starts
+    done = run_cli_in_process([*workers, *search(trials, "hparams_search.n_jobs=2")], cwd=tmp_path, multirun=True)
     assert done.returncode == 0, done.stderr[-3000:]
     study = study_of(tmp_path)
     assert len(study.trials) == trials and {t.state for t in study.trials} <= {TrialState.COMPLETE, TrialState.PRUNED}

@@ -10,7 +10,7 @@ import csv
 
 import pytest
 
-from tests.helpers import mlflow_client, mlflow_runs, run_cli
+from tests.helpers import mlflow_client, mlflow_runs
 from tests.helpers.in_process import run_cli_in_process
 
 pytestmark = pytest.mark.slow
@@ -99,8 +99,8 @@ def assert_no_secret_anywhere(launch, child):
 
 
 def test_submitit_local_jobs_nest_under_the_parent_and_a_failed_job_is_counted(tmp_path):
-    done = run_cli(["hydra/launcher=local_gpus", "trainer.loss=sparse_categorical_crossentropy,no_such_loss", *FAST],
-                   cwd=tmp_path, multirun=True)
+    done = run_cli_in_process(["hydra/launcher=local_gpus", "trainer.loss=sparse_categorical_crossentropy,no_such_loss",
+                               *FAST], cwd=tmp_path, multirun=True)  # the jobs: processes submitit starts
     assert done.returncode == 1  # Hydra reports the failed job once all jobs of the batch have run
     assert "ConfigError: trainer.loss: Keras does not know 'no_such_loss'." in done.stderr
     assert "ConfigError: ConfigError" not in done.stderr  # the error came back pickled from the job's process

@@ -3,9 +3,10 @@ Hydra's app and job logging, our error reporting and exit status, without paying
 imports (Python, TensorFlow, Keras, MLflow: ~9 s a call on this project's 2-core machine).
 
 A subprocess stays the tool where the process itself is under test: signals and kills, what reaches
-file descriptor 2, a real terminal, launchers that start processes, servers, exit hooks (a sweep whose
-basic sweeper raised is closed by an atexit hook). Everything else a run does -- its config, its
-MLflow records, its files, what it prints -- is the same in process.
+file descriptor 2, a real terminal, servers, a strategy that configures TensorFlow at its start.
+Everything else a command does -- its config, its MLflow records, its files, what it prints, the
+processes its launcher starts -- is the same in process. Exit hooks the command registers (a sweep whose
+sweeper raised closes its parent in one) run when it returns, as the interpreter runs them at its exit.
 
 What a run leaves in the process is put back afterwards, so the next test starts clean: the
 environment, argv and working directory, the logging configuration Hydra's job logging applied,
@@ -14,6 +15,7 @@ Hydra's global state, Keras' dtype policy and TensorFlow's op determinism.
 
 from __future__ import annotations
 
+import atexit
 import io
 import logging
 import os
@@ -98,6 +100,20 @@ def run_cli_in_process(args: list[str], cwd: Path | str, multirun: bool = False,
     sys.argv = ["tfx-hydra", *(["-m"] if multirun else []), *args]
     os.chdir(cwd)
     code = 0
+    exit_hooks: list = []  # the command's own (tfx_hydra's); a library's go to the real atexit
+    register, unregister = atexit.register, atexit.unregister
+
+    def register_ours(hook, *args, **kwargs):
+        if not getattr(hook, "__module__", "").startswith("tfx_hydra"):
+            return register(hook, *args, **kwargs)
+        exit_hooks.append((hook, args, kwargs))
+        return hook
+
+    def unregister_ours(hook) -> None:
+        exit_hooks[:] = [entry for entry in exit_hooks if entry[0] != hook]
+        unregister(hook)
+
+    atexit.register, atexit.unregister = register_ours, unregister_ours
     try:
         with redirect_stdout(out), redirect_stderr(err):
             try:
@@ -109,6 +125,10 @@ def run_cli_in_process(args: list[str], cwd: Path | str, multirun: bool = False,
             except BaseException:  # noqa: BLE001 - what the interpreter does with an uncaught error
                 traceback.print_exc()
                 code = 1
+            finally:
+                atexit.register, atexit.unregister = register, unregister
+                for hook, args, kwargs in reversed(exit_hooks):  # last registered, first run: as at exit
+                    hook(*args, **kwargs)
     finally:
         os.chdir(saved_cwd)
         sys.argv = saved_argv
