@@ -15,6 +15,7 @@ TensorFlow is imported inside the functions: validation must not pay for it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 import re
@@ -146,7 +147,13 @@ def with_user_settings(picked: HardwareConfig, requested: HardwareConfig) -> Har
 def load_profiles() -> dict[str, HardwareConfig]:
     """Every profile of conf/hardware/, by name, read through Hydra as `hardware=<name>` reads it:
     a profile that inherits from another (`defaults: [a100]`) comes whole. One composition holds
-    them all (`+hardware@profiles.<name>=<name>`): Hydra's ~0.15 s per composition is paid once."""
+    them all (`+hardware@profiles.<name>=<name>`), once per process: the profiles ship with the
+    package, and the jobs of a sweep in one process (the basic launcher) each need them."""
+    return dict(_composed_profiles())
+
+
+@functools.lru_cache(maxsize=1)
+def _composed_profiles() -> dict[str, HardwareConfig]:
     from tfx_hydra.config import compose, config_tree, group_options
 
     with config_tree():

@@ -15,7 +15,8 @@ import tensorflow as tf
 from tests.helpers import QUICK, cli_env, mlflow_client, mlflow_runs, tensorboard_runs
 from tests.helpers.in_process import run_cli_in_process
 
-pytestmark = pytest.mark.slow
+# one worker runs the whole module: its module-scoped fixture is built once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_cli")]
 
 
 def artifact_paths(client, run_id: str, path: str | None = None) -> set[str]:

@@ -14,7 +14,8 @@ import pytest
 from tests.helpers import mlflow_client, mlflow_runs, tensorboard_runs
 from tests.helpers.in_process import run_cli_in_process
 
-pytestmark = pytest.mark.slow
+# one worker runs the whole module: its module-scoped fixture is built once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_debug")]
 
 
 @pytest.fixture(scope="module")

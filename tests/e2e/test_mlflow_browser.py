@@ -29,7 +29,8 @@ import pytest
 from tests.helpers import REPO, cli_env, free_ports, mlflow_runs, wait_for_http
 from tests.helpers.in_process import run_cli_in_process
 
-pytestmark = pytest.mark.slow
+# one worker runs the whole module: its module-scoped fixture is built once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_mlflow_browser")]
 
 CHROMIUM = "/usr/bin/chromium"
 SCREENSHOTS = REPO / "test-artifacts"

@@ -18,6 +18,9 @@ from tfx_hydra.data.pipeline import DataSpec, PipelineOptions, streamed_datasets
 from tfx_hydra.data.to_tfrecord import main as to_tfrecord
 from tfx_hydra.errors import ConfigError, DataError
 
+# one worker runs the whole module: its module-scoped fixture is built once
+pytestmark = pytest.mark.xdist_group("test_data_sources")
+
 
 def labels(dataset) -> np.ndarray:
     return np.concatenate([y.numpy() for _, y in dataset])

@@ -28,6 +28,9 @@ from tfx_hydra.export import (
 )
 from tfx_hydra.models import mlp
 
+# one worker runs the whole module: its module-scoped fixture is built once
+pytestmark = pytest.mark.xdist_group("test_export")
+
 
 @pytest.fixture(scope="module")
 def trained():

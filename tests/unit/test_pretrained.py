@@ -20,6 +20,9 @@ from tfx_hydra.errors import ConfigError
 from tfx_hydra.models import BACKBONE, cnn, hub, keras_app, resnet_small, unfreeze_backbone
 from tfx_hydra.models.layers import HubLayer
 
+# one worker runs the whole module: its module-scoped fixture is built once
+pytestmark = pytest.mark.xdist_group("test_pretrained")
+
 
 @pytest.fixture(scope="module")
 def tiny_hub(tmp_path_factory):

@@ -11,6 +11,9 @@ from tfx_hydra.data import digits
 from tfx_hydra.models import mlp
 from tfx_hydra.records import confusion_matrix, resume_key, weights_sha256
 
+# one worker runs the whole module: its module-scoped fixture is built once
+pytestmark = pytest.mark.xdist_group("test_records")
+
 
 @pytest.fixture(scope="module")
 def model_and_data():
