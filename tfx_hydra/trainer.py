@@ -173,6 +173,9 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
         if trainer.check_numerics and NUMERICS_MARK in err.message:
             raise non_finite_op(err.message) from None
         raise
+    finally:
+        if trainer.check_numerics:  # a process-wide switch: the next run in this process (a sweep's job) is not checked
+            tf.debugging.disable_check_numerics()
     seconds = time.perf_counter() - started
     losses = history.history.get("loss", [])  # finite: NonFiniteGuard saw each epoch's running loss
     history.timings = {}  # the phase's wall time and throughput: end-of-run metrics, logged once

@@ -169,9 +169,10 @@ def test_eight_parallel_jobs_on_one_fresh_sqlite_store_land_with_every_metric(tm
 def test_weights_that_turn_nan_end_the_run_failed_with_the_last_good_backup_kept(tmp_path):
     """The CPU-independent form of a divergence the loss does not show (tests/helpers/planted.py): the
     weights turn NaN in epoch 3 while every reported loss stays finite."""
-    done = run_cli(["trainer.epochs=4", "data.limit=320", "trainer.batch_size=32", "export=none",
-                    "trainer.steps_per_execution=1", "model._target_=tests.helpers.planted.mlp_with_nan_after",
-                    "+model.nan_after_batches=21"], cwd=tmp_path)  # 10 batches an epoch: NaN in epoch 3
+    done = run_cli_in_process(["trainer.epochs=4", "data.limit=320", "trainer.batch_size=32", "export=none",
+                               "trainer.steps_per_execution=1",
+                               "model._target_=tests.helpers.planted.mlp_with_nan_after",
+                               "+model.nan_after_batches=21"], cwd=tmp_path)  # 10 batches an epoch: NaN in epoch 3
     assert done.returncode == 1
     assert "TrainingError: the model's weights became NaN/inf in epoch 3 (nan_after/planted), while the reported " \
            "training loss was" in done.stderr, done.stderr[-2000:]

@@ -22,9 +22,10 @@ import os
 import sys
 import tempfile
 import traceback
-from contextlib import redirect_stderr, redirect_stdout
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 
 @dataclass
@@ -82,6 +83,42 @@ def _reset_frameworks() -> None:
 
         keras.mixed_precision.set_global_policy("float32")
         tf_config.disable_op_determinism()  # trainer.deterministic=true turns it on for good
+        keras.backend.clear_session()  # the run's models and graphs, and Keras' layer-name counters
+
+
+@contextmanager
+def _exit_hooks_run_on_return() -> Iterator[None]:
+    """The command's own exit hooks (tfx_hydra's: a sweep's parent closed when its sweeper raised) run when
+    the block ends, last registered first, as the interpreter runs them at exit; a library's go to the real
+    atexit, since the library stays loaded in this process."""
+    hooks: list = []
+    register, unregister = atexit.register, atexit.unregister
+
+    def register_ours(hook, *hook_args, **hook_kwargs):
+        if not getattr(hook, "__module__", "").startswith("tfx_hydra"):
+            return register(hook, *hook_args, **hook_kwargs)
+        hooks.append((hook, hook_args, hook_kwargs))
+        return hook
+
+    def unregister_ours(hook) -> None:
+        hooks[:] = [entry for entry in hooks if entry[0] != hook]
+        unregister(hook)
+
+    atexit.register, atexit.unregister = register_ours, unregister_ours
+    try:
+        yield
+    finally:
+        atexit.register, atexit.unregister = register, unregister
+        for hook, hook_args, hook_kwargs in reversed(hooks):
+            hook(*hook_args, **hook_kwargs)
+
+
+def _exit_status(code) -> int:
+    """What the interpreter makes of `sys.exit(code)`: a message-only exit is printed and is status 1."""
+    if isinstance(code, str):
+        print(code, file=sys.stderr)
+        return 1
+    return 0 if code is None else code
 
 
 def run_cli_in_process(args: list[str], cwd: Path | str, multirun: bool = False,
@@ -93,42 +130,21 @@ def run_cli_in_process(args: list[str], cwd: Path | str, multirun: bool = False,
 
     saved_environ, saved_argv, saved_cwd = dict(os.environ), sys.argv[:], os.getcwd()
     saved_logging = _logging_state()
-    out, err = io.StringIO(), io.StringIO()
+    saved_tempdir, tempfile.tempdir = tempfile.tempdir, None  # read TMPDIR again, as a new process would
     os.environ.clear()
     os.environ.update(cli_env() | (env or {}))
-    saved_tempdir, tempfile.tempdir = tempfile.tempdir, None  # read TMPDIR again, as a new process would
     sys.argv = ["tfx-hydra", *(["-m"] if multirun else []), *args]
     os.chdir(cwd)
-    code = 0
-    exit_hooks: list = []  # the command's own (tfx_hydra's); a library's go to the real atexit
-    register, unregister = atexit.register, atexit.unregister
-
-    def register_ours(hook, *args, **kwargs):
-        if not getattr(hook, "__module__", "").startswith("tfx_hydra"):
-            return register(hook, *args, **kwargs)
-        exit_hooks.append((hook, args, kwargs))
-        return hook
-
-    def unregister_ours(hook) -> None:
-        exit_hooks[:] = [entry for entry in exit_hooks if entry[0] != hook]
-        unregister(hook)
-
-    atexit.register, atexit.unregister = register_ours, unregister_ours
+    out, err, code = io.StringIO(), io.StringIO(), 0
     try:
-        with redirect_stdout(out), redirect_stderr(err):
+        with redirect_stdout(out), redirect_stderr(err), _exit_hooks_run_on_return():
             try:
                 main()
             except SystemExit as exit_:
-                if isinstance(exit_.code, str):  # the interpreter prints a message-only exit to stderr
-                    print(exit_.code, file=sys.stderr)
-                code = exit_.code if isinstance(exit_.code, int) else 0 if exit_.code is None else 1
+                code = _exit_status(exit_.code)
             except BaseException:  # noqa: BLE001 - what the interpreter does with an uncaught error
                 traceback.print_exc()
                 code = 1
-            finally:
-                atexit.register, atexit.unregister = register, unregister
-                for hook, args, kwargs in reversed(exit_hooks):  # last registered, first run: as at exit
-                    hook(*args, **kwargs)
     finally:
         os.chdir(saved_cwd)
         sys.argv = saved_argv

@@ -154,3 +154,16 @@ def test_pruning_on_a_metric_no_epoch_logs_says_so_at_the_first_epoch(data, tmp_
     trainer = TrainerConfig(epochs=2, verbose=False)
     with pytest.raises(ConfigError, match=r"sweep.metric=test_accuracy is not logged after each epoch"):
         train(compiled(trainer), data, trainer, RecordingTracker(), pruning=EpochReports(trial, "test_accuracy"))
+
+
+def test_check_numerics_is_off_again_once_its_run_ends(data):
+    """trainer.check_numerics (debug=numerics) turns on TensorFlow's process-wide checks: the next run in
+    the same process (a sweep's next job under the basic launcher) must not inherit them."""
+    from tests.helpers.planted import mlp_with_nan_after
+
+    trainer = TrainerConfig(epochs=2, verbose=False, check_numerics=True, backup=False)
+    model = mlp_with_nan_after(2, name="mlp", input_shape=[8, 8], num_classes=10)
+    with pytest.raises(TrainingError, match="produced the first NaN or infinity"):
+        train(compiled(trainer, model=model), data, trainer, RecordingTracker())
+    nan = tf.function(lambda x: tf.math.log(x - 1.0))(tf.zeros((2,)))  # a NaN, made without complaint now
+    assert bool(tf.reduce_all(tf.math.is_nan(nan)))
