@@ -52,7 +52,7 @@ def test_a_tracking_server_killed_mid_run_loses_nothing(tmp_path):
     store = tmp_path / "server.db"
     server = start_server(store, port, tmp_path)
     command = [sys.executable, "-m", "tfx_hydra", f"tracking.uri=http://127.0.0.1:{port}", "data=synthetic",
-               "data.num_examples=12000", "data.input_shape=[16,16]", "trainer.epochs=4",
+               "data.num_examples=6000", "data.input_shape=[16,16]", "trainer.epochs=4",
                "trainer.steps_per_execution=1", "export.mlflow_model=true"]
     run = subprocess.Popen(command, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)
@@ -97,7 +97,7 @@ def test_a_tracking_server_killed_mid_run_loses_nothing(tmp_path):
 
 def test_an_interrupted_sweep_rerun_skips_finished_jobs_and_resumes_the_killed_one(tmp_path):
     command = [sys.executable, "-m", "tfx_hydra", "-m", f"hydra.sweep.dir={tmp_path / 'sweep'}", "model.units=32,48,64",
-               "data=synthetic", "data.num_examples=12000", "data.input_shape=[16,16]", "trainer.epochs=4",
+               "data=synthetic", "data.num_examples=6000", "data.input_shape=[16,16]", "trainer.epochs=4",
                "trainer.steps_per_execution=1", "export=none", "export.mlflow_model=false"]
     sweep = subprocess.Popen(command, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True)
