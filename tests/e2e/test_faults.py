@@ -25,7 +25,8 @@ from tests.helpers import (
     wait_for_backup_of_epoch,
     wait_for_http,
 )
-from tests.helpers.in_process import run_cli_in_process
+from tests.helpers.in_process import run_cli_in_process, run_in_process
+from tfx_hydra import sync
 
 pytestmark = pytest.mark.slow
 
@@ -78,8 +79,7 @@ def test_a_tracking_server_killed_mid_run_loses_nothing(tmp_path):
 
     server = start_server(store, port, tmp_path)  # the server is back, on the same store
     try:
-        done = subprocess.run([sys.executable, "-m", "tfx_hydra.sync", str(output_dir)], cwd=tmp_path, env=cli_env(),
-                              capture_output=True, text=True, timeout=300)
+        done = run_in_process(sync.main, ["python -m tfx_hydra.sync", str(output_dir)], cwd=tmp_path)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         client = MlflowClient(tracking_uri=f"http://127.0.0.1:{port}")
         (run_info,) = client.search_runs([client.get_experiment_by_name("tfx_hydra").experiment_id])

@@ -13,6 +13,8 @@ from importlib import metadata
 import pytest
 
 from tests.helpers import QUICK, cli_env, mlflow_client, mlflow_runs, run_cli
+from tests.helpers.in_process import run_in_process
+from tfx_hydra import reproduce
 
 pytestmark = pytest.mark.slow
 
@@ -76,8 +78,7 @@ def test_a_deterministic_run_is_reproduced_bit_identically_with_the_differences_
     assert recorded == {i.dataset.digest for i in copy.inputs.dataset_inputs} and len(recorded) == 3
 
     table.write_text("\n".join([*rows[:11], "6,10,4,1", *rows[12:]]) + "\n")  # example 10's inputs, not its label
-    dry = subprocess.run([sys.executable, "-m", "tfx_hydra.reproduce", original.info.run_id, "--dry-run"],
-                         cwd=tmp_path, env=cli_env(), capture_output=True, text=True)
+    dry = run_in_process(reproduce.main, ["tfx-hydra-reproduce", original.info.run_id, "--dry-run"], cwd=tmp_path)
     assert dry.returncode == 0, dry.stdout[-3000:] + dry.stderr[-3000:]
     changed = [line for line in dry.stdout.splitlines() if "the data changed" in line]
     assert len(changed) == 1 and "split (table-" in changed[0], dry.stdout[-3000:]

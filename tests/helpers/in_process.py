@@ -25,7 +25,7 @@ import traceback
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 
 @dataclass
@@ -125,21 +125,29 @@ def run_cli_in_process(args: list[str], cwd: Path | str, multirun: bool = False,
                        env: dict[str, str] | None = None) -> Completed:
     """`python -m tfx_hydra [-m] ARGS` run from `cwd`, with `env` on top of the test environment the
     subprocess helper gives (tests.helpers.cli_env): its exit status and what it printed."""
-    from tests.helpers import cli_env
     from tfx_hydra.__main__ import main
+
+    return run_in_process(main, ["tfx-hydra", *(["-m"] if multirun else []), *args], cwd, env)
+
+
+def run_in_process(main: Callable[[], int | None], argv: list[str], cwd: Path | str,
+                   env: dict[str, str] | None = None) -> Completed:
+    """A command's `main()` (tfx_hydra's, or `python -m tfx_hydra.reproduce`'s: main() reads sys.argv when
+    given no arguments) with `argv` as sys.argv, run from `cwd` as the subprocess helper would run it."""
+    from tests.helpers import cli_env
 
     saved_environ, saved_argv, saved_cwd = dict(os.environ), sys.argv[:], os.getcwd()
     saved_logging = _logging_state()
     saved_tempdir, tempfile.tempdir = tempfile.tempdir, None  # read TMPDIR again, as a new process would
     os.environ.clear()
     os.environ.update(cli_env() | (env or {}))
-    sys.argv = ["tfx-hydra", *(["-m"] if multirun else []), *args]
+    sys.argv = list(argv)
     os.chdir(cwd)
     out, err, code = io.StringIO(), io.StringIO(), 0
     try:
         with redirect_stdout(out), redirect_stderr(err), _exit_hooks_run_on_return():
             try:
-                main()
+                code = _exit_status(main())  # a main that returns its status, as sys.exit(main()) takes it
             except SystemExit as exit_:
                 code = _exit_status(exit_.code)
             except BaseException:  # noqa: BLE001 - what the interpreter does with an uncaught error
