@@ -77,7 +77,8 @@ def test_weights_that_turn_nan_under_a_finite_loss_fail_the_run_at_the_epochs_en
     assert [epoch for epoch, _ in tracker.epochs] == [0, 1]  # the diverged epoch is not logged
 
 
-@pytest.mark.parametrize("variant", ["steps_per_execution", "grad_accum_steps", "mixed_float16", "two_replicas"])
+@pytest.mark.parametrize("variant", ["steps_per_execution", "grad_accum_steps", "mixed_float16",
+                                     pytest.param("two_replicas", marks=pytest.mark.slow)])  # heavy: the full suite's
 def test_the_weight_check_holds_under_every_way_of_training(variant, data):
 
 

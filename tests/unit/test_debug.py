@@ -26,6 +26,7 @@ def history_of(learning_rate: float, epochs: int = 40):
     return model.fit(x, y, batch_size=16, epochs=epochs, verbose=0)
 
 
+@pytest.mark.slow  # a heavy unit test: the full suite runs it, the quick subset (-m 'not slow') does not
 def test_the_overfit_verdict_passes_a_model_that_fits_and_fails_one_that_cannot(caplog):
     caplog.set_level(logging.INFO)
     fits, stuck = RecordingTracker(), RecordingTracker()

@@ -67,6 +67,7 @@ def test_serving_default_takes_raw_inputs_and_names_its_outputs(trained, tmp_pat
     np.testing.assert_array_equal(served["class"].numpy(), np.argmax(expected, axis=1))
 
 
+@pytest.mark.slow  # a heavy unit test: the full suite runs it, the quick subset (-m 'not slow') does not
 def test_saved_model_cli_shows_the_named_signature(trained, tmp_path):
     model, data = trained
     path = SavedModelExport(export_dir=str(tmp_path), model_name="m")(model, data).path

@@ -98,8 +98,9 @@ def test_a_search_plan_names_its_study_after_model_and_data_and_gives_each_job_i
     (["hparams_search.pruner=none", "hparams_search.sampler=cmaes", "sweep.metric=[val_accuracy,parameters]",
       "sweep.direction=[maximize,minimize]"], "sampler=cmaes optimises one metric"),
     (["hparams_search.pruner_args={warmup:3}"], r"pruner_args=\{'warmup': 3\} do not fit pruner=median"),
-    (["hparams_search.storage=postgresql://u:pw@127.0.0.1:9/db"],
-     r"hparams_search.storage=postgresql://\*\*\*@127.0.0.1:9/db cannot be reached"),
+    pytest.param(["hparams_search.storage=postgresql://u:pw@127.0.0.1:9/db"],
+                 r"hparams_search.storage=postgresql://\*\*\*@127.0.0.1:9/db cannot be reached",
+                 marks=pytest.mark.slow),  # heavy (a driver's connection attempt): the full suite's
 ])
 def test_a_bad_search_fails_before_any_trial(overrides, message, tmp_path):
     with pytest.raises(ConfigError, match=message):

@@ -30,6 +30,7 @@ def test_preflight_refuses_a_fine_tuning_metric_for_a_run_that_does_not_fine_tun
         preflight(compose(["sweep.metric=finetune_seconds", "tracking=none"], launch_dir=tmp_path))
 
 
+@pytest.mark.slow  # a heavy unit test: the full suite runs it, the quick subset (-m 'not slow') does not
 def test_every_name_preflight_accepts_is_what_a_run_logs_and_a_sweep_gets_its_objective(tmp_path):
     """One fine-tuning run (both phases) tracked to a real store: each name end_of_run_names gives
     preflight is a metric of the run, and the objective is the one sweep.metric names."""

@@ -108,6 +108,7 @@ def basic_pitch_model(tmp_path_factory):
     return str(folder / "basic_pitch" / "saved_models" / "icassp_2022" / "nmp")
 
 
+@pytest.mark.slow  # a heavy unit test: the full suite runs it, the quick subset (-m 'not slow') does not
 def test_hub_layer_on_a_real_pretrained_savedmodel(basic_pitch_model):
     layer = HubLayer(basic_pitch_model, output_key="note", trainable=True)
     assert (len(layer.trainable_weights), len(layer.non_trainable_weights)) == (18, 6)  # batch-norm statistics
@@ -125,6 +126,7 @@ def test_hub_layer_on_a_real_pretrained_savedmodel(basic_pitch_model):
     assert not np.allclose(first, layer._module.variables[0].numpy())  # fine-tuned in place
 
 
+@pytest.mark.slow  # a heavy unit test: the full suite runs it, the quick subset (-m 'not slow') does not
 def test_keras_app_from_scratch_and_from_a_local_weights_file(tmp_path):
     keras.utils.set_random_seed(0)
     model = keras_app("app", "MobileNetV3Small", [8, 8], 10, weights=None, resize_to=[32, 32])
@@ -151,6 +153,7 @@ def test_keras_app_errors_say_the_fix(tmp_path):
         unfreeze_backbone(cnn("cnn", [8, 8], 10))
 
 
+@pytest.mark.slow  # a heavy unit test: the full suite runs it, the quick subset (-m 'not slow') does not
 def test_resnet_small_shape_and_learning(data):
     keras.utils.set_random_seed(0)
     model = compiled(resnet_small("resnet", [8, 8], 10, stages=[8, 16], blocks_per_stage=1), 0.01)

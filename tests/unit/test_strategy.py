@@ -64,6 +64,7 @@ def test_unknown_cross_device_ops():
         mirrored_strategy(CPU_ONLY, devices=["/cpu:0", "/cpu:1"], cross_device_ops="ring")
 
 
+@pytest.mark.slow  # a heavy unit test: the full suite runs it, the quick subset (-m 'not slow') does not
 def test_mirrored_on_two_logical_cpus_trains_with_two_replicas(two_logical_cpus):
     assert len(two_logical_cpus) == 2
     strategy = mirrored_strategy(CPU_ONLY, devices=["/cpu:0", "/cpu:1"], cross_device_ops="reduce_to_one")
