@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from tfx_hydra.config import choice
 from tfx_hydra.tracking import Tracker, mask_files
 
-if TYPE_CHECKING:  # for the annotation only: strategy.py imports TensorFlow's names lazily, but keep it off this path
+if TYPE_CHECKING:  # for the annotation only: importing records must not import the strategy step
     from tfx_hydra.strategy import Setup
 
 log = logging.getLogger(__name__)

@@ -78,8 +78,7 @@ def run(cfg: DictConfig) -> float | list[float] | sweeps.PrunedResult:
         records.record_plots(tracker, model, datasets, history, output_dir)
 
         exports = export_model(model, datasets, cfg.export, tracker, setup.chief)
-        objective = sweeps.objective(metrics, settings.sweep)
-        tracker.log_metrics({sweeps.OBJECTIVE_METRIC: objective[0] if isinstance(objective, list) else objective})
+        objective = sweeps.record_objective(metrics, settings.sweep, tracker)
         if trial:
             trial.completed(tracker, history)
 

@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 
 from tests.helpers import mlflow_client
 from tfx_hydra.errors import ConfigError
+from tfx_hydra.metrics import OBJECTIVE
 from tfx_hydra.schemas import SweepConfig, TrackingConfig
 from tfx_hydra.sweeps import job as sweep_job
 from tfx_hydra.sweeps import launch, summary
@@ -55,7 +56,7 @@ def child_job(tmp_path, callback, num, job_overrides, objective=None, fail=None)
             with tracked_run(TrackingConfig(experiment="sweeps"), str(tmp_path), tags={}, sweep_job=job) as tracker:
                 if fail == "in_run":
                     raise RuntimeError("the loss became NaN")
-                tracker.log_metrics({sweep_job.OBJECTIVE_METRIC: objective})
+                tracker.log_metrics({OBJECTIVE: objective})
         except RuntimeError as err:
             result = JobReturn(status=JobStatus.FAILED, _return_value=err)
     callback.on_job_end(config, result)

@@ -14,9 +14,15 @@ runs it. A sweep is one parent MLflow run with a child run per job.
 MLflow or Optuna): Hydra imports the callback and the sweeper for `--help` too.
 """
 
-from tfx_hydra.metrics import OBJECTIVE as OBJECTIVE_METRIC
 from tfx_hydra.sweeps.hparams_search import Pruned, PrunedResult, reporting_trial
-from tfx_hydra.sweeps.job import SweepJob, current_job, finished_objective, objective, require_known_metric
+from tfx_hydra.sweeps.job import (
+                                  SweepJob,
+                                  current_job,
+                                  finished_objective,
+                                  objective,
+                                  record_objective,
+                                  require_known_metric,
+)
 
-__all__ = ["OBJECTIVE_METRIC", "Pruned", "PrunedResult", "SweepJob", "current_job", "finished_objective",
-           "objective", "reporting_trial", "require_known_metric"]
+__all__ = ["Pruned", "PrunedResult", "SweepJob", "current_job", "finished_objective", "objective",
+           "record_objective", "reporting_trial", "require_known_metric"]

@@ -13,8 +13,7 @@ import os
 from dataclasses import dataclass
 
 from tfx_hydra.errors import ConfigError
-from tfx_hydra.metrics import OBJECTIVE as OBJECTIVE_METRIC
-from tfx_hydra.metrics import end_of_run_names
+from tfx_hydra.metrics import OBJECTIVE, end_of_run_names
 from tfx_hydra.schemas import Settings, SweepConfig, TrackingConfig
 from tfx_hydra.sweeps.parent import JOB_NUM_TAG, PARENT_TAG, children
 
@@ -71,6 +70,14 @@ def objective(metrics: dict[str, float], sweep: SweepConfig) -> float | list[flo
     return values[0] if isinstance(sweep.metric, str) else values
 
 
+def record_objective(metrics: dict[str, float], sweep: SweepConfig, tracker) -> float | list[float]:
+    """The objective (see `objective`), logged on the run as `objective`: what a re-run of the sweep
+    reads back to skip this job, and what the sweep's table ranks."""
+    value = objective(metrics, sweep)
+    tracker.log_metrics({OBJECTIVE: value[0] if isinstance(value, list) else value})
+    return value
+
+
 def finished_objective(job: SweepJob | None, track: TrackingConfig, launch_dir: str, resume_key: str) -> float | None:
     """A re-run of an interrupted sweep does not run a job again that already finished: its
     recorded objective, or None when the job has still to run."""
@@ -80,7 +87,7 @@ def finished_objective(job: SweepJob | None, track: TrackingConfig, launch_dir: 
 
     client, _, _ = connect(track, launch_dir)
     finished = children(client, job.parent_run_id, status="FINISHED", tags={"resume.key": resume_key}, newest=1)
-    if not finished or OBJECTIVE_METRIC not in finished[0].data.metrics:
+    if not finished or OBJECTIVE not in finished[0].data.metrics:
         return None
     log.info(f"sweep job {job.num} already finished as MLflow run {finished[0].info.run_id}: skipped")
-    return finished[0].data.metrics[OBJECTIVE_METRIC]
+    return finished[0].data.metrics[OBJECTIVE]
