@@ -172,6 +172,7 @@ def test_seed_experiment_on_a_local_mnist_file(tmp_path, mnist_npz):
     assert run.data.metrics["test_accuracy"] > 0.5  # the bars are learnable in one epoch
 
 
+@pytest.mark.fresh_store
 def test_cnn_and_tracking_none(tmp_path):
     done = run_cli_in_process(["model=cnn", "tracking=none", "export=none", *QUICK], cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -136,6 +136,7 @@ def test_an_interrupted_sweep_rerun_skips_finished_jobs_and_resumes_the_killed_o
     assert after[parent.info.run_name].data.tags["sweep.finished"] == "3"
 
 
+@pytest.mark.fresh_store
 def test_eight_parallel_jobs_on_one_fresh_sqlite_store_land_with_every_metric(tmp_path):
     assert not (tmp_path / "mlflow.db").exists()  # a fresh store: the first-use migration happens once, first
     done = run_cli(["hydra/launcher=parallel", "hydra.launcher.n_jobs=4", "model.units=16,32,48,64",

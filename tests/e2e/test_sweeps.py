@@ -41,6 +41,7 @@ SECRETS = {"TOKEN_SECRET_1": "+tracking.tags.api_token=TOKEN_SECRET_1",
            "URLPASS_SECRET_3": "+source.url=https://alice:URLPASS_SECRET_3@example.com/data"}
 
 
+@pytest.mark.fresh_store
 def test_basic_launcher_sweep_nests_every_job_under_one_parent(tmp_path):
     done = run_cli_in_process(["model.units=32,64", "trainer.batch_size=16,32", *FAST, *SECRETS.values()],
                               cwd=tmp_path, multirun=True,

@@ -32,6 +32,7 @@ def test_help_and_cfg_do_not_import_heavy_libraries(args, expected, tmp_path):
     assert modules.isdisjoint(HEAVY), modules & set(HEAVY)
 
 
+@pytest.mark.fresh_store
 @pytest.mark.parametrize("typo, message", [
     (["trainer.epochs=abc"], "ConfigError: trainer.epochs got 'abc'"),
     (["optimizer.learning_rate=-1"], "ConfigError: optimizer.learning_rate=-1 is out of range"),

@@ -42,6 +42,7 @@ def test_a_sweep_parent_points_at_its_jobs(store, capsys):
     assert "is a sweep's parent run; reproduce one of its jobs." in out and "a=1,2" in out
 
 
+@pytest.mark.fresh_store
 def test_no_store_in_this_directory(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

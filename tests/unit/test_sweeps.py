@@ -68,6 +68,7 @@ def client(tmp_path):
     return mlflow_client(tmp_path)
 
 
+@pytest.mark.fresh_store
 def test_a_sweep_is_a_parent_run_with_its_jobs_nested_under_it(tmp_path, capsys):
     callback = SweepCallback()
     callback.on_multirun_start(sweep_config(tmp_path, job_num=None))
@@ -180,6 +181,7 @@ def test_outside_a_sweep_there_is_no_job(tmp_path, monkeypatch):
     assert sweep_job.current_job() is None
 
 
+@pytest.mark.fresh_store
 def test_the_callback_reports_a_bad_tracking_value_like_a_run_does(tmp_path):
     config = sweep_config(tmp_path, job_num=None)
     config.tracking.connect_timeout = "soon"
@@ -188,6 +190,7 @@ def test_the_callback_reports_a_bad_tracking_value_like_a_run_does(tmp_path):
     assert not (tmp_path / "mlflow.db").exists()
 
 
+@pytest.mark.fresh_store
 def test_tracking_none_makes_no_parent(tmp_path):
     config = sweep_config(tmp_path, job_num=None)
     config.tracking.enabled = False

@@ -40,6 +40,7 @@ def test_ctrl_c_ends_the_run_killed(tmp_path):
     assert run.info.status == "KILLED"
 
 
+@pytest.mark.fresh_store
 def test_tracking_none_writes_nothing(tmp_path):
     with tracked_run(TrackingConfig(enabled=False), str(tmp_path), tags={}) as tracker:
         tracker.log_epoch(0, {"loss": 1.0})
