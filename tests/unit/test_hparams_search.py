@@ -80,12 +80,32 @@ def searched(tmp_path, *overrides):
 def test_a_search_plan_names_its_study_after_model_and_data_and_gives_each_job_its_trial(tmp_path):
     plan = searched(tmp_path, "model=cnn", "export.register_as=best")
     assert plan.settings.study_name == "cnn-digits" and plan.url == f"sqlite:///{tmp_path}/optuna.db"
-    assert set(plan.space) == {"optimizer.learning_rate", "model.units", "model.dropout", "trainer.batch_size"}
-    job = plan.job_overrides(7, {"model.units": 64, "optimizer.learning_rate": 0.001})
+    job = plan.job_overrides(7, {"model.dense_units": 64, "optimizer.learning_rate": 0.001})
     assert job[-3:] == ["hparams_search.trial=7", "hparams_search.study_name=cnn-digits", "export.register_as=null"]
-    assert "model.units=64" in job and "optimizer.learning_rate=0.001" in job and "model=cnn" in job
+    assert "model.dense_units=64" in job and "optimizer.learning_rate=0.001" in job and "model=cnn" in job
     assert "hparams_search.trial=7" in job and "export.register_as=null" in job  # the best is registered once
     assert not [o for o in job if o.startswith("hparams_search.storage")]  # a URL's password is never printed
+
+
+@pytest.mark.parametrize("model, searched_keys, left_out", [
+    ("mlp", ["model.units", "model.dropout"], ["model.dense_units", "model.blocks_per_stage"]),
+    ("cnn", ["model.dense_units", "model.dropout"], ["model.units", "model.blocks_per_stage"]),
+    ("resnet_small", ["model.blocks_per_stage", "model.dropout"], ["model.units", "model.dense_units"]),
+])
+def test_the_presets_space_fits_each_model_family(model, searched_keys, left_out, tmp_path):
+    """hparams_search=optuna lists the keys of every built-in model family; a run searches its model's."""
+    plan = searched(tmp_path, f"model={model}")
+    assert list(plan.space) == ["optimizer.learning_rate", *searched_keys[:-1], "model.dropout", "trainer.batch_size"]
+    assert plan.left_out == left_out
+
+
+def test_a_key_the_model_lacks_named_on_the_command_line_is_refused_before_the_study(tmp_path):
+    with pytest.raises(ConfigError) as refused:
+        searched(tmp_path, "model=cnn", "model.units=choice(8,16)")
+    assert str(refused.value).startswith("ConfigError: model.units is not a key of model=cnn (its keys: name, ")
+    assert "dense_units" in str(refused.value) and "the search cannot vary it" in str(refused.value)
+    assert str(refused.value).endswith("Fix: 'model.dense_units=choice(...)' on the command line")
+    assert not (tmp_path / "optuna.db").exists()  # no study was made
 
 
 @pytest.mark.parametrize("overrides, message", [

@@ -8,10 +8,10 @@ leaves nothing behind in MLflow: one message, exit status 1.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.metrics import epoch_names
@@ -35,6 +35,7 @@ class SearchPlan:
     seed: int
     max_epochs: int
     register_as: str | None = None  # the best trial's model is registered once, not every trial's
+    left_out: list[str] = field(default_factory=list)  # the preset's keys this command's model does not have
 
     @property
     def shown_storage(self) -> str:
@@ -68,7 +69,12 @@ def plan(config: DictConfig, params: dict[str, Any], arguments: list[str]) -> Se
     space, fixed = search_space.parse(params, arguments)
     if not space:
         raise ConfigError("the search has nothing to search: hydra.sweeper.params is empty and no override sweeps.",
-                          fix="hydra.sweeper.params.model.units='choice(64,128)' (or model.units=64,128)")
+                          fix="name what to vary on the command line: 'model.units=choice(64,128)'")
+    space, left_out = fit_space(config, space, set(params or {}) - {o.split("=", 1)[0] for o in arguments})
+    if not space:
+        raise ConfigError(f"the search has nothing to search: none of its keys ({', '.join(left_out)}) is a key of "
+                          "this command's config.", fix="name what to vary on the command line, e.g. "
+                          "'model.dropout=interval(0.0,0.5)'")
     trainer = validate_section(config, "trainer")
     if settings.pruner != "none":
         require_prunable(sweep.metrics, list(trainer.metrics))
@@ -80,7 +86,7 @@ def plan(config: DictConfig, params: dict[str, Any], arguments: list[str]) -> Se
     studies.pruner(settings, max_epochs(trainer))
     register_as = (config.get("export") or {}).get("register_as")
     search = SearchPlan(settings, space, fixed, url, sweep.directions, int(config.seed), max_epochs(trainer),
-                        register_as)
+                        register_as, left_out)
     existing = studies.existing_study(studies.storage(url), settings.study_name)  # an unreachable one fails here
     if existing is not None:  # a resumed study must be the same search, said before its parent run is touched
         studies.require_same_search(existing, settings.study_name, sweep.directions, space, search.compared_overrides)
@@ -98,3 +104,38 @@ def require_prunable(metrics: list[str], compiled: list[str]) -> None:
                           f"trials by it (each epoch logs: {', '.join(per_epoch)}).",
                           fix="sweep.metric=val_accuracy (a per-epoch validation metric), or "
                           "hparams_search.pruner=none to search on it without pruning")
+
+
+def fit_space(config: DictConfig, space: dict[str, Any], from_preset: set[str]) -> tuple[dict[str, Any], list[str]]:
+    """(the space this command searches, the preset's keys left out of it). A search preset lists the
+    keys of every built-in model family (the MLP's `model.units`, the CNN's `model.dense_units`, ...):
+    those the composed model lacks are left out, and said. A key the command line names must exist:
+    a misspelt or foreign key is a ConfigError here, before the study and the parent run exist."""
+    searched, left_out = {}, []
+    for key, distribution in space.items():
+        if key.startswith("+") or OmegaConf.select(config, key, default=_ABSENT) is not _ABSENT:
+            searched[key] = distribution
+        elif key in from_preset:
+            left_out.append(key)
+        else:
+            raise _not_a_key(config, key)
+    return searched, left_out
+
+
+_ABSENT = object()
+
+
+def _not_a_key(config: DictConfig, key: str) -> ConfigError:
+    import difflib
+
+    parent, _, name = key.rpartition(".")
+    node = OmegaConf.select(config, parent) if parent else config
+    keys = [str(k) for k in node.keys() if not str(k).startswith("_")] if isinstance(node, DictConfig) else []
+    group = parent.split(".")[0]
+    choice = config.hydra.runtime.choices.get(group)
+    where = f"{group}={choice}" if choice else f"'{parent or 'the config'}'"
+    close = difflib.get_close_matches(name, keys, n=1, cutoff=0.3) or [k for k in keys if name in k]
+    return ConfigError(f"{key} is not a key of {where}" + (f" (its keys: {', '.join(keys)})" if keys else "")
+                       + ": the search cannot vary it.",
+                       fix=f"'{parent}.{close[0]}=choice(...)' on the command line" if close else
+                       "vary a key the config has (python -m tfx_hydra --cfg job lists them)")

@@ -60,6 +60,10 @@ class OptunaSweeper(Sweeper):
             + (f", {running} running or queued" if running else "")
             + f"; sampler {plan.settings.sampler}, pruner {plan.settings.pruner}. "
             f"See it: optuna-dashboard {plan.shown_storage}")
+        if plan.left_out:
+            model = self.config.hydra.runtime.choices.get("model")
+            say(f"tfx_hydra search: searching {', '.join(plan.space)}; left out of the preset's space, not keys of "
+                f"model={model}: {', '.join(plan.left_out)}")
         rounds = Rounds(self, plan, study)
         try:
             rounds.run()
