@@ -90,6 +90,7 @@ def run(cfg: DictConfig) -> float | list[float] | sweeps.PrunedResult:
 def preflight(cfg: DictConfig) -> Settings:
     """Everything that can be checked without TensorFlow, checked before it is imported."""
     settings = validate(cfg)
+    sweeps.require_multirun_for_search(cfg)
     if cfg.mode == "train":
         sweeps.require_known_metric(settings)
         check_exporters(cfg.export)

@@ -88,6 +88,9 @@ CASES = {
     "unknown launcher": (["hydra/launcher=nope"], ["hydra/launcher=nope is not an option of 'hydra/launcher'", "joblib",
                                                          "parallel"]),
     "unknown search": (["hparams_search=grid"], ["hparams_search=grid is not an option of 'hparams_search'", "optuna"]),
+    "a search without -m": (["hparams_search=optuna"], [
+        "ConfigError: hparams_search=optuna searches only in a multirun (-m): without it this command would train "
+        "once", "Fix: python -m tfx_hydra -m trainer.epochs=1 export=none hparams_search=optuna"]),
     # evaluate mode
     "evaluate without a model": (["mode=evaluate"], ["mode=evaluate needs the model to evaluate",
                                                      "Fix: export.source="]),

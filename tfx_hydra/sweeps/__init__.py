@@ -22,7 +22,9 @@ from tfx_hydra.sweeps.job import (
                                   objective,
                                   record_objective,
                                   require_known_metric,
+                                  require_multirun_for_search,
 )
 
 __all__ = ["Pruned", "PrunedResult", "SweepJob", "current_job", "finished_objective", "objective",
-           "record_objective", "reporting_trial", "require_known_metric"]
+           "record_objective", "reporting_trial", "require_known_metric",
+           "require_multirun_for_search"]

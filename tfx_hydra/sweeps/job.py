@@ -12,6 +12,8 @@ import logging
 import os
 from dataclasses import dataclass
 
+from omegaconf import DictConfig
+
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.metrics import OBJECTIVE, end_of_run_names
 from tfx_hydra.schemas import Settings, SweepConfig, TrackingConfig
@@ -57,6 +59,22 @@ def require_known_metric(settings: Settings) -> None:
             raise ConfigError(f"sweep.metric={metric} is not a metric this run logs "
                               f"(trainer.metrics={list(settings.trainer.metrics)}).",
                               fix=f"one of: {', '.join(known)}; or add the metric to trainer.metrics")
+
+
+def require_multirun_for_search(cfg: DictConfig) -> None:
+    """A search preset without `-m` would train once, with the defaults, and search nothing: said before
+    any work. A job of a search (its trial set), or a re-run of one, is not a search command."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized():  # a Python caller's run(compose(...)): no command line to fix
+        return
+    hydra = HydraConfig.get()
+    preset = hydra.runtime.choices.get("hparams_search")
+    if preset and hydra.mode == RunMode.RUN and (cfg.get("hparams_search") or {}).get("trial") is None:
+        raise ConfigError(f"hparams_search={preset} searches only in a multirun (-m): without it this command "
+                          "would train once, with the defaults, and search nothing.",
+                          fix="python -m tfx_hydra -m " + " ".join(hydra.overrides.task))
 
 
 def objective(metrics: dict[str, float], sweep: SweepConfig) -> float | list[float]:
