@@ -79,6 +79,13 @@ def test_a_search_prunes_survives_kill_9_and_resumes_in_its_study_and_parent(tmp
     summary = (tmp_path / "multirun" / "mlp-digits" / "sweep_summary.txt").read_text()
     assert f"{len(children) - 1} finished" in summary and "1 killed" in summary
 
+    done = run_cli_in_process(search(5, "export.mlflow_model=true", "export.register_as=digits_best"), cwd=tmp_path,
+                              multirun=True)  # once more: the study already holds its 5 trials
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "tfx_hydra search: nothing to do: 5 of 5 trials finished; raise hparams_search.n_trials to run more " \
+           "(e.g. hparams_search.n_trials=10)" in done.stdout, done.stdout[-3000:]
+    assert len(study_of(tmp_path).trials) == len(study.trials)  # no trial was asked for
+
 
 def test_two_commands_share_a_journal_file_study_and_its_parent_and_mark_its_pareto_front(tmp_path):
     """Two commands started at once on one study in a journal file (the storage for a cluster's shared

@@ -60,7 +60,11 @@ class OptunaSweeper(Sweeper):
             + (f", {running} running or queued" if running else "")
             + f"; sampler {plan.settings.sampler}, pruner {plan.settings.pruner}. "
             f"See it: optuna-dashboard {plan.shown_storage}")
-        if plan.left_out:
+        total = plan.settings.n_trials
+        if finished >= total and not running:
+            say(f"tfx_hydra search: nothing to do: {finished} of {total} trials finished; raise "
+                f"hparams_search.n_trials to run more (e.g. hparams_search.n_trials={finished + total})")
+        elif plan.left_out:
             model = self.config.hydra.runtime.choices.get("model")
             say(f"tfx_hydra search: searching {', '.join(plan.space)}; left out of the preset's space, not keys of "
                 f"model={model}: {', '.join(plan.left_out)}")
