@@ -14,6 +14,7 @@ import sys
 import optuna
 import pytest
 from optuna.trial import TrialState
+from PIL import Image
 
 from tests.helpers import cli_env
 from tests.helpers.in_process import run_cli_in_process
@@ -78,6 +79,14 @@ def test_a_search_prunes_survives_kill_9_and_resumes_in_its_study_and_parent(tmp
     assert not [c for c in children if "mlflow.registered_model" in c.data.tags]
     summary = (tmp_path / "multirun" / "mlp-digits" / "sweep_summary.txt").read_text()
     assert f"{len(children) - 1} finished" in summary and "1 killed" in summary
+    with Image.open(tmp_path / "multirun" / "mlp-digits" / "sweep_summary.png") as image:  # the plot's bars
+        drawn = image.text["Description"].splitlines()
+    for child in children:
+        line = next(line for line in drawn if line.startswith(f"{child.info.run_name}: "))
+        if child.data.tags.get("optuna.state") == "PRUNED":  # its bar: what it last reported, not a blank FINISHED
+            assert f": PRUNED, {child.data.metrics['val_accuracy']:.4g} (last reported)" in line, line
+        else:
+            assert ": PRUNED" not in line, line
 
     done = run_cli_in_process(search(5, "export.mlflow_model=true", "export.register_as=digits_best"), cwd=tmp_path,
                               multirun=True)  # once more: the study already holds its 5 trials

@@ -30,3 +30,33 @@ def test_confusion_matrix_and_sweep_plots_are_written(tmp_path):
     jobs = [{"name": "0: a=1", "run_id": "r0", "status": "FINISHED", "objective": 0.5},
             {"name": "1: a=2", "run_id": "r1", "status": "FAILED", "objective": None}]
     assert png_size(summary.plot_objectives(jobs, "val_accuracy", "r0", str(tmp_path / "sweep.png")))[0] >= 600
+
+
+def test_the_sweep_plot_draws_a_pruned_trial_as_pruned_with_what_it_last_reported(tmp_path):
+    jobs = [{"name": "0: lr=0.01", "run_id": "r0", "status": "FINISHED", "objective": 0.91, "state": "COMPLETE",
+             "last": 0.91},
+            {"name": "1: lr=1e-05", "run_id": "r1", "status": "FINISHED", "objective": None, "state": "PRUNED",
+             "last": 0.1234},
+            {"name": "2: lr=0.1", "run_id": "r2", "status": "FAILED", "objective": None, "state": "", "last": None}]
+    path = summary.plot_objectives(jobs, "val_accuracy", "r0", str(tmp_path / "sweep.png"))
+    from PIL import Image
+
+    with Image.open(path) as image:
+        described = image.text["Description"].splitlines()
+    assert described == ["0: lr=0.01: FINISHED, 0.91 (best)", "1: lr=1e-05: PRUNED, 0.1234 (last reported)",
+                         "2: lr=0.1: FAILED, no value"]
+
+
+
+def test_the_sweep_table_shows_a_pruned_trials_last_report_and_no_best_mark():
+    jobs = [{"job": 0, "name": "0: lr=0.01", "run_id": "r0", "status": "FINISHED", "objective": 0.91,
+             "state": "COMPLETE", "epochs": "3", "last": 0.91},
+            {"job": 1, "name": "1: lr=1e-05", "run_id": "r1", "status": "FINISHED", "objective": None,
+             "state": "PRUNED", "epochs": "1", "last": 0.1234}]
+    counts = {"FINISHED": 2, "FAILED": 0, "KILLED": 0}
+    table = summary.summary_table(jobs, counts, "val_accuracy", "maximize", summary.best_job(jobs, "maximize"),
+                                  "p", "/s", "FINISHED", 2)
+    rows = [" ".join(line.split()) for line in table.splitlines()]
+    assert "0 FINISHED 3 0.9100 * 0: lr=0.01" in rows
+    assert "1 PRUNED 1 0.1234 (last) 1: lr=1e-05" in rows
+    assert any("2 finished (1 pruned), 0 failed, 0 killed" in row for row in rows)

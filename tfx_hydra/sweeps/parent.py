@@ -117,7 +117,7 @@ class Parent:
             return
         self.closed = True
         lost = close_lost_children(self.client, self.run_id, jobs_done and not self.shared)
-        jobs = summarize_jobs(self.client, self.run_id)
+        jobs = summarize_jobs(self.client, self.run_id, self.metric)
         counts = {state: sum(j["status"] == state for j in jobs) for state in ("FINISHED", "FAILED", "KILLED")}
         never_ran = max(0, self.planned - len(jobs)) if self.planned is not None else 0
         if status is None:
@@ -162,8 +162,9 @@ class Parent:
             print(f"tfx_hydra: could not close the sweep's MLflow parent run {self.run_id}: {err}")
 
 
-def summarize_jobs(client, parent_run_id: str) -> list[dict[str, Any]]:
-    """One row per child run: its job number, name, status, objective and error."""
+def summarize_jobs(client, parent_run_id: str, metric: str | None = None) -> list[dict[str, Any]]:
+    """One row per child run: its job number, name, status, objective and error, and the last value of
+    `metric` it logged (what a pruned trial last reported: it has no objective)."""
     rows = []
     for child in children(client, parent_run_id):
         tags = child.data.tags
@@ -172,7 +173,8 @@ def summarize_jobs(client, parent_run_id: str) -> list[dict[str, Any]]:
                      "objective": child.data.metrics.get(OBJECTIVE),
                      "error": tags.get("error", ""),
                      # an Optuna search's trials: PRUNED or COMPLETE, and how many epochs each trained
-                     "state": tags.get("optuna.state", ""), "epochs": tags.get("epochs_trained", "")})
+                     "state": tags.get("optuna.state", ""), "epochs": tags.get("epochs_trained", ""),
+                     "last": child.data.metrics.get(metric) if isinstance(metric, str) else None})
     return sorted(rows, key=lambda row: row["job"])
 
 

@@ -73,6 +73,8 @@ def summary_table(jobs: list[dict[str, Any]], counts: dict[str, int], metric: st
         mark = " *" if best is not None and job["run_id"] == best["run_id"] else ""
         objective = "" if job["objective"] is None else format_value(job["objective"]) + mark
         status = "PRUNED" if job.get("state") == "PRUNED" else job["status"]
+        if status == "PRUNED" and job.get("last") is not None:  # no objective: what it last reported
+            objective = f"{format_value(job['last'])} (last)"
         table.add_row(str(job["job"]), status, *([job.get("epochs") or ""] if epochs else []), objective,
                       job["name"] or "")
     more = f"\n({len(jobs) - len(listed)} more jobs in sweep_summary.csv)" if len(listed) < len(jobs) else ""
@@ -89,27 +91,44 @@ def write_summary(jobs: list[dict[str, Any]], folder: str, metric: str, best: di
     """sweep_summary.csv (one row per job) and sweep_summary.png (the objective per job, best in green)."""
     with open(os.path.join(folder, SUMMARY_CSV), "w", newline="", encoding="utf-8") as table:
         writer = csv.DictWriter(table, fieldnames=["job", "name", "run_id", "status", "objective", "error", "state",
-                                                   "epochs"])
+                                                   "epochs", "last"], extrasaction="ignore")
         writer.writeheader()
         writer.writerows(jobs)
     plot_objectives(jobs, metric, best["run_id"] if best else None, os.path.join(folder, SUMMARY_PNG))
 
 
 def plot_objectives(jobs: list[dict[str, Any]], metric: str, best_run_id: str | None, path: str) -> str:
-    """A bar per job: its objective; the best in green, jobs without a value marked by status."""
+    """A bar per job: its objective, the best in green; a pruned trial's bar is what it last reported,
+    hatched and labelled PRUNED; a job without a value is labelled with its status. The labels are also
+    the PNG's Description (one line per job), for a reader without eyes on the image."""
     plt = pyplot()
     figure, axis = plt.subplots(figsize=(max(6, 0.8 * len(jobs) + 2), 4.5))
-    values = [j["objective"] if j["objective"] is not None and math.isfinite(j["objective"]) else 0.0 for j in jobs]
-    colors = ["tab:green" if j["run_id"] == best_run_id else "tab:blue" if j["status"] == "FINISHED" else "tab:red"
-              for j in jobs]
-    axis.bar(range(len(jobs)), values, color=colors)
+    drawn = []
     for x, job in enumerate(jobs):
-        if job["status"] != "FINISHED" or job["objective"] is None:
-            axis.text(x, 0, job["status"], rotation=90, ha="center", va="bottom", color="tab:red")
+        label, value, style = _bar(job, best_run_id)
+        axis.bar(x, value if value is not None else 0.0, **style)
+        if label != "FINISHED":
+            axis.text(x, 0, label, rotation=90, ha="center", va="bottom", color=style["edgecolor"])
+        shown = "no value" if value is None else f"{value:.4g}" + (" (last reported)" if label == "PRUNED" else "")
+        drawn.append(f"{job['name']}: {label}, {shown}" + (" (best)" if job["run_id"] == best_run_id else ""))
     axis.set_xticks(range(len(jobs)), [str(j["name"])[:40] for j in jobs], rotation=30, ha="right", fontsize=8)
-    axis.set(ylabel=metric, title=f"sweep: {metric} per job (best in green)")
+    axis.set(ylabel=metric, title=f"sweep: {metric} per job (best in green, pruned hatched)")
     axis.grid(axis="y", alpha=0.3)
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
+    figure.savefig(path, dpi=100, metadata={"Description": "\n".join(drawn)})
     plt.close(figure)
     return path
+
+
+def _bar(job: dict[str, Any], best_run_id: str | None) -> tuple[str, float | None, dict[str, Any]]:
+    """(the job's label, the value its bar shows or None, the bar's style)."""
+    def finite(value):
+        return value if value is not None and math.isfinite(value) else None
+
+    if job.get("state") == "PRUNED":
+        return "PRUNED", finite(job.get("last")), {"color": "none", "edgecolor": "tab:orange", "hatch": "//"}
+    objective = finite(job["objective"])
+    if job["status"] == "FINISHED" and objective is not None:
+        color = "tab:green" if job["run_id"] == best_run_id else "tab:blue"
+        return "FINISHED", objective, {"color": color, "edgecolor": color}
+    return job["status"], objective, {"color": "tab:red", "edgecolor": "tab:red"}
