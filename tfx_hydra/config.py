@@ -103,12 +103,24 @@ def composition_error(err: Exception, overrides: Sequence[str] = ()) -> ConfigEr
         group, option = err.missing_cfg_file.rsplit("/", 1)
         return unknown_option(group, option)
     text = str(err)
+    tilde = next((o for o in overrides if "=~" in o and o.split("=~", 1)[0] in text), None)
+    if type(err).__name__ == "OverrideParseException" and tilde:
+        return home_in_a_value(tilde)
     if text.startswith("Could not override '"):
         key = text.split("'")[1]
         typed = text.rsplit("use +", 1)[-1].strip() if "use +" in text else f"{key}=..."
         others = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != key]
         return unknown_key(key, typed.split("=", 1)[1] if "=" in typed else "...", others)
     return None
+
+
+def home_in_a_value(override: str) -> ConfigError:
+    """`data.path=~/mnist.npz`: a shell expands `~` only at a word's start, so Hydra gets it as typed,
+    and its grammar has no unquoted `~` in a value."""
+    key, value = override.split("=", 1)
+    return ConfigError(f"{override}: the shell does not expand ~ after '=', and Hydra's override syntax does not take "
+                       "it unquoted.", fix=f"{key}=$HOME{value[1:]}" if value.startswith("~/") else
+                       f"{key}=<the full path>")
 
 
 def unknown_option(group: str, option: str) -> ConfigError:

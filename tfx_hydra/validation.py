@@ -102,6 +102,9 @@ def require_path(key: str, value: str, fix: str, file: bool = False) -> None:
     """A file (`file=True`) or folder that exists: a DataError, since the config's shape is right and
     the disk is not."""
     found = os.path.isfile(value) if file else os.path.exists(value)
+    if value and not found and value.startswith("~"):  # quoted past the shell: a path, not a home folder
+        raise DataError(f"{key}={value} does not exist: a ~ in a value is a plain character, not your home "
+                        "folder.", fix=f"{key}=$HOME{value[1:]}" if value.startswith("~/") else fix)
     if not value or not found:
         raise DataError(f"{key}={value} does not exist.", fix=fix)
 

@@ -26,6 +26,9 @@ CASES = {
     "negative epochs": (["trainer.epochs=-1"], ["trainer.epochs=-1 is out of range", "Fix: trainer.epochs=5"]),
     "missing data.path": (["data=mnist", "data.path=/nonexistent/mnist.npz"],
                           ["data.path=/nonexistent/mnist.npz does not exist"]),
+    "a home folder as ~ after '='": (["data=mnist", "data.path=~/mnist.npz"], [
+        "ConfigError: data.path=~/mnist.npz: the shell does not expand ~ after '=', and Hydra's override syntax does "
+        "not take it unquoted.", "Fix: data.path=$HOME/mnist.npz"]),
     "strict hardware mismatch": (["hardware=a100", "hardware.strict=true"],
                                  ["HardwareMismatch: hardware=a100 expects 1 GPU matching 'A100' with at least 39 GiB; "
                                   "found no GPU",

@@ -79,6 +79,9 @@ def test_paths_a_run_reads_and_writes_are_checked_before_it_starts(tmp_path):
     assert said(require_path, "data.path", str(tmp_path), fix="data.path=x", file=True).startswith(
         f"DataError: data.path={tmp_path} does not exist.")  # a folder where a file is read
     require_path("data.directory", str(tmp_path), fix="data.directory=x")
+    assert said(require_path, "data.path", "~/no-such-file.npz", fix="x", file=True) == (  # quoted past the shell
+        "DataError: data.path=~/no-such-file.npz does not exist: a ~ in a value is a plain character, not your home "
+        "folder.\n  Fix: data.path=$HOME/no-such-file.npz")
     a_file = tmp_path / "file"
     a_file.write_text("x")
     assert said(require_writable_folder, "data.cache", f"{a_file}/cache", str(a_file), create=False) == (
