@@ -103,9 +103,9 @@ def composition_error(err: Exception, overrides: Sequence[str] = ()) -> ConfigEr
         group, option = err.missing_cfg_file.rsplit("/", 1)
         return unknown_option(group, option)
     text = str(err)
-    tilde = next((o for o in overrides if "=~" in o and o.split("=~", 1)[0] in text), None)
-    if type(err).__name__ == "OverrideParseException" and tilde:
-        return home_in_a_value(tilde)
+    if type(err).__name__ == "OverrideParseException":  # `data.path=~/x`: the one parse error we can say better
+        tilde = next((o for o in overrides if "=~" in o and o.split("=~", 1)[0] in text), None)
+        return home_in_a_value(tilde) if tilde else None
     if text.startswith("Could not override '"):
         key = text.split("'")[1]
         typed = text.rsplit("use +", 1)[-1].strip() if "use +" in text else f"{key}=..."
@@ -131,12 +131,21 @@ def unknown_option(group: str, option: str) -> ConfigError:
     return ConfigError(f"{group}={option} is not an option of '{group}'; its options are: {listed}.", fix=fix)
 
 
-def unknown_key(key: str, value: str, others: Sequence[str] = ()) -> ConfigError:
-    """`trainer.epoch=3`: the keys of `trainer` (in the config the command's other overrides give,
-    else the default one) and the closest one."""
+def keys_beside(config: DictConfig | None, key: str) -> tuple[list[str], list[str]]:
+    """(the keys of `key`'s parent node in `config`, those spelt closest to its last part): what a
+    message about a key that is not there lists, and suggests."""
     from omegaconf import OmegaConf
 
     parent, _, name = key.rpartition(".")
+    node = OmegaConf.select(config, parent) if parent and config is not None else config
+    keys = [str(k) for k in node.keys()] if isinstance(node, DictConfig) else []
+    return keys, difflib.get_close_matches(name, keys, n=3)
+
+
+def unknown_key(key: str, value: str, others: Sequence[str] = ()) -> ConfigError:
+    """`trainer.epoch=3`: the keys of `trainer` (in the config the command's other overrides give,
+    else the default one) and the closest one."""
+    parent = key.rpartition(".")[0]
     node = None
     for overrides in (others, ()):  # the other overrides may not compose alone (a sweep's `a=1,2`)
         try:
@@ -144,9 +153,7 @@ def unknown_key(key: str, value: str, others: Sequence[str] = ()) -> ConfigError
             break
         except Exception:  # noqa: BLE001 - only a hint: without a config, no suggestion
             continue
-    node = OmegaConf.select(node, parent) if parent and node is not None else node
-    keys = [str(k) for k in node.keys()] if isinstance(node, DictConfig) else []
-    guess = difflib.get_close_matches(name, keys, n=3)
+    keys, guess = keys_beside(node, key)
     if not parent:  # `modle=cnn`: a group whose option was typed beats a key spelled alike
         guess = [g for g in guess if value in group_options(g)] or guess
     where = f"'{parent}'" if parent else "the config"

@@ -34,9 +34,13 @@ def test_gpu_precision_benchmark_runs_tiny_on_cpu(tmp_path):
     policies, xla = ["float32", "mixed_bfloat16"], ["off"]
     out = tmp_path / "grid.json"
     # in this process: the script sets no thread count, and the precision it leaves set is put back
-    grid = bench_script("gpu_precision").main  # returns its report, not an exit status
-    done = run_in_process(lambda: grid() and None, ["gpu_precision.py", "--tiny", "--policies", *policies,
-                                                    "--xla", *xla, "--json", str(out)], cwd=tmp_path)
+    script = bench_script("gpu_precision")
+
+    def grid() -> None:  # the script's main returns its report, not an exit status
+        script.main()
+
+    done = run_in_process(grid, ["gpu_precision.py", "--tiny", "--policies", *policies, "--xla", *xla, "--json",
+                                 str(out)], cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "ratio to fp32 without XLA:" in done.stdout
     results = json.loads(out.read_text())["results"]

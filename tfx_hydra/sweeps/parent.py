@@ -162,7 +162,7 @@ class Parent:
             print(f"tfx_hydra: could not close the sweep's MLflow parent run {self.run_id}: {err}")
 
 
-def summarize_jobs(client, parent_run_id: str, metric: str | None = None) -> list[dict[str, Any]]:
+def summarize_jobs(client, parent_run_id: str, metric: str) -> list[dict[str, Any]]:
     """One row per child run: its job number, name, status, objective and error, and the last value of
     `metric` it logged (what a pruned trial last reported: it has no objective)."""
     rows = []
@@ -174,7 +174,7 @@ def summarize_jobs(client, parent_run_id: str, metric: str | None = None) -> lis
                      "error": tags.get("error", ""),
                      # an Optuna search's trials: PRUNED or COMPLETE, and how many epochs each trained
                      "state": tags.get("optuna.state", ""), "epochs": tags.get("epochs_trained", ""),
-                     "last": child.data.metrics.get(metric) if isinstance(metric, str) else None})
+                     "last": child.data.metrics.get(metric)})
     return sorted(rows, key=lambda row: row["job"])
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from tfx_hydra.config import keys_beside
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.metrics import epoch_names
 from tfx_hydra.settings import validate_section
@@ -126,15 +127,13 @@ _ABSENT = object()
 
 
 def _not_a_key(config: DictConfig, key: str) -> ConfigError:
-    import difflib
-
     parent, _, name = key.rpartition(".")
-    node = OmegaConf.select(config, parent) if parent else config
-    keys = [str(k) for k in node.keys() if not str(k).startswith("_")] if isinstance(node, DictConfig) else []
+    keys, guess = keys_beside(config, key)
+    keys = [k for k in keys if not k.startswith("_")]  # `_target_` is the model's builder, not a value to search
     group = parent.split(".")[0]
     choice = config.hydra.runtime.choices.get(group)
     where = f"{group}={choice}" if choice else f"'{parent or 'the config'}'"
-    close = difflib.get_close_matches(name, keys, n=1, cutoff=0.3) or [k for k in keys if name in k]
+    close = [g for g in guess if g in keys] or [k for k in keys if name in k]
     return ConfigError(f"{key} is not a key of {where}" + (f" (its keys: {', '.join(keys)})" if keys else "")
                        + ": the search cannot vary it.",
                        fix=f"'{parent}.{close[0]}=choice(...)' on the command line" if close else
