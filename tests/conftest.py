@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import gc
 import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import write_mnist_npz
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session):
+    """The test modules import TensorFlow, Keras, MLflow and Hydra: with the garbage collector paused
+    while they load, and their objects then frozen out of its scans, as tfx_hydra does for its own
+    process (tfx_hydra.process.long_lived). Without it every full collection of a test process,
+    Keras' clear_session after each in-process run among them, scans ~500k objects that never die."""
+    gc.disable()
+    try:
+        return (yield)
+    finally:
+        gc.freeze()
+        gc.enable()
 
 
 @pytest.fixture(scope="session", autouse=True)

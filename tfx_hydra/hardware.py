@@ -28,6 +28,7 @@ from omegaconf import OmegaConf
 from tfx_hydra.console import native_lines_to_log
 from tfx_hydra.errors import HardwareMismatch
 from tfx_hydra.precision import FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16
+from tfx_hydra.process.long_lived import long_lived_imports
 from tfx_hydra.schemas import ExpectConfig, HardwareConfig
 
 log = logging.getLogger(__name__)
@@ -170,7 +171,8 @@ def _composed_profiles() -> dict[str, HardwareConfig]:
 
 def setup_hardware(config: HardwareConfig, seed: int, deterministic: bool = False) -> HardwareInfo:
     """Select and configure devices per the profile, seed every RNG, and report what is there."""
-    with native_lines_to_log():  # TensorFlow's C++ start-up lines: to the job log, not the terminal
+    # TensorFlow's C++ start-up lines: to the job log, not the terminal; its objects: out of gc's scans
+    with native_lines_to_log(), long_lived_imports():
         import keras
         import tensorflow as tf
 

@@ -101,3 +101,17 @@ def test_nonfinite_guard_benchmark_runs_quick_and_prints_the_weight_checks_cost(
         statistics.median(sides["B_with_weight_check"]) / statistics.median(sides["A_without_weight_check"]))
     assert 0 < report["weight_check_seconds"] < min(sides["B_with_weight_check"])
     assert report["data_check_seconds_60000x784"]["uint8"] < report["data_check_seconds_60000x784"]["float32"]
+
+
+def test_startup_benchmark_runs_a_pair_and_prints_what_the_freeze_saves(tmp_path):
+    out = tmp_path / "startup.json"
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "startup.py"), "--quick", "--epochs", "1",
+                           "--json", str(out)], cwd=tmp_path, env=cli_env(), capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "median A/B process CPU" in done.stdout and "in full collections, s" in done.stdout
+    report = json.loads(out.read_text())
+    (shipped,), (default,) = report["frozen"], report["default"]
+    assert shipped["frozen_objects"] > 100_000 and default["frozen_objects"] == 0  # the switch did switch
+    assert shipped["full_collections"] > 0 and default["full_collections"] > 0
+    assert report["cpu_ratio"] == pytest.approx(shipped["cpu_seconds"] / default["cpu_seconds"])

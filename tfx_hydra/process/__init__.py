@@ -3,6 +3,7 @@
     signals.py  Ctrl-C and SIGTERM end a run KILLED, never in the middle of a write (`uninterrupted`)
     faults.py   a full disk said once, with where it happened and where else files can go; any
                 error said as one line for a run's `error` tag
+    long_lived.py  TensorFlow's first import paused from and then frozen out of the garbage collector
 
 Below everything else: tracking, the callbacks and the export step use them; they import nothing of ours
 but errors.py.
