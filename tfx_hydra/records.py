@@ -3,6 +3,7 @@
 Step-level, not tracking plumbing: it reads what the steps chose and hands it to the Tracker.
 
     launch_tags    before anything runs: the overrides and the command that launches this run again
+    run_name       what the MLflow UI lists the run as: 'mlp-digits 13:42:07'
     record_launch  the config, Hydra's saved configs, git state and packages: before any training
     record_setup   what the hardware, precision and strategy steps chose (and why), the environment
     record_model   the model summary and its parameter counts
@@ -18,6 +19,7 @@ import json
 import logging
 import os
 import shlex
+import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterator
 
@@ -42,6 +44,15 @@ def launch_tags(cfg: DictConfig) -> dict[str, str]:
         "hardware.requested": cfg.hardware.name,
         "mlflow.note.content": f"Reproduce with `{command}`",
     }
+
+
+def run_name(cfg: DictConfig) -> str:
+    """'mlp-digits 13:42:07': the model and data options and the local start time, so single runs in
+    the MLflow UI's list tell themselves apart (its Created column has the date). Outside a Hydra app
+    the model's `name` and the data source's function name stand in for the options."""
+    model = choice("model") or str(cfg.model.get("name") or "model")
+    data = choice("data") or str(cfg.data.get("_target_", "data")).rsplit(".", 1)[-1]
+    return f"{model}-{data} {time.strftime('%H:%M:%S')}"
 
 
 def task_overrides() -> list[str]:

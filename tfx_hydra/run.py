@@ -50,7 +50,8 @@ def run(cfg: DictConfig) -> float | list[float] | sweeps.PrunedResult:
     if done is not None:  # a re-run of an interrupted sweep: this job already finished
         return done
     with tracking.tracked_run(track, launch_dir, tags=records.launch_tags(cfg), resume_key=resume_key, sweep_job=job,
-                              offline_dir=os.path.join(output_dir, tracking.OFFLINE_DIR)) as tracker, \
+                              offline_dir=os.path.join(output_dir, tracking.OFFLINE_DIR),
+                              name=records.run_name(cfg)) as tracker, \
             sweeps.reporting_trial(cfg, settings, job, tracker) as trial:  # an Optuna search's live trial, or None
         records.record_launch(tracker, cfg, output_dir, launch_dir)
 

@@ -69,6 +69,7 @@ def test_default_run_is_recorded_in_mlflow(default_run):
     (run,) = mlflow_runs(launch)
     client = mlflow_client(launch)
     assert run.info.status == "FINISHED"
+    assert re.fullmatch(r"mlp-digits \d\d:\d\d:\d\d", run.info.run_name)  # the UI's list tells runs apart
     params = run.data.params
     assert params["trainer.epochs"] == "2" and params["data.limit"] == "300"
     assert params["model._target_"] == "tfx_hydra.models.mlp" and params["model.input_shape"] == "[8, 8]"
@@ -168,6 +169,7 @@ def test_seed_experiment_on_a_local_mnist_file(tmp_path, mnist_npz):
     assert done.returncode == 0, done.stderr[-3000:]
     (run,) = mlflow_runs(tmp_path)
     assert (run.data.params["data._target_"], run.data.params["data.name"]) == ("tfx_hydra.data.keras_dataset", "mnist")
+    assert run.info.run_name.startswith("mlp-mnist ")  # named by the options the experiment preset chose
     assert run.data.params["model.input_shape"] == "[28, 28]"
     assert run.data.metrics["test_accuracy"] > 0.5  # the bars are learnable in one epoch
 

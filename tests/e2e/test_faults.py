@@ -114,22 +114,22 @@ def test_an_interrupted_sweep_rerun_skips_finished_jobs_and_resumes_the_killed_o
     assert "resume the sweep (finished jobs are skipped) with: python -m tfx_hydra -m " \
            f"hydra.sweep.dir={tmp_path / 'sweep'} model.units=32,48,64" in rest
     runs = {r.info.run_name: r for r in mlflow_runs(tmp_path)}
-    assert runs["0: model.units=32"].info.status == "FINISHED"
-    assert runs["1: model.units=48"].info.status == "KILLED"
-    assert "2: model.units=64" not in runs
+    assert runs["job 0: units 32"].info.status == "FINISHED"
+    assert runs["job 1: units 48"].info.status == "KILLED"
+    assert "job 2: units 64" not in runs
     parent = next(r for n, r in runs.items() if n.startswith("sweep"))
     assert parent.info.status == "KILLED"  # closed by the exit hook, not left RUNNING
 
     done = run_cli_in_process(command[4:], cwd=tmp_path, multirun=True)  # the same command again (no kill this time)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert f"sweep job 0 already finished as MLflow run {runs['0: model.units=32'].info.run_id}: skipped" in done.stdout
-    assert f"resuming MLflow run {runs['1: model.units=48'].info.run_id}" in done.stdout
+    assert f"sweep job 0 already finished as MLflow run {runs['job 0: units 32'].info.run_id}: skipped" in done.stdout
+    assert f"resuming MLflow run {runs['job 1: units 48'].info.run_id}" in done.stdout
     after = {r.info.run_name: r for r in mlflow_runs(tmp_path)}
     assert len(after) == 4  # the same parent, the same three children: nothing ran twice
     assert {r.info.status for r in after.values()} == {"FINISHED"}
-    assert after["0: model.units=32"].info.end_time == runs["0: model.units=32"].info.end_time  # not re-run
+    assert after["job 0: units 32"].info.end_time == runs["job 0: units 32"].info.end_time  # not re-run
     client = mlflow_client(tmp_path)
-    resumed = after["1: model.units=48"].info.run_id
+    resumed = after["job 1: units 48"].info.run_id
     assert [m.step for m in client.get_metric_history(resumed, "val_accuracy")] == [0, 1, 2, 3]
     finished = client.get_run(resumed).data.tags  # the interruption is history once the run has finished
     assert "error" not in finished and finished["resume.interrupted_by"] == "interrupted (SIGINT)"

@@ -65,6 +65,19 @@ def test_a_search_prunes_survives_kill_9_and_resumes_in_its_study_and_parent(tmp
     assert_pruned_trials_look_pruned(study, client, children)
     assert parent.info.status == "FINISHED" and parent.data.tags["optuna.study"] == "mlp-digits"
     assert parent.data.tags["optuna.best_trial"] == str(study.best_trial.number)
+    # the run page: the search's own params (its space as fitted to the MLP), Created by, a description
+    assert parent.data.params == {
+        "space.optimizer.learning_rate": "choice(1e-05, 0.003, 0.01)", "space.model.units": "choice(16, 32)",
+        "space.model.dropout": "interval(0.0, 0.5)", "space.trainer.batch_size": "choice(32, 64, 128)",
+        "sampler": "tpe", "pruner": "median", "n_trials": "5", "study": "mlp-digits"}
+    assert parent.data.tags["mlflow.user"]
+    assert parent.data.tags["mlflow.note.content"].startswith(
+        "Optuna search (tpe sampler, median pruner) of study `mlp-digits`: 5 trials over optimizer.learning_rate, "
+        "model.units, model.dropout, trainer.batch_size, each a child run, ranked by val_accuracy (maximize).")
+    for child in children:  # named by its trial and values, rounded: 'trial 3: lr 3e-3, units 32, ...'
+        trial = study.trials[int(child.data.tags["optuna.trial"])]
+        assert child.info.run_name.startswith(f"trial {trial.number}: lr "), child.info.run_name
+        assert f"units {trial.params['model.units']}" in child.info.run_name
     assert json.loads(parent.data.tags["optuna.best_params"]) == study.best_trial.params
     assert json.loads(parent.data.tags["optuna.states"]) == {
         s: sum(t.state.name == s for t in counted) for s in {t.state.name for t in counted}}

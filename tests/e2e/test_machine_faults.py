@@ -169,7 +169,7 @@ def test_a_sweep_that_loses_a_worker_names_the_lost_jobs_and_the_command_that_re
     assert sweep.returncode != 0
     assert "Traceback" not in out, out[-3000:]
     assert "tfx_hydra: the sweep lost " in out
-    assert f"job {victim.info.run_name} (MLflow run {victim.info.run_id})" in out
+    assert f"{victim.info.run_name} (MLflow run {victim.info.run_id})" in out
     assert f"resume the sweep (finished jobs are skipped) with: python -m tfx_hydra -m hydra/launcher={launcher}" in out
     runs = mlflow_runs(tmp_path)
     (parent,) = [r for r in runs if "sweep.dir" in r.data.tags]

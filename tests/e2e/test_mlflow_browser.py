@@ -93,8 +93,8 @@ def test_bare_mlflow_ui_in_the_launch_dir_serves_every_job(sweep_in_the_ui):
     experiment = get(base, "/api/2.0/mlflow/experiments/get-by-name", experiment_name="tfx_hydra")["experiment"]
     runs = post(base, "/api/2.0/mlflow/runs/search", {"experiment_ids": [experiment["experiment_id"]]})["runs"]
     by_name = {r["info"]["run_name"]: r for r in runs}
-    assert len(runs) == 3 and {"0: model.units=32", "1: model.units=64"} <= set(by_name)
-    job = by_name["1: model.units=64"]
+    assert len(runs) == 3 and {"job 0: units 32", "job 1: units 64"} <= set(by_name)
+    job = by_name["job 1: units 64"]
     run_id = job["info"]["run_id"]
     assert job["info"]["status"] == "FINISHED"
     params = {p["key"]: p["value"] for p in job["data"]["params"]}
@@ -120,7 +120,7 @@ def test_the_sweep_is_nested_in_the_mlflow_ui_and_a_job_shows_params_and_metrics
     base, runs = sweep_in_the_ui
     (parent,) = [r for r in runs if "sweep.dir" in r.data.tags]
     children = {r.info.run_name: r for r in runs if r is not parent}
-    assert set(children) == {"0: model.units=32", "1: model.units=64"}
+    assert set(children) == {"job 0: units 32", "job 1: units 64"}
     SCREENSHOTS.mkdir(exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
@@ -138,7 +138,7 @@ def test_the_sweep_is_nested_in_the_mlflow_ui_and_a_job_shows_params_and_metrics
             page.get_by_text("Model registry").first.wait_for(timeout=30_000)
             parent_link = page.get_by_role("link", name=parent.info.run_name)
             parent_link.wait_for(timeout=60_000)
-            assert page.get_by_role("link", name="0: model.units=32").count() == 0  # collapsed under the parent
+            assert page.get_by_role("link", name="job 0: units 32").count() == 0  # collapsed under the parent
 
             page.locator("[role=gridcell][col-id='attributes.`Run Name`'] button").first.click()  # expand
             child_links = [page.get_by_role("link", name=name) for name in sorted(children)]
@@ -150,8 +150,12 @@ def test_the_sweep_is_nested_in_the_mlflow_ui_and_a_job_shows_params_and_metrics
                 box = link.bounding_box()
                 assert box["y"] > parent_box["y"] and box["x"] > parent_box["x"]
             assert page.get_by_text(f"{len(runs)} matching runs").count() == 1
+            # the list shows no metric column until asked: the README's two clicks (Columns, then a metric)
+            page.get_by_role("button", name="Columns").first.click()
+            page.get_by_text("objective", exact=True).first.wait_for(timeout=30_000)
+            page.keyboard.press("Escape")
 
-            child = children["1: model.units=64"]
+            child = children["job 1: units 64"]
             child_links[1].click()
             page.get_by_text("Parent run").first.wait_for(timeout=60_000)
             page.get_by_text(f"Parameters ({len(child.data.params)})").wait_for(timeout=30_000)
@@ -181,5 +185,16 @@ def test_the_sweep_is_nested_in_the_mlflow_ui_and_a_job_shows_params_and_metrics
             page.get_by_text("system_memory_usage_megabytes").first.wait_for(timeout=30_000)
             page.screenshot(path=str(SCREENSHOTS / "mlflow_ui_system_metrics.png"))
             assert page.get_by_text("cpu_utilization_percentage").count() >= 1
+
+            # the parent's page: who made the sweep, what it swept, and what it is
+            page.goto(f"{base}/#/experiments/{parent.info.experiment_id}/runs/{parent.info.run_id}")
+            page.get_by_text("About this run").first.wait_for(timeout=60_000)
+            page.get_by_text("Parameters (1)").wait_for(timeout=30_000)
+            page.screenshot(path=str(SCREENSHOTS / "mlflow_ui_sweep_parent.png"))
+            text = page.inner_text("body")
+            about = text[text.index("About this run"):]
+            assert f"Created by\n{parent.data.tags['mlflow.user']}" in about, about[:2000]
+            assert "space.model.units\n32,64" in text, text[:4000]
+            assert "Grid sweep of 2 jobs over model.units" in text, text[:4000]  # its description
         finally:
             browser.close()

@@ -79,18 +79,24 @@ def test_a_sweep_is_a_parent_run_with_its_jobs_nested_under_it(tmp_path, capsys)
     assert parent.info.status == "RUNNING"
     assert parent.data.tags["sweep.overrides"] == "model.units=32,64 trainer.epochs=1"
     assert parent.data.tags["sweep.launcher"].endswith("BasicLauncher")
+    # what the MLflow UI's run page shows: Created by, the sweep's own params and a description
+    assert parent.data.tags["mlflow.user"] and parent.data.tags["mlflow.source.name"]
+    assert parent.data.params == {"space.model.units": "32,64"}
+    assert parent.data.tags["mlflow.note.content"] == (
+        "Grid sweep of 2 jobs over model.units, each a child run, ranked by val_accuracy (maximize). Run it again, "
+        "or resume it, with `python -m tfx_hydra -m model.units=32,64 trainer.epochs=1`.")
 
     first = child_job(tmp_path, callback, 0, ["model.units=32", "trainer.epochs=1"], objective=0.5)
     child_job(tmp_path, callback, 1, ["model.units=64", "trainer.epochs=1"], objective=0.75)
-    assert first.parent_run_id == parent.info.run_id and first.name == "0: model.units=32"
+    assert first.parent_run_id == parent.info.run_id and first.name == "job 0: units 32"
     assert sweep_job.JOB_ENV not in os.environ  # the job's announcement ends with the job
     callback.on_multirun_end(sweep_config(tmp_path, job_num=None))
 
     parent = client.get_run(parent.info.run_id)
     children = client.search_runs([experiment.experiment_id],
                                   filter_string=f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
-    assert sorted(c.info.run_name for c in children) == ["0: model.units=32", "1: model.units=64"]
-    best = next(c for c in children if c.info.run_name == "1: model.units=64")
+    assert sorted(c.info.run_name for c in children) == ["job 0: units 32", "job 1: units 64"]
+    best = next(c for c in children if c.info.run_name == "job 1: units 64")
     assert parent.info.status == "FINISHED"
     assert parent.data.metrics["best_val_accuracy"] == 0.75
     assert parent.data.tags["sweep.best_run_id"] == best.info.run_id
@@ -104,12 +110,12 @@ def test_a_sweep_is_a_parent_run_with_its_jobs_nested_under_it(tmp_path, capsys)
     sweep_dir = str(tmp_path / "multirun" / "s1")
     assert f"jobs under MLflow parent run {parent.info.run_id}" in shown.splitlines()[0]
     table = shown[shown.index("tfx_hydra: sweep complete"):]
-    for row in ("jobs              │ 2 finished, 0 failed, 0 killed", "best job          │ 1: model.units=64",
+    for row in ("jobs              │ 2 finished, 0 failed, 0 killed", "best job          │ job 1: units 64",
                 "best val_accuracy │ 0.7500", f"best run          │ {best.info.run_id}",
                 f"parent run        │ {parent.info.run_id}", f"sweep dir         │ {sweep_dir} "):
         assert row in table
-    assert "0    FINISHED  0.5000        0: model.units=32" in table
-    assert "1    FINISHED  0.7500 *      1: model.units=64" in table
+    assert "0    FINISHED  0.5000        job 0: units 32" in table
+    assert "1    FINISHED  0.7500 *      job 1: units 64" in table
     assert table.rstrip().splitlines()[-1] == f"browse: cd {tmp_path} && mlflow ui"
     assert (tmp_path / "multirun" / "s1" / summary.SUMMARY_TXT).read_text() in table + "\n"
     # (a real sweep also logs Hydra's multirun.yaml: tests/e2e/test_sweeps.py)
@@ -167,8 +173,18 @@ def test_a_job_is_named_by_what_the_sweep_varies():
     keys = launch.swept_keys(config)
     assert keys == ["model.units", "optimizer.learning_rate"]
     assert launch.job_name(3, ["model.units=64", "trainer.epochs=1", "optimizer.learning_rate=0.5"], keys) == \
-        "3: model.units=64 optimizer.learning_rate=0.5"
+        "job 3: units 64, lr 0.5"
     assert launch.job_name(0, ["trainer.epochs=1"], keys) == "job 0"
+    # a search's trial, as Optuna samples it: rounded for the MLflow UI's list (the params keep the exact value)
+    assert launch.job_name(7, ["optimizer.learning_rate=0.0005180169728534583", "+model.units=512"], keys,
+                           trial=True) == "trial 7: lr 5.2e-4, units 512"
+
+
+@pytest.mark.parametrize(("written", "shown"), [
+    ("0.0005180169728534583", "5.2e-4"), ("0.01", "0.01"), ("0.001", "1e-3"), ("0.123456", "0.12"), ("0.0", "0"),
+    ("1e30", "1e30"), ("-0.004", "-4e-3"), ("512", "512"), ("cnn", "cnn"), ("inf", "inf")])
+def test_a_job_names_numbers_with_two_significant_digits(written, shown):
+    assert launch.short_value(written) == shown
 
 
 def test_outside_a_sweep_there_is_no_job(tmp_path, monkeypatch):

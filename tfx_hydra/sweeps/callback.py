@@ -84,10 +84,14 @@ class SweepCallback(Callback):
         if search is not None:  # every command of one study, wherever it runs, shares one parent
             tags[STUDY_TAG] = f"{search.settings.study_name} in {search.shown_storage}"
             run_id = run_id or study_parent(client, experiment_id, tags[STUDY_TAG])
-        if run_id is None:
-            run = client.create_run(experiment_id, run_name=launch.sweep_name(sweep_dir),
-                                    tags=tracking.mask_secrets(tags))
+        if run_id is None:  # a new parent: who made it, what it sweeps, and a description for the UI
+            planned = launch.planned_jobs(config)
+            description = launch.parent_description(config, search, planned, tags["command"])
+            run = client.create_run(experiment_id, run_name=launch.sweep_name(sweep_dir), tags=tracking.mask_secrets(
+                tags | tracking.standard_tags() | {"mlflow.note.content": description}))
             run_id = run.info.run_id
+            tracking.send_batch(client, run_id, params=tracking.mask_secrets(
+                launch.parent_params(config, search)).items())
             if search is not None:
                 run_id = study_parent(client, experiment_id, tags[STUDY_TAG], made=run_id)
         resume = tracking.mask_text(launch.resume_command(tags["command"], sweep_dir))
@@ -114,7 +118,7 @@ class SweepCallback(Callback):
             return
         trial = (config.get("hparams_search") or {}).get("trial")  # a search's job: named by its trial
         num = int(config.hydra.job.num) if trial is None else int(trial)
-        name = launch.job_name(num, list(config.hydra.overrides.task), record["swept_keys"])
+        name = launch.job_name(num, list(config.hydra.overrides.task), record["swept_keys"], trial=trial is not None)
         announce_job(SweepJob(record["run_id"], num, name, record.get("resume_command", "")))
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:

@@ -6,6 +6,7 @@ ranks by, and whether its launcher can run here. Plain functions of the config: 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import shutil
@@ -14,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.settings import validate_section
-from tfx_hydra.sweeps.hparams_search import checks
+from tfx_hydra.sweeps.hparams_search import checks, space
 
 
 def primary_objective(config: DictConfig) -> tuple[str, str]:
@@ -57,6 +58,37 @@ def sweep_tags(config: DictConfig, sweep_dir: str) -> dict[str, str]:
     return tags
 
 
+def parent_params(config: DictConfig, search: checks.SearchPlan | None) -> dict[str, str]:
+    """What the sweep itself is, as the parent run's params (the MLflow UI's Parameters table and
+    columns): each searched key's values (`space.<key>`), and a search's sampler, pruner and
+    n_trials as the command that made the parent asked for them."""
+    if search is not None:
+        params = {f"space.{key.lstrip('+')}": space.shown(d) for key, d in search.space.items()}
+        settings = search.settings
+        return params | {"sampler": settings.sampler, "pruner": settings.pruner, "n_trials": str(settings.n_trials),
+                         "study": settings.study_name}
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+    return {f"space.{o.get_key_element().lstrip('+~')}": o.get_value_string() for o in parsed if o.is_sweep_override()}
+
+
+def parent_description(config: DictConfig, search: checks.SearchPlan | None, planned: int | None,
+                       command: str) -> str:
+    """The parent run's description (the MLflow UI's run page): what was swept, ranked how, and the
+    command that runs it again."""
+    metric, direction = primary_objective(config)
+    keys = ", ".join(k.lstrip("+~") for k in (search.space if search is not None else swept_keys(config)))
+    if search is not None:
+        settings = search.settings
+        what = (f"Optuna search ({settings.sampler} sampler, {settings.pruner} pruner) of study "
+                f"`{settings.study_name}`: {settings.n_trials} trials over {keys}")
+    else:
+        what = f"Grid sweep of {planned if planned is not None else 'its'} jobs over {keys}"
+    return (f"{what}, each a child run, ranked by {metric} ({direction}). "
+            f"Run it again, or resume it, with `{command}`.")
+
+
 def resume_command(command: str, sweep_dir: str) -> str:
     """The sweep's command pointed at its own sweep dir: finished jobs are skipped, the rest resume."""
     if "hydra.sweep.dir=" in command:
@@ -88,10 +120,39 @@ def swept_keys(config: DictConfig) -> list[str]:
     return keys + [str(k) for k in params if str(k) not in keys]
 
 
-def job_name(num: int, overrides: list[str], keys: list[str]) -> str:
-    """'3: model.units=128 optimizer.learning_rate=0.01' — what sets this job apart."""
-    own = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") in keys]
-    return f"{num}: {' '.join(own)}"[:200] if own else f"job {num}"
+# The MLflow UI's run list cuts a name at ~30 characters: a key's last part, and these shorter still
+SHORT_KEYS = {"learning_rate": "lr", "batch_size": "batch", "weight_decay": "wd"}
+
+
+def job_name(num: int, overrides: list[str], keys: list[str], trial: bool = False) -> str:
+    """'job 3: units 128, lr 0.01' or, for a search, 'trial 7: lr 5.2e-4, units 512': what sets this job
+    apart, short enough for the MLflow UI's run list (numbers rounded for display; the exact values are
+    the run's params)."""
+    own = [o.split("=", 1) for o in overrides if "=" in o and o.split("=", 1)[0].lstrip("+~") in keys]
+    label = f"{'trial' if trial else 'job'} {num}"
+    shown = ", ".join(f"{short_key(key.lstrip('+~'))} {short_value(value)}" for key, value in own)
+    return f"{label}: {shown}"[:200] if shown else label
+
+
+def short_key(key: str) -> str:
+    """'optimizer.learning_rate' -> 'lr', 'model.units' -> 'units': the key's last part."""
+    last = key.rsplit(".", 1)[-1]
+    return SHORT_KEYS.get(last, last)
+
+
+def short_value(text: str) -> str:
+    """A float with two significant digits ('0.0005180169728534583' -> '5.2e-4', '0.01', '0.12'), an
+    integer and anything that is not a number as written ('512', 'cnn')."""
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    if not any(mark in text.lower() for mark in (".", "e", "inf", "nan")):
+        return text  # an integer
+    if number != 0 and math.isfinite(number) and not 1e-2 <= abs(number) < 1e5:
+        mantissa, exponent = f"{number:.1e}".split("e")
+        return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+    return f"{number:.2g}"
 
 
 def planned_jobs(config: DictConfig) -> int | None:

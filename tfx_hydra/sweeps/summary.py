@@ -30,7 +30,7 @@ def say(text: str) -> None:
 
 def report_lost_jobs(lost: list[dict[str, Any]], never_ran: int, resume: str) -> None:
     """One message for a sweep whose worker died: which jobs were lost, how many never ran, how to resume."""
-    named = "; ".join(f"job {j['name']} (MLflow run {j['run_id']})" for j in lost)
+    named = "; ".join(f"{j['name']} (MLflow run {j['run_id']})" for j in lost)
     print(f"tfx_hydra: the sweep lost {len(lost)} job(s) whose process died without a word (a killed worker, e.g. "
           f"kill -9 or the out-of-memory killer): {named}. {never_ran} job(s) never ran. Their runs are closed "
           f"KILLED with their backups kept; resume the sweep (finished jobs are skipped) with: {resume}",

@@ -20,7 +20,7 @@ launch, which is why its top-level imports stay light.
 
 from tfx_hydra.tracking.datasets import recorded_digests
 from tfx_hydra.tracking.journal import OFFLINE_DIR, OfflineJournal, replay_journal
-from tfx_hydra.tracking.lifecycle import resume_hint, tracked_run
+from tfx_hydra.tracking.lifecycle import resume_hint, standard_tags, tracked_run
 from tfx_hydra.tracking.lost_runs import close_lost_run, close_lost_runs, process_is_gone, process_tags
 from tfx_hydra.tracking.mlflow_tracker import MlflowTracker, register_model
 from tfx_hydra.tracking.secrets import mask_files, mask_secrets, mask_text, mask_uri
@@ -46,5 +46,5 @@ __all__ = [
     "mask_files", "mask_secrets", "mask_text", "mask_uri", "now_ms", "open_store", "process_is_gone",
     "process_tags", "recorded_digests", "register_model", "replay_journal", "resolve_artifact_location",
     "resolve_tracking_uri", "resume_hint",
-    "send_batch", "store_setup_lines_to", "tracked_run", "ui_command",
+    "send_batch", "standard_tags", "store_setup_lines_to", "tracked_run", "ui_command",
 ]

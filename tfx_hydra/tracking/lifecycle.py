@@ -32,13 +32,15 @@ def uri_path(config: TrackingConfig, launch_dir: str) -> str:
 
 @contextmanager
 def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str], resume_key: str | None = None,
-                sweep_job=None, offline_dir: str | None = None) -> Iterator[MlflowTracker | NullTracker]:
+                sweep_job=None, offline_dir: str | None = None,
+                name: str | None = None) -> Iterator[MlflowTracker | NullTracker]:
     """Start an MLflow run and end it FINISHED, FAILED (with the error as a tag) or KILLED (Ctrl-C).
 
     With `resume_key`, an interrupted run of the same config (left RUNNING by a crash or
     kill -9, or ended KILLED) whose backup still exists is continued instead of starting
     a new one, so re-running the same command resumes it in the same MLflow run.
-    A sweep job (`sweeps.SweepJob`) becomes a child of its sweep's parent run (its `run_tags`). What MLflow
+    The run is named `config.run_name`, else `name` (a sweep job: the job's own name). A sweep job
+    (`sweeps.SweepJob`) becomes a child of its sweep's parent run (its `run_tags`). What MLflow
     does not take once the run has started is kept in `offline_dir` (see MlflowTracker).
     """
     where = os.path.dirname(offline_dir) if offline_dir else launch_dir  # a full disk's path when it names none
@@ -49,10 +51,10 @@ def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str], r
     with disk_full_said(uri_path(config, launch_dir)):
         client, experiment_id, uri = connect(config, launch_dir)
     tags = {**tags, **config.tags, "resume.key": resume_key or "none"}
-    run_name = config.run_name
-    if sweep_job is not None:  # nested under the sweep's parent run in the MLflow UI
+    run_name = config.run_name or name  # tracking.run_name, else the caller's
+    if sweep_job is not None:  # nested under the sweep's parent run in the MLflow UI, named by its values
         tags |= sweep_job.run_tags()
-        run_name = run_name or sweep_job.name
+        run_name = config.run_name or sweep_job.name
     tracker = None
     previous_handlers = interrupt_on_signals()
     try:

@@ -122,6 +122,21 @@ def _show(distribution_json: str) -> str:
     return f"{data['name']}({attributes})"
 
 
+def shown(distribution) -> str:
+    """A key's distribution as the preset writes it: 'choice(64, 128)', 'interval(0.0, 0.5)',
+    'tag(log, interval(0.0001, 0.01))', 'int(1..3)' (what the parent run's params show)."""
+    from optuna.distributions import CategoricalDistribution, IntDistribution
+
+    if isinstance(distribution, CategoricalDistribution):
+        return f"choice({', '.join(map(str, distribution.choices))})"
+    if isinstance(distribution, IntDistribution):
+        step = f" step {distribution.step}" if distribution.step != 1 else ""
+        text = f"int({distribution.low}..{distribution.high}{step})"
+    else:
+        text = f"interval({distribution.low}, {distribution.high})"
+    return f"tag(log, {text})" if distribution.log else text
+
+
 def override(key: str, value: Any) -> str:
     """A trial's value as the override that gives it to the job."""
     if value is None:
