@@ -60,3 +60,23 @@ def test_the_sweep_table_shows_a_pruned_trials_last_report_and_no_best_mark():
     assert "0 FINISHED 3 0.9100 * 0: lr=0.01" in rows
     assert "1 PRUNED 1 0.1234 (last) 1: lr=1e-05" in rows
     assert any("2 finished (1 pruned), 0 failed, 0 killed" in row for row in rows)
+
+
+def test_a_searchs_table_fits_a_120_column_terminal():
+    """Optuna samples floats at full precision (0.0005180169728534583): the names round them, the
+    objective shows four decimals, so a 4-key search's table fits 120 columns."""
+    from tfx_hydra.sweeps import launch
+
+    keys = ["optimizer.learning_rate", "model.units", "model.dropout", "trainer.batch_size"]
+    jobs = [{"job": n, "name": launch.job_name(n, [f"optimizer.learning_rate={lr!r}", "model.units=512",
+                                                    f"model.dropout={dropout!r}", "trainer.batch_size=128"],
+                                               keys, trial=True),
+             "run_id": f"{n:032x}", "status": "FINISHED", "objective": 0.97222222222, "state": "COMPLETE",
+             "epochs": "10", "last": 0.97222222222}
+            for n, (lr, dropout) in enumerate([(0.0005180169728534583, 0.31234567891234), (0.00999, 0.0123)])]
+    assert jobs[0]["name"] == "trial 0: lr 5.2e-4, units 512, dropout 0.31, batch 128"
+    table = summary.summary_table(jobs, {"FINISHED": 2, "FAILED": 0, "KILLED": 0}, "val_accuracy", "maximize",
+                                  summary.best_job(jobs, "maximize"), "f" * 32,
+                                  "/home/you/experiments/multirun/mlp-digits", "FINISHED", 2)
+    assert max(len(line) for line in table.splitlines()) <= 120, table
+    assert "0.9722 *" in table and "0.97222222222" not in table
