@@ -8,6 +8,7 @@ Step-level, not tracking plumbing: it reads what the steps chose and hands it to
     record_setup   what the hardware, precision and strategy steps chose (and why), the environment
     record_model   the model summary and its parameter counts
     record_plots   training curves and the test split's confusion matrix
+    record_evaluated_model / _split   mode=evaluate: which model, from which run, on which split
 
 TensorFlow and MLflow are imported inside the functions (through the tracker).
 """
@@ -204,6 +205,22 @@ def terminal_columns(columns: int) -> Iterator[None]:
             os.environ.pop("COLUMNS", None)
         else:
             os.environ["COLUMNS"] = saved
+
+
+def record_evaluated_model(tracker: Tracker, source: str, path: str) -> None:
+    """mode=evaluate's first line: which model, and the run it came from."""
+    origin = f" (the export of MLflow run {source[len('runs:/'):].strip('/').split('/')[0]})" \
+        if source.startswith("runs:/") else ""
+    log.info(f"evaluate: the SavedModel at {path}{origin}")
+    tracker.set_tags({"export.source.path": path})
+
+
+def record_evaluated_split(datasets) -> str:
+    """mode=evaluate's second line: which data and split; returns the data's name for messages."""
+    named = f"data={choice('data')}" if choice("data") else "the configured data"
+    log.info(f"evaluate: on the test split of {named}: {datasets.num_test:,} examples, inputs "
+             f"{tuple(datasets.spec.input_shape)}, {datasets.spec.num_classes} classes")
+    return named
 
 
 def record_plots(tracker: Tracker, model, datasets, history, output_dir: str) -> None:

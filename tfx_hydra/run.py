@@ -117,11 +117,11 @@ def evaluate_export(cfg: DictConfig, settings: Settings) -> float:
         tracker.log_config(cfg)
         path = resolve_export_source(source, settings.tracking, cfg.paths.launch_dir,  # before TensorFlow: fails fast
                                      download_dir=os.path.join(output_dir, "export_source"))
+        records.record_evaluated_model(tracker, source, path)
         setup_hardware(settings.hardware, settings.seed)
         batch_size = settings.trainer.batch_size if settings.trainer.batch_size != "auto" else 256
         datasets = build(cfg.data, "data", batch_size=batch_size)
-        metrics = evaluate_saved_model(path, datasets)
-        tracker.set_tags({"export.source.path": path})
+        metrics = evaluate_saved_model(path, datasets, records.record_evaluated_split(datasets))
         tracker.log_metrics(metrics)
     print_summary(metrics, tracker.run_id, [], tracker.ui_command, output_dir, "n/a (evaluate)")
     return metrics.get(settings.sweep.metric, metrics["test_accuracy"])

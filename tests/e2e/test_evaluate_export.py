@@ -22,6 +22,11 @@ def test_evaluating_the_export_reproduces_the_runs_test_metrics(tmp_path):
         done = run_cli_in_process(["mode=evaluate", f"export.source={source}"], cwd=tmp_path, env={"TMPDIR": str(temp)})
         assert done.returncode == 0, done.stderr[-3000:]
         assert "Downloading artifacts" not in done.stdout + done.stderr  # MLflow's progress bars stay quiet
+        said = [line for line in done.stdout.splitlines() if line.startswith("tfx_hydra evaluate: ")]
+        origin = f" (the export of MLflow run {run.info.run_id})" if source.startswith("runs:/") else ""
+        assert said[0].startswith("tfx_hydra evaluate: the SavedModel at ") and said[0].endswith(origin), said
+        assert said[1] == ("tfx_hydra evaluate: on the test split of data=digits: 360 examples, inputs (8, 8), "
+                           "10 classes"), said
     assert [p.name for p in temp.iterdir() if p.name.startswith("tfx_hydra")] == []  # nothing left behind
     evaluations = [r for r in mlflow_runs(tmp_path) if r.data.tags.get("mode") == "evaluate"]
     (downloaded,) = [r for r in evaluations if r.data.tags["export.source"].startswith("runs:/")]
@@ -31,6 +36,18 @@ def test_evaluating_the_export_reproduces_the_runs_test_metrics(tmp_path):
         assert evaluation.info.status == "FINISHED"
         assert evaluation.data.metrics["test_accuracy"] == pytest.approx(run.data.metrics["test_accuracy"], abs=1e-6)
         assert evaluation.data.metrics["test_loss"] == pytest.approx(run.data.metrics["test_loss"], abs=1e-4)
+
+    # the same export on data it cannot take: one DataError naming both sides, before any batch, the run FAILED
+    for data, message in ((["data=synthetic", "data.input_shape=[16,16]"],
+                           f"DataError: the model at {folder} takes inputs of shape [8, 8], but data=synthetic gives "
+                           "examples of shape [16, 16]."),
+                          (["data=synthetic", "data.num_classes=3"],
+                           f"DataError: the model at {folder} predicts 10 classes, but data=synthetic has 3.")):
+        done = run_cli_in_process(["mode=evaluate", f"export.source={folder}", *data], cwd=tmp_path)
+        assert done.returncode == 1 and message in done.stderr, done.stderr[-3000:]
+        assert "Fix: evaluate it on the data it was trained on" in done.stderr and "Traceback" not in done.stderr
+    failed = [r for r in mlflow_runs(tmp_path) if r.data.tags.get("mode") == "evaluate" and r.info.status != "FINISHED"]
+    assert [r.info.status for r in failed] == ["FAILED", "FAILED"]
 
 
 @pytest.mark.parametrize("source,message", [

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from tfx_hydra.errors import ExportError
+from tfx_hydra.errors import DataError, ExportError
 from tfx_hydra.export.savedmodel import next_version
 
 
@@ -57,13 +57,16 @@ def _savedmodel_artifact(client, run_id: str, uri: str) -> str:
                       fix="pass a run trained with export=savedmodel, or the export folder itself")
 
 
-def evaluate_saved_model(path: str, datasets) -> dict[str, float]:
-    """Accuracy and cross-entropy of the SavedModel's serving_default on the test split (raw inputs)."""
+def evaluate_saved_model(path: str, datasets, data: str = "the data") -> dict[str, float]:
+    """Accuracy and cross-entropy of the SavedModel's serving_default on the test split (raw inputs).
+    A model that cannot take `data`'s examples (another shape, another number of classes) is a
+    DataError naming both, before any batch runs."""
     import keras
     import numpy as np
     import tensorflow as tf
 
     serve = tf.saved_model.load(path).signatures["serving_default"]
+    require_model_fits_data(serve, datasets.spec, path, data)
     losses, hits, total = [], 0, 0
     for scaled, labels in datasets.test:
         outputs = serve(inputs=datasets.spec.denormalize(scaled))
@@ -72,3 +75,22 @@ def evaluate_saved_model(path: str, datasets) -> dict[str, float]:
         hits += int(np.sum(np.argmax(probabilities.numpy(), axis=-1) == labels.numpy()))
         total += len(labels)
     return {"test_accuracy": hits / total, "test_loss": float(np.mean(np.concatenate(losses)))}
+
+
+def require_model_fits_data(serve, spec, path: str, data: str) -> None:
+    """The serving signature's input shape and output width against the data's spec: TensorFlow's own
+    error for a mismatch is a page about a ConcreteFunction's arguments, deep in the first batch."""
+    (inputs,) = serve.structured_input_signature[1].values()
+    takes = [None if d is None else int(d) for d in inputs.shape[1:]]
+    gives = [int(d) for d in spec.input_shape]
+    fix = ("evaluate it on the data it was trained on (data=... as in that run's command), or set export.source "
+           "to a model trained on this data")
+    if len(takes) != len(gives) or any(t is not None and t != g for t, g in zip(takes, gives)):
+        raise DataError(f"the model at {path} takes inputs of shape {takes}, but {data} gives examples of "
+                        f"shape {gives}.", fix=fix)
+    outputs = serve.structured_outputs
+    probabilities = outputs["probabilities"] if "probabilities" in outputs else next(iter(outputs.values()))
+    classes = probabilities.shape[-1]
+    if classes is not None and int(classes) != spec.num_classes:
+        raise DataError(f"the model at {path} predicts {int(classes)} classes, but {data} has "
+                        f"{spec.num_classes}.", fix=fix)
