@@ -4,7 +4,8 @@
     overfit   a few batches, many epochs: judge_overfit says whether the training loss neared zero
     limit     a share of each split (data.limit_batches=0.1)
     profile   TensorBoard's profiler on a few batches: say_profile says where the trace is
-    numerics  tf.debugging.enable_check_numerics: non_finite_op names the first op that made NaN/inf
+    numerics  tf.debugging.enable_check_numerics: non_finite_op names the first op that made NaN/inf,
+              say_numerics_clean says when every op stayed finite
     eager     run_eagerly=true for pdb (trainer.compile_model warns that it is slow)
 
 The switches themselves are trainer.* and data.* keys, so any run can use them without a preset.
@@ -62,6 +63,13 @@ def say_profile(trainer, tensorboard_dir: str) -> None:
 
 
 NUMERICS_MARK = "Detected Infinity or NaN"  # how tf.debugging.enable_check_numerics' errors begin
+
+
+def say_numerics_clean(epochs: int, examples: int, tracker) -> None:
+    """debug=numerics on a healthy model: silence would leave the user wondering whether it checked."""
+    log.info(f"numerics: checked every op of the training and validation steps, {epochs} epoch"
+             f"{'s' if epochs != 1 else ''} over {examples:,} training examples: no NaN or infinity.")
+    tracker.set_tags({"debug.numerics": "clean"})
 
 
 def non_finite_op(message: str) -> TrainingError:

@@ -19,7 +19,7 @@ import time
 from omegaconf import DictConfig
 
 from tfx_hydra.config import choice
-from tfx_hydra.debug import NUMERICS_MARK, judge_overfit, non_finite_op, say_profile
+from tfx_hydra.debug import NUMERICS_MARK, judge_overfit, non_finite_op, say_numerics_clean, say_profile
 from tfx_hydra.errors import ConfigError, TrainingError
 from tfx_hydra.metrics import FINETUNE_PHASE, PARAMETERS, TEST, TRAIN_PHASE, end_of_run, phase_timing
 from tfx_hydra.models import count_params, require_backbone, unfreeze_backbone
@@ -178,6 +178,8 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
             tf.debugging.disable_check_numerics()
     seconds = time.perf_counter() - started
     losses = history.history.get("loss", [])  # finite: NonFiniteGuard saw each epoch's running loss
+    if trainer.check_numerics:
+        say_numerics_clean(len(losses), datasets.num_train, tracker)
     history.timings = {}  # the phase's wall time and throughput: end-of-run metrics, logged once
     if losses:
         seconds_name, throughput_name = phase_timing(phase)

@@ -167,3 +167,14 @@ def test_check_numerics_is_off_again_once_its_run_ends(data):
         train(compiled(trainer, model=model), data, trainer, RecordingTracker())
     nan = tf.function(lambda x: tf.math.log(x - 1.0))(tf.zeros((2,)))  # a NaN, made without complaint now
     assert bool(tf.reduce_all(tf.math.is_nan(nan)))
+
+
+def test_check_numerics_says_it_found_nothing_on_a_healthy_model(data, caplog):
+    trainer = TrainerConfig(epochs=1, verbose=False, check_numerics=True, backup=False)
+    tracker = RecordingTracker()
+    with caplog.at_level(logging.INFO, logger="tfx_hydra"):
+        train(compiled(trainer), data, trainer, tracker)
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("numerics: ")]
+    assert said == [f"numerics: checked every op of the training and validation steps, 1 epoch over "
+                    f"{data.num_train:,} training examples: no NaN or infinity."]
+    assert tracker.tags["debug.numerics"] == "clean"
