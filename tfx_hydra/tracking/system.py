@@ -34,7 +34,9 @@ def node_id() -> str | None:
 @contextmanager
 def system_metrics(run_id: str, uri: str, interval: float | None, resumed: bool = False) -> Iterator[None]:
     """MLflow's SystemMetricsMonitor on `run_id` for the block (interval None: off). Its samples are
-    taken on a thread of its own; a run shorter than one interval has none."""
+    taken on a thread of its own, the first as the block starts; when the block ends, that sample
+    (which MLflow's monitor drops if it stops within an interval) is logged and one more is taken,
+    so every run has a series from its start to its end, a run of a few seconds too."""
     if interval is None:
         yield
         return
@@ -47,4 +49,18 @@ def system_metrics(run_id: str, uri: str, interval: float | None, resumed: bool 
     try:
         yield
     finally:
-        monitor.finish()
+        monitor.finish()  # stops and joins its thread: the monitor is ours alone from here
+        _log_last_samples(monitor)
+
+
+def _log_last_samples(monitor) -> None:
+    """The sample taken since the monitor last logged (if any), then one at the end, each a step."""
+    try:
+        pending = monitor.aggregate_metrics()
+        if pending:
+            monitor.publish_metrics(pending)
+        monitor.collect_metrics()
+        monitor.publish_metrics(monitor.aggregate_metrics())
+        monitor.mlflow_logger.flush()
+    except Exception as err:  # noqa: BLE001 -- a missing sample never costs the run
+        log.debug(f"the last system-metrics sample was not logged: {err}")

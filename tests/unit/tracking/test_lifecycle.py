@@ -46,3 +46,15 @@ def test_tracking_none_writes_nothing(tmp_path):
         tracker.log_epoch(0, {"loss": 1.0})
         assert tracker.run_id is None
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_shorter_than_one_sampling_interval_still_has_system_metrics_from_start_to_end(tmp_path):
+    """MLflow's monitor drops the sample it took at the start when it stops within its interval (10 s by
+    default): a run of a few seconds, a digits run or a search's trial, would have no series at all."""
+    with tracked_run(TrackingConfig(), str(tmp_path), tags={}) as tracker:
+        tracker.log_epoch(0, {"loss": 1.0})
+    client, (run,) = mlflow_client(tmp_path), mlflow_runs(tmp_path)
+    cpu = client.get_metric_history(run.info.run_id, "system/cpu_utilization_percentage")
+    assert [m.step for m in cpu] == [0, 1]  # the start's sample and the end's
+    assert cpu[0].timestamp <= cpu[1].timestamp
+    assert {"system/system_memory_usage_megabytes", "system/disk_usage_percentage"} <= set(run.data.metrics)
