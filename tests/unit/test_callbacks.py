@@ -218,8 +218,15 @@ def test_the_progress_bar_moves_once_per_steps_per_execution_bundle_and_is_gone_
     assert bar.updates == 2 * 3  # 10 batches in bundles of 4: 3 updates an epoch, none per step
     drawn = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", screen.getvalue()).replace("\r", "\n")
     assert "epoch 1/2" in drawn and "epoch 2/2" in drawn and "10/10" in drawn and "11/10" not in drawn
-    assert " ex/s" in drawn
+    assert re.search(r"\d ex/s", drawn)
     assert bar._progress is None  # stopped (transient: erased) before the epoch's own line
+
+    screen.truncate(0)  # an epoch of one bundle (steps_per_execution 16 > 10 batches) still says its speed
+    model.compile("adam", "sparse_categorical_crossentropy", steps_per_execution=16)
+    bar = EpochProgress(console, num_examples=320, epochs=1)
+    model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(32), epochs=1, verbose=0, callbacks=[bar])
+    drawn = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", screen.getvalue()).replace("\r", "\n")
+    assert bar.updates == 1 and "10/10" in drawn and re.search(r"\d ex/s", drawn), drawn
 
 
 def test_no_progress_bar_when_the_output_is_not_a_terminal(monkeypatch):

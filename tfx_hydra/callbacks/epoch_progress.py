@@ -11,6 +11,7 @@ are all those see.
 from __future__ import annotations
 
 import logging
+import time
 
 import keras
 
@@ -47,14 +48,17 @@ class EpochProgress(keras.callbacks.Callback):
                                   transient=True, auto_refresh=False)
         self._progress.start()
         self._task = self._progress.add_task("train", total=steps, rate="")
+        self._started = time.perf_counter()
 
     def on_train_batch_end(self, batch, logs=None):
         if self._progress is None:
             return
         total = self._progress.tasks[0].total
         done = batch + 1 if total is None else min(batch + 1, total)  # Keras passes the bundle's last step
-        speed = self._progress.tasks[0].speed
-        rate = f"{speed * self._per_batch:,.0f} ex/s" if speed and self._per_batch else ""
+        # since the epoch began, not rich's own speed: that needs two updates, and an epoch of one
+        # steps_per_execution bundle (the digits: 41 batches, bundles of 64) has one
+        elapsed = time.perf_counter() - self._started
+        rate = f"{done * self._per_batch / elapsed:,.0f} ex/s" if self._per_batch and elapsed > 0 else ""
         self._progress.update(self._task, completed=done, rate=rate, refresh=True)
         self.updates += 1
 
