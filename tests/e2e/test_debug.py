@@ -57,7 +57,28 @@ def test_profile_writes_a_trace_and_says_how_to_open_it(four_presets):
     said = re.search(r"profile: batches \[3, 5\] traced in (\S+)\. Open it: pip install tensorboard-plugin-profile, "
                      r"then tensorboard --logdir (\S+) ", logs["profile"])
     assert said, logs["profile"][-2000:]
-    assert list(Path(said.group(1)).glob("*.xplane.pb")) and Path(said.group(2)).name == "tensorboard"
+    (trace,) = Path(said.group(1)).glob("*.xplane.pb")
+    assert Path(said.group(2)).name == "tensorboard"
+    # each profiled batch is a step to TensorFlow's profiler: a root trace (_r=1) with its step number
+    # (without one its Profile tab says "No step marker observed" and shows no input-pipeline share)
+    assert step_markers(trace) == [3, 4, 5]
+
+
+def step_markers(path: Path) -> list[int]:
+    """The step numbers of the trace's step markers: host events with a `step_num` and `_r` = 1."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(path.read_bytes())
+    steps = []
+    for plane in space.planes:
+        names = {key: metadata.name for key, metadata in plane.stat_metadata.items()}
+        for line in plane.lines:
+            for event in line.events:
+                stats = {names.get(stat.metadata_id): stat.int64_value or stat.uint64_value for stat in event.stats}
+                if stats.get("_r") == 1 and "step_num" in stats:
+                    steps.append(stats["step_num"])
+    return sorted(steps)
 
 
 def test_one_tensorboard_command_shows_a_sweeps_jobs_apart(four_presets):
