@@ -72,6 +72,14 @@ def say_numerics_clean(epochs: int, examples: int, tracker) -> None:
     tracker.set_tags({"debug.numerics": "clean"})
 
 
+def _keras_layer_frame(frames: list[tuple[str, str, str]]) -> tuple[str, str, str] | None:
+    """The innermost frame in a Keras layer's module (keras/src/layers/...), its path from `keras/`."""
+    for path, line, function in reversed(frames):
+        if "keras/src/layers/" in path:
+            return "keras/src/layers/" + path.split("keras/src/layers/", 1)[1], line, function
+    return None
+
+
 def non_finite_op(message: str) -> TrainingError:
     """check_numerics' report (a screenful with the op's stack) as one error: the op, its layer
     (from the checked node's name) and the line of user code that made it."""
@@ -81,8 +89,11 @@ def non_finite_op(message: str) -> TrainingError:
     mine = [f for f in frames if "site-packages" not in f[0] and not f[0].startswith("...")]
     op = found.group(2) if found else "an op"
     parts = node.group(1).split("/") if node else []
-    layer = parts[-3] if len(parts) >= 3 else (parts[0] if parts else op)  # <model>/<layer>/<op>/CheckNumerics
-    made = f", made at {mine[-1][0]}:{mine[-1][1]} ({mine[-1][2]})" if mine else ""
+    layer = parts[1] if len(parts) >= 3 else (parts[0] if parts else op)  # <model>/<layer>/.../<op>/CheckNumerics
+    # the user's line that made the op; a functional model's ops are made in Keras' own layers, whose
+    # call is then the place (TensorFlow shortens its paths: '...packages/keras/src/layers/core/dense.py')
+    where = mine[-1] if mine else _keras_layer_frame(frames)
+    made = f", made at {where[0]}:{where[1]} ({where[2]})" if where else ""
     return TrainingError(f"trainer.check_numerics: op '{op}' in layer '{layer}' produced the first NaN or infinity "
                          f"(output {found.group(1) if found else 0}){made}.",
                          fix=f"look at what feeds '{layer}' (its inputs, its weights, a log/div/exp of a value near "

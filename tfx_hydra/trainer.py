@@ -10,6 +10,7 @@ Keras is imported inside the functions: config validation must not pay for it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -19,6 +20,7 @@ import time
 from omegaconf import DictConfig
 
 from tfx_hydra.config import choice
+from tfx_hydra.console import native_lines_to_log
 from tfx_hydra.debug import NUMERICS_MARK, judge_overfit, non_finite_op, say_numerics_clean, say_profile
 from tfx_hydra.errors import ConfigError, TrainingError
 from tfx_hydra.metrics import FINETUNE_PHASE, PARAMETERS, TEST, TRAIN_PHASE, end_of_run, phase_timing
@@ -163,10 +165,14 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     if trainer.check_numerics:  # before fit traces its step function: every op of it gets a check
         tf.debugging.enable_check_numerics()
     started = time.perf_counter()
+    # check_numerics' finding is also a ~80-line warning TensorFlow's C++ side writes to descriptor 2 as
+    # the step aborts: to the job log, so the terminal shows our one line (our own lines go to stdout)
+    native = native_lines_to_log() if trainer.check_numerics else contextlib.nullcontext()
     try:
-        history = model.fit(datasets.train, validation_data=datasets.validation, epochs=last_epoch,
-                            initial_epoch=first_epoch, callbacks=callbacks, shuffle=False,
-                            verbose=0)  # the pipeline shuffles, seeded
+        with native:
+            history = model.fit(datasets.train, validation_data=datasets.validation, epochs=last_epoch,
+                                initial_epoch=first_epoch, callbacks=callbacks, shuffle=False,
+                                verbose=0)  # the pipeline shuffles, seeded
     except tf.errors.ResourceExhaustedError as err:
         raise out_of_memory(err, trainer, plan) from None
     except tf.errors.InvalidArgumentError as err:

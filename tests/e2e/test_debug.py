@@ -64,6 +64,21 @@ def test_profile_writes_a_trace_and_says_how_to_open_it(four_presets):
     assert step_markers(trace) == [3, 4, 5]
 
 
+def test_numerics_on_a_real_infinity_says_one_thing_on_the_terminal(tmp_path, capfd):
+    """A learning rate of 1e30 overflows the weights: TensorFlow's C++ side also writes the whole
+    check_numerics report (~80 lines) to descriptor 2 as the step aborts; it goes to the job log."""
+    done = run_cli_in_process(["debug=numerics", "optimizer=sgd", "optimizer.learning_rate=1e30"], cwd=tmp_path)
+    written = capfd.readouterr()  # descriptor 2 itself, where the C++ side writes
+    assert done.returncode == 1
+    shown = done.stdout + done.stderr + written.out + written.err
+    assert "Local rendezvous" not in shown and "Detected Infinity or NaN" not in shown, shown[-3000:]
+    (said,) = [line for line in shown.splitlines() if line.startswith("TrainingError: ")]
+    assert re.fullmatch(r"TrainingError: trainer\.check_numerics: op '\w+' in layer '\w+' produced the first NaN or "
+                        r"infinity \(output \d+\), made at \S+\.py:\d+ \(\w+\)\.", said), said
+    (log,) = (tmp_path / "outputs" / "debug").glob("*/*/tfx_hydra.log")
+    assert "Detected Infinity or NaN" in log.read_text()  # the whole report, kept where a reader can look
+
+
 def step_markers(path: Path) -> list[int]:
     """The step numbers of the trace's step markers: host events with a `step_num` and `_r` = 1."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2

@@ -58,6 +58,19 @@ def test_limit_caps_the_training_split():
     assert data.num_train == 100 and len(labels(data.train)) == 100
 
 
+def test_limit_batches_reads_the_same_few_batches_each_epoch_from_a_whole_cache(capfd):
+    """data.limit_batches takes before the cache: an epoch reads exactly its batches, the same examples
+    each epoch (reshuffled), and tf.data never warns that a cache was read partly and thrown away."""
+    data = digits([8, 8], 10, batch_size=32, seed=0, limit_batches=2)
+    epochs = [[(x.numpy(), y.numpy()) for x, y in data.train] for _ in range(2)]
+    assert [len(batches) for batches in epochs] == [2, 2] and all(len(y) == 32 for _, y in epochs[0])
+    first, second = (np.concatenate([x.reshape(len(x), -1) for x, _ in batches]) for batches in epochs)
+    assert not np.array_equal(first, second)  # reshuffled ...
+    assert sorted(map(bytes, first)) == sorted(map(bytes, second))  # ... the same 64 examples
+    assert len(labels(data.validation)) == 64 and len(labels(data.test)) == 64  # every split is limited
+    assert "did not fully read the dataset being cached" not in capfd.readouterr().err
+
+
 def test_mnist_from_a_local_npz(tmp_path):
     path = write_mnist_npz(tmp_path / "mnist.npz", train=200, test=50)
     data = keras_dataset("mnist", path=str(path), input_shape=[28, 28], num_classes=10, batch_size=32, seed=0,

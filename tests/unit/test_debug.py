@@ -62,3 +62,19 @@ def test_profile_says_when_no_trace_was_written(tmp_path, caplog):
     caplog.clear()
     say_profile(TrainerConfig(), str(tmp_path))  # not asked for: nothing said
     assert caplog.text == ""
+
+
+def test_an_op_made_inside_a_keras_layer_is_placed_at_that_layers_call():
+    """A functional model's ops are made in Keras' own layers (no user frame on the stack): the message
+    still gives a source position, the Keras layer's call that made the op."""
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2, name="head")])
+    model.layers[0].kernel.assign(tf.fill((2, 2), float("inf")))
+    tf.debugging.enable_check_numerics()
+    try:
+        with pytest.raises(tf.errors.InvalidArgumentError) as caught:
+            tf.function(lambda x: model(x))(tf.fill((1, 2), -1.0))
+    finally:
+        tf.debugging.disable_check_numerics()
+    said = str(non_finite_op(caught.value.message))
+    assert re.search(r"op '\w+' in layer 'head(_\d+)?' produced the first NaN or infinity \(output 0\), made at "
+                     r"keras/src/layers/core/dense\.py:\d+ \(call\)\.", said), said

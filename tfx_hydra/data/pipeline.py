@@ -1,7 +1,7 @@
 """What every data source shares: the spec, the three splits, and the way examples become batches.
 
 Order of a pipeline (each step a tf.data transformation, nothing hand-rolled):
-    examples -> [map: decode / normalize, parallel] -> cache -> [shuffle, training only]
+    examples -> [map: decode / normalize, parallel] -> [limit] -> cache -> [shuffle, training only]
              -> [map: augment, training only] -> batch -> prefetch
 Caching before the shuffle keeps decoding out of every epoch but the first; augmenting
 after it keeps augmentation fresh each epoch. TensorFlow is imported inside the
@@ -123,9 +123,15 @@ def options_from(batch_size: int, seed: int | None, pipeline: dict[str, Any]) ->
 
 def finish(dataset, options: PipelineOptions, *, training: bool, num_examples: int | None = None,
            augment: Callable | None = None, cache_suffix: str = ""):
-    """cache -> shuffle -> augment -> batch -> prefetch, with the sharding and determinism options."""
+    """[limit ->] cache -> shuffle -> augment -> batch -> prefetch, with the sharding and determinism options.
+    data.limit_batches takes its examples before the cache: every epoch reads the same few batches'
+    worth (what debug=overfit needs), and the cache is read whole (a cache read partly is thrown away
+    by tf.data, with a warning per epoch and split)."""
     import tensorflow as tf
 
+    if options.limit_batches is not None and num_examples:
+        num_examples = examples_read(options, num_examples)
+        dataset = dataset.take(num_examples)
     if options.cache is True or options.cache == "memory":
         dataset = dataset.cache()
     elif options.cache:  # a file path; one file per split
@@ -136,8 +142,6 @@ def finish(dataset, options: PipelineOptions, *, training: bool, num_examples: i
     if training and augment is not None:
         dataset = dataset.map(augment, num_parallel_calls=options.parallel_calls)
     dataset = dataset.batch(options.batch_size)
-    if options.limit_batches is not None and num_examples:
-        dataset = dataset.take(limited_batches(options, num_examples))
     dataset = dataset.prefetch(tf.data.AUTOTUNE if options.prefetch == "auto" else options.prefetch)
     return dataset.with_options(tf_options(options))
 
