@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize("launcher", ["parallel", "local_gpus"])
-def test_trials_report_and_prune_under_the_process_launchers(launcher, tmp_path):
+def test_trials_report_and_prune_under_the_process_launchers(launcher, tmp_path, capfd):
     """joblib (hydra/launcher=parallel) and submitit_local: each trial in a process of its own, which
     opens the study and reports its epochs there. The idle time of a batch is measured. Under joblib
     four trials run as two batches of two, so the second batch can be pruned against the first's
@@ -27,6 +27,10 @@ def test_trials_report_and_prune_under_the_process_launchers(launcher, tmp_path)
     # the launching process is this one; the trials run in the processes the launcher starts
     done = run_cli_in_process([*workers, *search(trials, "hparams_search.n_jobs=2")], cwd=tmp_path, multirun=True)
     assert done.returncode == 0, done.stderr[-3000:]
+    shown = done.stdout + done.stderr + "".join(capfd.readouterr())  # Optuna's handler writes to the real stderr
+    assert "A new study created" not in shown and "[I " not in shown, shown[-3000:]
+    assert "A new study created in RDB with name: mlp-digits" in (tmp_path / "multirun" / "mlp-digits" /
+                                                                  "sweep.log").read_text()  # Optuna's lines: there
     study = study_of(tmp_path)
     assert len(study.trials) == trials and {t.state for t in study.trials} <= {TrialState.COMPLETE, TrialState.PRUNED}
     assert all(t.params not in [s.params for s in study.trials[:2]] for t in study.trials[2:])  # the sampler goes on

@@ -9,11 +9,13 @@ call `use_terminal()`.
 
     terminal.py      the terminal handler, its prefixes, what stays off it; a parallel job's label
     native_lines.py  TensorFlow's C++ start-up lines taken off descriptor 2 into the job log
+    library_lines.py a library's own lines (MLflow's, Optuna's) and warnings into a log file
     tables.py        the epoch line, the run's summary, tables that never break a word
     held_error.py    Hydra's "Error executing job" line held back for user errors
 """
 
 from tfx_hydra.console.held_error import HeldJobErrorLine, held_job_error_line
+from tfx_hydra.console.library_lines import library_lines_to
 from tfx_hydra.console.native_lines import native_lines_to_log
 from tfx_hydra.console.tables import BARE, epoch_line, format_value, key_value_table, print_summary, render_text
 from tfx_hydra.console.terminal import (
@@ -26,5 +28,6 @@ from tfx_hydra.console.terminal import (
 )
 
 __all__ = ["BARE", "HeldJobErrorLine", "NATIVE_LOGGER", "QuietUnlessVerbose", "TerminalFormatter", "TerminalHandler",
-           "epoch_line", "format_value", "held_job_error_line", "key_value_table", "native_lines_to_log",
+           "epoch_line", "format_value", "held_job_error_line", "key_value_table", "library_lines_to",
+           "native_lines_to_log",
            "parallel_job_label", "print_summary", "render_text", "use_terminal"]

@@ -7,7 +7,6 @@ opens it with `connect` and sends records with `send_batch`.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import time
@@ -16,6 +15,7 @@ import urllib.request
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator
 
+from tfx_hydra.console import library_lines_to
 from tfx_hydra.errors import TrackingError
 from tfx_hydra.schemas import TrackingConfig
 from tfx_hydra.tracking.secrets import mask_uri
@@ -135,23 +135,10 @@ STORE_SETUP_LOGGER = "mlflow.store.db.utils"  # "Creating initial MLflow databas
 
 @contextmanager
 def store_setup_lines_to(log_file: str) -> Iterator[None]:
-    """MLflow's own lines while it creates or upgrades a SQL store go to `log_file`, not the terminal.
-    MLflow's `mlflow` logger has a stderr handler of its own and does not propagate, so no logging
-    configuration of ours or Hydra's sees them: a sweep's launching process (which has no job log)
-    printed them after its summary table."""
-    logger = logging.getLogger(STORE_SETUP_LOGGER)
-    handler = logging.FileHandler(log_file, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
-    propagate, level = logger.propagate, logger.level
-    logger.addHandler(handler)
-    logger.propagate = False
-    logger.setLevel(logging.INFO)
-    try:
+    """MLflow's own lines while it creates or upgrades a SQL store go to `log_file`, not the terminal
+    (a sweep's launching process, which has no job log, printed them after its summary table)."""
+    with library_lines_to(log_file, STORE_SETUP_LOGGER):
         yield
-    finally:
-        logger.removeHandler(handler)
-        handler.close()
-        logger.propagate, logger.level = propagate, level
 
 
 def ui_command(uri: str, launch_dir: str) -> str:

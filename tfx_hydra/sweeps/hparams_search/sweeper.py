@@ -21,8 +21,10 @@ from typing import Any
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
+from tfx_hydra.console import library_lines_to
 from tfx_hydra.errors import ConfigError, TrainingError
 from tfx_hydra.sweeps.hparams_search.trial import SECONDS
+from tfx_hydra.sweeps.parent import SWEEP_LOG
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +46,22 @@ class OptunaSweeper(Sweeper):
                                                                 task_function=task_function, config=config)
 
     def sweep(self, arguments: list[str]) -> list[Any]:
-        from tfx_hydra.sweeps.hparams_search import checks, report
-        from tfx_hydra.sweeps.hparams_search import study as studies
-        from tfx_hydra.sweeps.summary import say
+        from tfx_hydra.sweeps.hparams_search import checks
 
         plan = checks.plan(self.config, self.params, arguments)
         sweep_dir = os.path.abspath(str(self.config.hydra.sweep.dir))
         os.makedirs(sweep_dir, exist_ok=True)
         OmegaConf.save(self.config, os.path.join(sweep_dir, "multirun.yaml"))
+        # Optuna's own lines ("[I ...] A new study created in RDB ...", each trial's end) and the warnings
+        # of its plots: the sweep's log, not the terminal, which shows the search's lines and its table
+        with library_lines_to(os.path.join(sweep_dir, SWEEP_LOG), "optuna"):
+            return self._search(plan, sweep_dir)
+
+    def _search(self, plan, sweep_dir: str) -> list[Any]:
+        from tfx_hydra.sweeps.hparams_search import report
+        from tfx_hydra.sweeps.hparams_search import study as studies
+        from tfx_hydra.sweeps.summary import say
+
         study, created = studies.open_study(plan.url, plan.settings, plan.directions, plan.space,
                                             plan.compared_overrides, plan.seed, plan.max_epochs)
         finished, running = studies.progress(study)
@@ -74,7 +84,8 @@ class OptunaSweeper(Sweeper):
         except BaseException:  # Ctrl-C, SIGTERM, a failed batch: its trials are re-run by the next command
             studies.retry_lost_trials(study, grace_period=-1.0, own=set(), only=rounds.in_flight)
             raise
-        report.finish(study, plan, sweep_dir, self.config, rounds.idle_seconds)
+        with library_lines_to(os.path.join(sweep_dir, SWEEP_LOG), report.__name__, capture_warnings=True):
+            report.finish(study, plan, sweep_dir, self.config, rounds.idle_seconds)
         return rounds.returns
 
 
