@@ -16,15 +16,7 @@ from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from tfx_hydra.config import composition_error
-from tfx_hydra.console import held_job_error_line
-
-
-def quiet_libraries() -> None:
-    """Set before TensorFlow or MLflow is imported, for this process and the sweep jobs it starts
-    (they inherit its environment); a value the user set wins."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # TensorFlow's INFO lines drown the run's own output
-    # MLflow draws a progress bar for every artifact it downloads (mode=evaluate, reproduce): noise in a log
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+from tfx_hydra.console import held_job_error_line, quiet_libraries
 
 
 @hydra.main(version_base="1.3", config_path="pkg://tfx_hydra.conf", config_name="config")

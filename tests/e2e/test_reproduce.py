@@ -53,10 +53,13 @@ def test_a_deterministic_run_is_reproduced_bit_identically_with_the_differences_
 
     git(tmp_path, "commit", "-qam", "second")  # the code moved on since the run
     second_commit = git(tmp_path, "rev-parse", "HEAD")
+    new_user = {k: v for k, v in cli_env().items() if k != "TF_CPP_MIN_LOG_LEVEL"}  # as a user's shell has it
     rerun = subprocess.run([sys.executable, "-m", "tfx_hydra.reproduce", original.info.run_id], cwd=tmp_path,
-                           env=cli_env(), capture_output=True, text=True)
+                           env=new_user, capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     out = rerun.stdout
+    for chatter in ("I0000", "E0000", "W0000", "cuInit", "oneDNN", "absl::InitializeLog"):  # TensorFlow's C++ side
+        assert chatter not in out + rerun.stderr, (out + rerun.stderr)[-3000:]
     assert f"git commit: {first_commit} then, {second_commit} now" in out
     assert "the run used uncommitted changes: its diff is the artifact environment/git.diff" in out
     assert out.index("difference(s)") < out.index("epoch 1/2")  # listed before the re-run starts

@@ -1,4 +1,5 @@
-"""TensorFlow's C++ start-up lines, taken off file descriptor 2 and handed to logging."""
+"""TensorFlow's C++ lines: fewer of them (quiet_libraries), and those at its start-up taken off file
+descriptor 2 and handed to logging."""
 
 from __future__ import annotations
 
@@ -11,6 +12,14 @@ from typing import Iterator
 
 from tfx_hydra.console.tables import BARE
 from tfx_hydra.console.terminal import NATIVE_LOGGER
+
+
+def quiet_libraries() -> None:
+    """Set before TensorFlow or MLflow is imported, by every command (and so for the processes it
+    starts: sweep jobs, reproduce's re-run); a value the user set wins."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # TensorFlow's INFO lines drown the run's own output
+    # MLflow draws a progress bar for every artifact it downloads (mode=evaluate, reproduce): noise in a log
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 
 @contextmanager

@@ -26,7 +26,7 @@ import subprocess
 import sys
 
 from tfx_hydra import tracking
-from tfx_hydra.console import BARE, render_text, use_terminal
+from tfx_hydra.console import BARE, quiet_libraries, render_text, use_terminal
 from tfx_hydra.errors import ReproduceError, TfxHydraError
 from tfx_hydra.reproduce.differences import (
     config_differences,
@@ -48,7 +48,7 @@ WEIGHTS_TAG = "model.weights_sha256"
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     use_terminal()
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # three tiny downloads, no bars
+    quiet_libraries()  # TensorFlow (the data check) and MLflow (its downloads) say less, here and in the re-run
     try:
         uri = store_uri(args.tracking_uri)
         client = _client(uri)
