@@ -112,6 +112,17 @@ def test_quiet_lines_show_when_the_user_asks_for_them(job_logging, capsys):
         logging.getLogger().setLevel(logging.INFO)
 
 
+def test_library_notices_on_absl_go_to_the_job_log_only(job_logging, capsys):
+    """TF Hub's cache line and keras.datasets' download lines (absl INFO); an absl warning still shows."""
+    absl = logging.getLogger("absl")
+    absl.info("Using /tmp/tfhub_modules to cache modules.")
+    absl.info("Downloading data from https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz")
+    absl.warning("a real absl warning")
+    assert capsys.readouterr().out.splitlines() == ["warning a real absl warning"]
+    logged = job_logging.read_text()
+    assert "to cache modules." in logged and "Downloading data from https://storage" in logged
+
+
 def test_a_parallel_sweep_job_labels_every_line_of_a_record():
     formatter = TerminalFormatter("[job 3] ")
     record = logging.LogRecord("tfx_hydra.run", logging.INFO, __file__, 1, "table\nrow", None, None)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import keras
 import numpy as np
 import pytest
@@ -135,12 +137,21 @@ def test_split_fractions_out_of_range():
 
 
 @pytest.mark.parametrize("name, said", [("mnist", "MNIST"), ("fashion_mnist", "fashion_mnist")])
-def test_download_failure_says_how_to_work_offline(monkeypatch, name, said):
+def test_download_failure_says_how_to_work_offline(monkeypatch, name, said, capsys, caplog):
     # Fault injection: make Keras' download fail as it does on a machine without internet.
 
-    def offline(*args, **kwargs):
+    def offline(*args, **kwargs):  # Keras says what it downloads before it tries (its own print path)
+        from keras.src.utils import io_utils
+
+        io_utils.print_msg(f"Downloading data from https://storage.googleapis.com/tensorflow/tf-keras-datasets/{name}")
         raise Exception("URL fetch failure on https://storage.googleapis.com/...: None -- [Errno -3]")
     monkeypatch.setattr(getattr(keras.datasets, name), "load_data", offline)
+    caplog.set_level(logging.INFO, logger="absl")
+    interactive = keras.config.is_interactive_logging_enabled()
     with pytest.raises(DataError, match=rf"could not download {said} with keras.datasets.{name}") as caught:
         keras_dataset(name, path=None, input_shape=[28, 28], num_classes=10, batch_size=32, seed=0)
     assert f"pass a local copy with data.path=/abs/path/{name}.npz" in str(caught.value)
+    # the notice went to logging (absl: the job log, off the terminal), not to stdout; Keras' setting is back
+    assert "Downloading data from" not in capsys.readouterr().out
+    assert any("Downloading data from" in r.getMessage() and r.name == "absl" for r in caplog.records)
+    assert keras.config.is_interactive_logging_enabled() == interactive

@@ -15,6 +15,9 @@ NATIVE_LOGGER = "tfx_hydra.native"  # what TensorFlow's C++ side wrote while it 
 # Library warnings known to be harmless here (Python's warnings reach logging: see TerminalHandler).
 HARMLESS_WARNINGS = ("triggered tf.function retracing",  # every job of a sweep traces its model's functions anew
                      "In the future `np.object` will be defined")  # Keras' ONNX exporter asks NumPy an old question
+# absl's INFO lines: TF Hub's "Using /tmp/tfhub_modules to cache modules.", keras.datasets' "Downloading
+# data from ..." and its progress (data/keras.py routes Keras' prints there for the download)
+QUIET_LIBRARY_INFO = ("absl",)
 log = logging.getLogger("tfx_hydra")
 
 
@@ -39,12 +42,14 @@ class TerminalFormatter(logging.Formatter):
 
 
 class QuietUnlessVerbose(logging.Filter):
-    """Keeps TensorFlow's native start-up lines and known-harmless library warnings off the
-    terminal; the job log file still has them. `hydra.verbose=true` (or naming the logger:
-    hydra.verbose=tfx_hydra.native, hydra.verbose=tensorflow) shows them."""
+    """Keeps TensorFlow's native start-up lines, known-harmless library warnings and absl's info
+    lines (downloads, TF Hub's cache) off the terminal; the job log file still has them.
+    `hydra.verbose=true` (or naming the logger: hydra.verbose=tfx_hydra.native, hydra.verbose=absl)
+    shows them."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        quiet = record.name == NATIVE_LOGGER or any(text in record.getMessage() for text in HARMLESS_WARNINGS)
+        quiet = (record.name == NATIVE_LOGGER or any(text in record.getMessage() for text in HARMLESS_WARNINGS)
+                 or (record.name in QUIET_LIBRARY_INFO and record.levelno <= logging.INFO))
         return not quiet or logging.getLogger().isEnabledFor(logging.DEBUG) or \
             logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
 

@@ -41,8 +41,13 @@ def keras_dataset(name, path, input_shape, num_classes, batch_size, seed, valida
 
 
 def download_keras_dataset(name: str) -> dict[str, np.ndarray]:
+    """keras.datasets' own download (cached in ~/.keras/datasets). Its "Downloading data from ..." line
+    and progress bar are Keras' interactive prints to stdout: switched to Keras' logging for the
+    download, they reach the job log and stay off the terminal (console.QuietUnlessVerbose)."""
     import keras
 
+    interactive = keras.config.is_interactive_logging_enabled()
+    keras.config.disable_interactive_logging()
     try:
         (x_train, y_train), (x_test, y_test) = getattr(keras.datasets, name).load_data()
     except Exception as err:  # Keras raises a bare Exception on a failed download
@@ -50,6 +55,9 @@ def download_keras_dataset(name: str) -> dict[str, np.ndarray]:
             f"could not download {name.upper() if name == 'mnist' else name} with keras.datasets.{name} ({err}).",
             fix=f"pass a local copy with data.path=/abs/path/{name}.npz, or use data=digits (offline)",
         ) from None
+    finally:
+        if interactive:
+            keras.config.enable_interactive_logging()
     return dict(zip(KERAS_KEYS, (x_train, y_train, x_test, y_test)))
 
 
