@@ -139,8 +139,9 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     steps = plan.steps_per_execution if plan else 1
     epochs = trainer.epochs + trainer.finetune_epochs
     console = terminal_console() if trainer.verbose else None
+    progress = EpochProgress(console, datasets.num_train, epochs) if console else None
     callbacks = [  # at an epoch's end, in this order: a diverged epoch is neither shown, logged nor backed up
-        *([EpochProgress(console, datasets.num_train, epochs)] if console else []),  # gone before the epoch's line
+        *([progress] if progress else []),  # gone before the epoch's line
         NonFiniteGuard(steps, backup_dir if trainer.backup else None),
         EpochClock(datasets.num_train, epochs, trainer.verbose),
     ]
@@ -182,6 +183,8 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     finally:
         if trainer.check_numerics:  # a process-wide switch: the next run in this process (a sweep's job) is not checked
             tf.debugging.disable_check_numerics()
+        if progress:  # Ctrl-C or an error mid-epoch (Keras then ends no epoch): the bar is erased before any
+            progress.stop()  # line is said, and is not drawn again under the next one (a search's summary)
     seconds = time.perf_counter() - started
     losses = history.history.get("loss", [])  # finite: NonFiniteGuard saw each epoch's running loss
     if trainer.check_numerics:

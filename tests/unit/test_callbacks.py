@@ -229,6 +229,27 @@ def test_the_progress_bar_moves_once_per_steps_per_execution_bundle_and_is_gone_
     assert bar.updates == 1 and "10/10" in drawn and re.search(r"\d ex/s", drawn), drawn
 
 
+def test_a_fit_that_ends_mid_epoch_erases_its_bar_before_anything_else_is_said(data, monkeypatch):
+    """Ctrl-C or an error mid-epoch: Keras ends no epoch, so without the trainer's stop the bar stayed live
+    and the next line (the interrupt's, a search's summary) was glued to it and the bar drawn again."""
+    import dataclasses
+    import io
+
+    from rich.console import Console
+
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=120)
+    monkeypatch.setattr("tfx_hydra.callbacks.terminal_console", lambda: console)  # the run's terminal, as a file
+    failing = data.train.enumerate().map(  # the pipeline breaks at the third batch of the epoch
+        lambda i, batch: (tf.debugging.assert_less(i, tf.constant(2, tf.int64), message="planted") and batch))
+    trainer = TrainerConfig(epochs=2, backup=False, steps_per_execution=1)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="planted"):
+        train(compiled(trainer), dataclasses.replace(data, train=failing), trainer, RecordingTracker())
+    console.print("the next line")
+    after = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", screen.getvalue()).split("the next line", 1)[1]
+    assert "epoch 1/2" in screen.getvalue() and "━" not in after and "epoch 1/2" not in after, after
+
+
 def test_no_progress_bar_when_the_output_is_not_a_terminal(monkeypatch):
     import logging
 

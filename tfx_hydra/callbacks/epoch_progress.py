@@ -63,12 +63,14 @@ class EpochProgress(keras.callbacks.Callback):
         self.updates += 1
 
     def on_epoch_end(self, epoch, logs=None):
-        self._stop()
+        self.stop()
 
     def on_train_end(self, logs=None):
-        self._stop()
+        self.stop()
 
-    def _stop(self):
+    def stop(self):
+        """Erase the bar (it is transient) and release the console; the trainer calls it when a fit ends
+        by an exception, which Keras ends no epoch for."""
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
