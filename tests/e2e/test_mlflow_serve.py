@@ -16,10 +16,17 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.helpers import QUICK, cli_env, free_ports, mlflow_client, mlflow_runs, wait_for_http
+from tests.helpers import QUICK, REPO, cli_env, free_ports, mlflow_client, mlflow_runs, wait_for_http
 from tests.helpers.in_process import run_cli_in_process
 
 pytestmark = pytest.mark.slow
+
+
+def readme_curl_body() -> str:
+    """The -d body of README.md's `curl .../invocations` line."""
+    lines = (REPO / "README.md").read_text().splitlines()
+    (line,) = [line for line in lines if "curl -s" in line and "/invocations" in line]
+    return line.split(" -d '", 1)[1].rstrip("'")
 
 
 def test_mlflow_models_serve_answers_like_the_trained_model(tmp_path):
@@ -47,6 +54,12 @@ def test_mlflow_models_serve_answers_like_the_trained_model(tmp_path):
                                          headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request) as response:
             served = np.asarray(json.loads(response.read())["predictions"])
+        readme_body = readme_curl_body()  # the README's curl example, sent as it is written
+        request = urllib.request.Request(f"{base}/invocations", data=readme_body.encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request) as response:
+            answered = json.loads(response.read())["predictions"]
+        assert np.asarray(answered).shape == (1, 10) and abs(sum(answered[0]) - 1) < 1e-4
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)

@@ -106,3 +106,27 @@ def test_the_readme_links_every_reference_doc_and_each_exists():
                 "bench/README.md"):
         assert f"]({doc})" in readme, doc
         assert (REPO / doc).is_file(), doc
+
+
+def test_the_readme_describes_the_search_presets_space_as_its_file_has_it():
+    """Each key of conf/hparams_search/optuna.yaml's space, with its distribution written as the file
+    writes it, is in the README's search section; and the README names no key the space lacks."""
+    import yaml
+
+    space = yaml.safe_load((CONF / "hparams_search" / "optuna.yaml").read_text())["hydra"]["sweeper"]["params"]
+    readme = " ".join((REPO / "README.md").read_text().split())  # its lines joined, as it reads
+    section = readme[readme.index("- **The space** is"):readme.index("- **Samplers**")]
+    for key, distribution in space.items():
+        assert f"`{key}` `{distribution}`" in section, (key, distribution)
+    described = set(re.findall(r"`((?:model|optimizer|trainer)\.\w+)` `(?:choice|interval|tag|range)\(", section))
+    assert described == set(space), described ^ set(space)
+
+
+def test_help_and_readme_quote_the_same_measured_time_for_the_quickstart():
+    """The figure comes from bench/README.md's measurement (startup.py's section); the two places a new
+    user reads it must agree, and say on what."""
+    help_text = (CONF / "hydra" / "help" / "tfx_hydra.yaml").read_text()
+    readme = (REPO / "README.md").read_text()
+    measured = re.search(r'the "(~\d+ s on a [\w-]+ CPU)" that `--help` and the README quote',
+                         " ".join((REPO / "bench" / "README.md").read_text().split())).group(1)
+    assert measured in help_text and measured in readme, measured
