@@ -38,12 +38,12 @@ def run_piped(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
-def run_on_a_terminal(args: list[str], cwd: Path, columns: int = 60) -> tuple[int, str]:
-    """`python -m tfx_hydra ARGS` with a pseudo-terminal of `columns` columns as stdin, stdout and
+def run_on_a_terminal(args: list[str], cwd: Path, columns: int = 60, module: str = "tfx_hydra") -> tuple[int, str]:
+    """`python -m MODULE ARGS` with a pseudo-terminal of `columns` columns as stdin, stdout and
     stderr: what the user's terminal receives (colour codes removed)."""
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
-    child = subprocess.Popen([sys.executable, "-m", "tfx_hydra", *args], cwd=cwd, env=new_user_env(),
+    child = subprocess.Popen([sys.executable, "-m", module, *args], cwd=cwd, env=new_user_env(),
                              stdin=follower, stdout=follower, stderr=follower, close_fds=True)
     os.close(follower)
     received = b""
@@ -154,3 +154,12 @@ def test_a_parallel_sweep_labels_each_line_with_its_job_and_each_job_logs_its_ow
     summary = done.stdout[done.stdout.index("tfx_hydra: sweep complete"):]
     assert "jobs              │ 2 finished, 0 failed, 0 killed" in summary
     assert f"sweep dir         │ {sweep_dir}" in summary
+
+
+def test_the_tfrecord_converter_on_a_terminal_says_what_it_wrote_and_nothing_of_tensorflows(tmp_path):
+    status, shown = run_on_a_terminal([str(tmp_path / "tfr"), "data=digits"], tmp_path, columns=120,
+                                      module="tfx_hydra.data.to_tfrecord")
+    assert status == 0, shown[-3000:]
+    assert_no_native_chatter(shown)
+    assert shown.splitlines()[0] == (f"wrote {{'train': 1293, 'validation': 144, 'test': 360}} examples to "
+                                     f"{tmp_path / 'tfr'}"), shown[:2000]

@@ -48,3 +48,16 @@ def native_lines_to_log() -> Iterator[None]:
             for line in sink.read().decode(errors="replace").splitlines():
                 if line.strip():
                     native.info(line, extra=BARE)
+
+
+def start_tensorflow_quietly() -> None:
+    """For a command that is not a run (reproduce's data check, the TFRecord converter, mode=evaluate):
+    TensorFlow imported and its devices probed (cuInit's error on a machine without a GPU comes then)
+    with its start-up lines to the log, and its objects frozen out of the garbage collector
+    (process/long_lived.py), as a run's hardware step does."""
+    from tfx_hydra.process.long_lived import long_lived_imports
+
+    with native_lines_to_log(), long_lived_imports():
+        import tensorflow as tf
+
+        tf.config.list_physical_devices("GPU")

@@ -20,7 +20,7 @@ import sys
 import numpy as np
 from hydra.errors import HydraException
 
-from tfx_hydra.console import use_terminal
+from tfx_hydra.console import quiet_libraries, start_tensorflow_quietly, use_terminal
 from tfx_hydra.errors import ConfigError, TfxHydraError
 
 SPLITS = ("train", "validation", "test")
@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="Hydra overrides that select the data, e.g. data=mnist")
     args = parser.parse_intermixed_args(argv)
     use_terminal()
+    quiet_libraries()
     try:
         written = convert(args.output_dir, args.shards, args.overrides)
     except (TfxHydraError, HydraException) as err:  # a user mistake: the message, not a traceback
@@ -56,6 +57,7 @@ def convert(output_dir: str, shards: int, overrides: list[str]) -> str:
     cfg = compose(overrides)
     data_cfg = OmegaConf.to_container(cfg.data, resolve=True)
     data_cfg.update(shuffle_buffer=0, cache=False)  # written in order; data.limit still applies
+    start_tensorflow_quietly()  # its start-up lines off the terminal
     datasets = build(OmegaConf.create(data_cfg), "data", batch_size=256)
     output_dir = os.path.abspath(output_dir)
     os.makedirs(output_dir, exist_ok=True)

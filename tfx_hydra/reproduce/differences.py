@@ -9,9 +9,8 @@ import os
 from omegaconf import OmegaConf
 
 from tfx_hydra import tracking
-from tfx_hydra.console import BARE, native_lines_to_log
+from tfx_hydra.console import BARE, start_tensorflow_quietly
 from tfx_hydra.errors import TfxHydraError
-from tfx_hydra.process.long_lived import long_lived_imports
 from tfx_hydra.reproduce.source import SourceRun
 
 log = logging.getLogger("tfx_hydra.reproduce")
@@ -82,8 +81,8 @@ def data_differences(source: SourceRun) -> list[str]:
     try:
         if os.path.isdir(source.launch_dir):
             os.chdir(source.launch_dir)
-        with native_lines_to_log(), long_lived_imports():  # TensorFlow's start-up lines: the log's, not the terminal's
-            datasets = build(OmegaConf.create(source.data_config), "data", batch_size=DIGEST_BATCH)
+        start_tensorflow_quietly()  # its start-up lines: the log's, not the terminal's
+        datasets = build(OmegaConf.create(source.data_config), "data", batch_size=DIGEST_BATCH)
     except TfxHydraError as err:  # a missing file, a bad value: said as a difference
         return [f"data: what the run read cannot be read today ({str(err).splitlines()[0]})"]
     finally:
