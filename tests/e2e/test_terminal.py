@@ -163,3 +163,15 @@ def test_the_tfrecord_converter_on_a_terminal_says_what_it_wrote_and_nothing_of_
     assert_no_native_chatter(shown)
     assert shown.splitlines()[0] == (f"wrote {{'train': 1293, 'validation': 144, 'test': 360}} examples to "
                                      f"{tmp_path / 'tfr'}"), shown[:2000]
+
+
+def test_debug_overfit_on_a_terminal_has_no_cache_warnings_and_an_unbroken_bar(tmp_path):
+    """debug=overfit reads 4 batches of a cached split 100 times: tf.data warned each time it threw a
+    partly read cache away (102 lines, spliced into the progress bar). The limit now comes before the cache."""
+    status, shown = run_on_a_terminal(["debug=overfit"], tmp_path, columns=120)
+    assert status == 0, shown[-3000:]
+    assert_no_native_chatter(shown)
+    assert "cache" not in shown.lower(), shown[-3000:]
+    epochs = [line for line in shown.splitlines() if re.search(r"epoch \d+/100  accuracy", line)]
+    assert len(epochs) == 100 and all(re.match(r"epoch \d+/100  accuracy", line) for line in epochs), epochs[:5]
+    assert "overfit check: training loss" in shown and "the model can fit them" in shown
