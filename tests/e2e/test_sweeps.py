@@ -56,8 +56,8 @@ def test_basic_launcher_sweep_nests_every_job_under_one_parent(tmp_path):
     assert parent.data.tags["sweep.launcher"].endswith("BasicLauncher")
     assert parent.data.tags["sweep.overrides"].startswith("model.units=32,64 trainer.batch_size=16,32")
     assert [c.info.run_name for c in children] == [
-        "0: model.units=32 trainer.batch_size=16", "1: model.units=32 trainer.batch_size=32",
-        "2: model.units=64 trainer.batch_size=16", "3: model.units=64 trainer.batch_size=32"]
+        "job 0: units 32, batch 16", "job 1: units 32, batch 32", "job 2: units 64, batch 16",
+        "job 3: units 64, batch 32"]
     assert sorted((c.data.params["model.units"], c.data.params["trainer.batch_size"]) for c in children) == [
         ("32", "16"), ("32", "32"), ("64", "16"), ("64", "32")]
     assert {c.info.status for c in children} == {"FINISHED"}

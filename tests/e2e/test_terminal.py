@@ -175,3 +175,33 @@ def test_debug_overfit_on_a_terminal_has_no_cache_warnings_and_an_unbroken_bar(t
     epochs = [line for line in shown.splitlines() if re.search(r"epoch \d+/100  accuracy", line)]
     assert len(epochs) == 100 and all(re.match(r"epoch \d+/100  accuracy", line) for line in epochs), epochs[:5]
     assert "overfit check: training loss" in shown and "the model can fit them" in shown
+
+
+def test_a_search_on_a_terminal_shows_the_searchs_own_lines_and_a_table_that_fits(tmp_path):
+    status, shown = run_on_a_terminal(["-m", "hparams_search=optuna", "hparams_search.n_trials=2", "trainer.epochs=2",
+                                       "data.limit=200", "export=none", "export.mlflow_model=false"],
+                                      tmp_path, columns=120)
+    assert status == 0, shown[-3000:]
+    assert_no_native_chatter(shown)
+    assert "A new study created" not in shown and "[I " not in shown, shown[:3000]  # Optuna's: in sweep.log
+    assert "tfx_hydra search: study 'mlp-digits' (new)" in shown
+    table = shown[shown.index("tfx_hydra: sweep complete"):]
+    assert max(len(line) for line in table.splitlines()) <= 120, table
+    assert re.search(r"\n1\s+FINISHED\s+2\s+\d\.\d{4}\s.*trial 1: lr \S+, units \d+, dropout \S+, batch \d+\n", table)
+
+
+def test_evaluate_and_sync_on_a_terminal_say_their_own_lines_only(tmp_path):
+    trained = run_piped([*QUICK, "trainer.epochs=1"], tmp_path)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    output_dir = output_dir_of(tmp_path)
+    export = output_dir / "export" / "mlp" / "1"
+    status, shown = run_on_a_terminal(["mode=evaluate", f"export.source={export}"], tmp_path, columns=120)
+    assert status == 0, shown[-3000:]
+    assert_no_native_chatter(shown)
+    said = [line for line in shown.splitlines() if line.startswith("tfx_hydra evaluate: ")]
+    assert said == [f"tfx_hydra evaluate: the SavedModel at {export}",
+                    "tfx_hydra evaluate: on the test split of data=digits: 360 examples, inputs (8, 8), 10 classes"]
+    status, shown = run_on_a_terminal([str(output_dir)], tmp_path, columns=120, module="tfx_hydra.sync")
+    lines = shown.strip().splitlines()
+    assert status == 1 and len(lines) == 2, shown  # the message and its fix, nothing else
+    assert f"{output_dir} has nothing to sync (no mlflow_offline/ folder)" in lines[0] and "Fix: " in lines[1]
