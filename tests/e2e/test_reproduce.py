@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import platform
 import subprocess
-import sys
 from importlib import metadata
 
 import pytest
 
-from tests.helpers import QUICK, cli_env, mlflow_client, mlflow_runs, run_cli
+from tests.helpers import QUICK, mlflow_client, mlflow_runs, run_cli
 from tests.helpers.in_process import run_in_process
+from tests.helpers.terminal import assert_no_native_chatter, run_on_a_terminal
 from tfx_hydra import reproduce
 
 pytestmark = pytest.mark.slow
@@ -53,13 +53,10 @@ def test_a_deterministic_run_is_reproduced_bit_identically_with_the_differences_
 
     git(tmp_path, "commit", "-qam", "second")  # the code moved on since the run
     second_commit = git(tmp_path, "rev-parse", "HEAD")
-    new_user = {k: v for k, v in cli_env().items() if k != "TF_CPP_MIN_LOG_LEVEL"}  # as a user's shell has it
-    rerun = subprocess.run([sys.executable, "-m", "tfx_hydra.reproduce", original.info.run_id], cwd=tmp_path,
-                           env=new_user, capture_output=True, text=True)
-    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
-    out = rerun.stdout
-    for chatter in ("I0000", "E0000", "W0000", "cuInit", "oneDNN", "absl::InitializeLog"):  # TensorFlow's C++ side
-        assert chatter not in out + rerun.stderr, (out + rerun.stderr)[-3000:]
+    # on a terminal, as a user runs it (no TF_CPP_MIN_LOG_LEVEL): TensorFlow's C++ side says nothing there
+    status, out = run_on_a_terminal([original.info.run_id], tmp_path, columns=120, module="tfx_hydra.reproduce")
+    assert status == 0, out[-3000:]
+    assert_no_native_chatter(out)
     assert f"git commit: {first_commit} then, {second_commit} now" in out
     assert "the run used uncommitted changes: its diff is the artifact environment/git.diff" in out
     assert out.index("difference(s)") < out.index("epoch 1/2")  # listed before the re-run starts

@@ -3,66 +3,22 @@ real terminal (a pseudo-terminal 60 columns wide), for a default run, a verbose 
 
 from __future__ import annotations
 
-import fcntl
-import os
-import pty
 import re
-import struct
 import subprocess
 import sys
-import termios
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import QUICK, cli_env, mlflow_client, mlflow_runs
+from tests.helpers import QUICK, mlflow_client, mlflow_runs
+from tests.helpers.terminal import NATIVE_CHATTER, assert_no_native_chatter, new_user_env, run_on_a_terminal
 
 pytestmark = pytest.mark.slow
-
-# What TensorFlow's C++ side prints while it starts (absl's preamble, oneDNN, CUDA probing).
-NATIVE_CHATTER = ("absl::InitializeLog", "oneDNN custom operations", "cuda drivers", "cuInit", "I0000", "E0000",
-                  "W0000", "cudart_stub", "port.cc")
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-def new_user_env() -> dict[str, str]:
-    """The environment of someone who just installed: no TF_CPP_MIN_LOG_LEVEL, no COLUMNS."""
-    env = cli_env()
-    for name in ("TF_CPP_MIN_LOG_LEVEL", "COLUMNS", "LINES"):
-        env.pop(name, None)
-    return env
 
 
 def run_piped(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tfx_hydra", *args], cwd=cwd, env=new_user_env(),
                           capture_output=True, text=True, timeout=300)
-
-
-def run_on_a_terminal(args: list[str], cwd: Path, columns: int = 60, module: str = "tfx_hydra") -> tuple[int, str]:
-    """`python -m MODULE ARGS` with a pseudo-terminal of `columns` columns as stdin, stdout and
-    stderr: what the user's terminal receives (colour codes removed)."""
-    leader, follower = pty.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
-    child = subprocess.Popen([sys.executable, "-m", module, *args], cwd=cwd, env=new_user_env(),
-                             stdin=follower, stdout=follower, stderr=follower, close_fds=True)
-    os.close(follower)
-    received = b""
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        received += chunk
-    os.close(leader)
-    status = child.wait(timeout=300)
-    return status, ANSI.sub("", received.decode(errors="replace")).replace("\r\n", "\n")
-
-
-def assert_no_native_chatter(shown: str) -> None:
-    for text in NATIVE_CHATTER:
-        assert text not in shown, f"{text!r} reached the terminal:\n{shown[:3000]}"
 
 
 def output_dir_of(launch: Path) -> Path:
@@ -174,6 +130,8 @@ def test_debug_overfit_on_a_terminal_has_no_cache_warnings_and_an_unbroken_bar(t
     assert "cache" not in shown.lower(), shown[-3000:]
     epochs = [line for line in shown.splitlines() if re.search(r"epoch \d+/100  accuracy", line)]
     assert len(epochs) == 100 and all(re.match(r"epoch \d+/100  accuracy", line) for line in epochs), epochs[:5]
+    # an epoch of one call (4 batches, 64 steps per call): its bar still shows the speed
+    assert re.search(r"━ 4/4 [\d,]+ ex/s", shown), shown[:3000]
     assert "overfit check: training loss" in shown and "the model can fit them" in shown
 
 

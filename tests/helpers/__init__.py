@@ -1,5 +1,6 @@
 """Helpers the tests share: tiny real data, the CLI in a subprocess, reading the MLflow store. Beside it in
-this package: fakes.py (the tracker double), planted.py (planted faults), postgres.py, search.py, training.py.
+this package: fakes.py (the tracker double), planted.py (planted faults), postgres.py, search.py, training.py,
+terminal.py (a command on a pseudo-terminal).
 
 Nothing here reaches the internet: MNIST-shaped data is written by the tests.
 """
