@@ -163,3 +163,36 @@ def test_evaluate_and_sync_on_a_terminal_say_their_own_lines_only(tmp_path):
     lines = shown.strip().splitlines()
     assert status == 1 and len(lines) == 2, shown  # the message and its fix, nothing else
     assert f"{output_dir} has nothing to sync (no mlflow_offline/ folder)" in lines[0] and "Fix: " in lines[1]
+
+
+def test_ctrl_c_in_a_search_on_a_terminal_erases_the_bar_before_saying_how_to_resume(tmp_path):
+    """The interrupt's line was glued to the live bar, and a stale bar was drawn again under the search's
+    summary: the bar is now erased when a fit ends by an exception, before anything else is said."""
+    status, shown = run_on_a_terminal(["-m", "hparams_search=optuna", "hparams_search.n_trials=2", "trainer.epochs=3",
+                                       "data=synthetic", "data.num_examples=100000", "trainer.steps_per_execution=1",
+                                       "export=none", "export.mlflow_model=false"],
+                                      tmp_path, columns=120, interrupt_after="ex/s 0:")  # mid-epoch: the bar is up
+    assert status == 130, shown[-3000:]
+    said = shown.index("tfx_hydra: interrupted")
+    assert shown[said - 1] in "\r\n", shown[said - 200:said + 200]  # at the start of a line, not after a bar
+    assert "━" not in shown[said:], shown[said:]  # no bar drawn again under what follows
+
+
+def test_numerics_on_a_healthy_model_on_a_terminal_says_it_checked(tmp_path):
+    status, shown = run_on_a_terminal(["debug=numerics", "trainer.epochs=1"], tmp_path, columns=120)
+    assert status == 0, shown[-3000:]
+    assert_no_native_chatter(shown)
+    assert "numerics: checked every op of the training and validation steps, 1 epoch over 1,293 training " \
+           "examples: no NaN or infinity." in shown, shown[-3000:]
+
+
+def test_a_grid_sweep_on_a_terminal_names_its_jobs_by_their_values(tmp_path):
+    status, shown = run_on_a_terminal(["-m", "optimizer.learning_rate=0.001,0.01", "trainer.epochs=1", "data.limit=200",
+                                       "export=none", "export.mlflow_model=false"], tmp_path, columns=120)
+    assert status == 0, shown[-3000:]
+    assert_no_native_chatter(shown)
+    table = shown[shown.index("tfx_hydra: sweep complete"):]
+    rows = [re.search(rf"\n{n}\s+FINISHED\s+\d\.\d{{4}}( \*)?\s+job {n}: lr {lr}\n", table) for n, lr in ((0, "1e-3"),
+                                                                                                          (1, "0.01"))]
+    assert all(rows), table
+    assert max(len(row.group(0).strip()) for row in rows) <= 120  # the job rows; the sweep dir's row is a path

@@ -6,10 +6,12 @@ import fcntl
 import os
 import pty
 import re
+import signal
 import struct
 import subprocess
 import sys
 import termios
+import time
 from pathlib import Path
 
 from tests.helpers import cli_env
@@ -29,15 +31,16 @@ def new_user_env() -> dict[str, str]:
 
 
 def run_on_a_terminal(args: list[str], cwd: Path, columns: int = 60, module: str = "tfx_hydra",
-                      timeout: float = 300) -> tuple[int, str]:
+                      timeout: float = 300, interrupt_after: str | None = None) -> tuple[int, str]:
     """`python -m MODULE ARGS` with a pseudo-terminal of `columns` columns as stdin, stdout and
-    stderr: what the user's terminal receives (colour codes removed)."""
+    stderr: what the user's terminal receives (colour codes removed). `interrupt_after`: a second
+    after the terminal has shown that text, Ctrl-C (SIGINT to the command, as the terminal sends it)."""
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
     child = subprocess.Popen([sys.executable, "-m", module, *args], cwd=cwd, env=new_user_env(),
                              stdin=follower, stdout=follower, stderr=follower, close_fds=True)
     os.close(follower)
-    received = b""
+    received, seen = b"", None
     while True:
         try:
             chunk = os.read(leader, 65536)
@@ -46,6 +49,11 @@ def run_on_a_terminal(args: list[str], cwd: Path, columns: int = 60, module: str
         if not chunk:
             break
         received += chunk
+        if interrupt_after and interrupt_after in ANSI.sub("", received[-4096:].decode(errors="replace")):
+            seen = seen or time.monotonic()
+            if time.monotonic() - seen > 1.0:
+                interrupt_after = None
+                child.send_signal(signal.SIGINT)
     os.close(leader)
     status = child.wait(timeout=timeout)
     return status, ANSI.sub("", received.decode(errors="replace")).replace("\r\n", "\n")
