@@ -7,6 +7,7 @@ CompactHydraExceptions: `main` prints their message without a traceback and exit
 option or key) are said the same way, with the closest option as the fix.
 """
 
+import gc
 import os
 import sys
 
@@ -16,7 +17,7 @@ from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from tfx_hydra.config import composition_error
-from tfx_hydra.console import held_job_error_line, quiet_libraries
+from tfx_hydra.console import held_job_error_line, native_lines_to_log, quiet_libraries
 
 
 @hydra.main(version_base="1.3", config_path="pkg://tfx_hydra.conf", config_name="config")
@@ -47,8 +48,15 @@ def main() -> None:
     except KeyboardInterrupt as interrupt:
         hint = (getattr(interrupt, "resume_hint", None)
                 or "interrupted (SIGINT) before a run started: nothing to resume.")
+        status = getattr(interrupt, "exit_status", 130)
+        # the interrupted fit's frames hold its tf.data iterators: freed here, with TensorFlow's lines about
+        # a cache read partly (cache_dataset_ops.cc) to the log, not after the line below
+        with native_lines_to_log():
+            interrupt.__traceback__ = None
+            del interrupt
+            gc.collect()
         print(f"tfx_hydra: {hint}", file=sys.stderr)
-        sys.exit(getattr(interrupt, "exit_status", 130))
+        sys.exit(status)
     except CompactHydraException as err:  # our errors and Hydra's own config errors: the message alone
         if full_errors:
             job_error_line.release()

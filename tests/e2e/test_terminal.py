@@ -176,6 +176,7 @@ def test_ctrl_c_in_a_search_on_a_terminal_erases_the_bar_before_saying_how_to_re
     said = shown.index("tfx_hydra: interrupted")
     assert shown[said - 1] in "\r\n", shown[said - 200:said + 200]  # at the start of a line, not after a bar
     assert "━" not in shown[said:], shown[said:]  # no bar drawn again under what follows
+    assert_no_native_chatter(shown)  # nor tf.data's line about a cache read partly, as the process ends
 
 
 def test_numerics_on_a_healthy_model_on_a_terminal_says_it_checked(tmp_path):
