@@ -25,10 +25,9 @@ from dataclasses import dataclass, field
 
 from omegaconf import OmegaConf
 
-from tfx_hydra.console import native_lines_to_log
+from tfx_hydra.console import start_tensorflow_quietly
 from tfx_hydra.errors import HardwareMismatch
 from tfx_hydra.precision import FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16
-from tfx_hydra.process.long_lived import long_lived_imports
 from tfx_hydra.schemas import ExpectConfig, HardwareConfig
 
 log = logging.getLogger(__name__)
@@ -171,12 +170,11 @@ def _composed_profiles() -> dict[str, HardwareConfig]:
 
 def setup_hardware(config: HardwareConfig, seed: int, deterministic: bool = False) -> HardwareInfo:
     """Select and configure devices per the profile, seed every RNG, and report what is there."""
-    # TensorFlow's C++ start-up lines: to the job log, not the terminal; its objects: out of gc's scans
-    with native_lines_to_log(), long_lived_imports():
-        import keras
-        import tensorflow as tf
+    start_tensorflow_quietly()  # its C++ start-up lines to the job log, its objects out of gc's scans
+    import keras
+    import tensorflow as tf
 
-        physical = tf.config.list_physical_devices("GPU")
+    physical = tf.config.list_physical_devices("GPU")
     memory = gpu_memory_gb()
     all_gpus = [_gpu_details(tf, index, device, memory.get(index)) for index, device in enumerate(physical)]
     selected = _select_gpus(config, physical)

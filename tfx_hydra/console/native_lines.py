@@ -51,10 +51,9 @@ def native_lines_to_log() -> Iterator[None]:
 
 
 def start_tensorflow_quietly() -> None:
-    """For a command that is not a run (reproduce's data check, the TFRecord converter, mode=evaluate):
-    TensorFlow imported and its devices probed (cuInit's error on a machine without a GPU comes then)
+    """TensorFlow imported and its devices probed (cuInit's error on a machine without a GPU comes then)
     with its start-up lines to the log, and its objects frozen out of the garbage collector
-    (process/long_lived.py), as a run's hardware step does."""
+    (process/long_lived.py): a run's hardware step, reproduce's data check, the TFRecord converter."""
     from tfx_hydra.process.long_lived import long_lived_imports
 
     with native_lines_to_log(), long_lived_imports():
