@@ -69,8 +69,7 @@ def evaluate_saved_model(path: str, datasets, data: str = "the data") -> dict[st
     require_model_fits_data(serve, datasets.spec, path, data)
     losses, hits, total = [], 0, 0
     for scaled, labels in datasets.test:
-        outputs = serve(inputs=datasets.spec.denormalize(scaled))
-        probabilities = outputs["probabilities"] if "probabilities" in outputs else next(iter(outputs.values()))
+        probabilities = _probabilities(serve(inputs=datasets.spec.denormalize(scaled)))
         losses.append(np.asarray(keras.losses.sparse_categorical_crossentropy(labels, probabilities)))
         hits += int(np.sum(np.argmax(probabilities.numpy(), axis=-1) == labels.numpy()))
         total += len(labels)
@@ -88,9 +87,13 @@ def require_model_fits_data(serve, spec, path: str, data: str) -> None:
     if len(takes) != len(gives) or any(t is not None and t != g for t, g in zip(takes, gives)):
         raise DataError(f"the model at {path} takes inputs of shape {takes}, but {data} gives examples of "
                         f"shape {gives}.", fix=fix)
-    outputs = serve.structured_outputs
-    probabilities = outputs["probabilities"] if "probabilities" in outputs else next(iter(outputs.values()))
-    classes = probabilities.shape[-1]
+    classes = _probabilities(serve.structured_outputs).shape[-1]
     if classes is not None and int(classes) != spec.num_classes:
         raise DataError(f"the model at {path} predicts {int(classes)} classes, but {data} has "
                         f"{spec.num_classes}.", fix=fix)
+
+
+def _probabilities(outputs: dict):
+    """The serving signature's class probabilities: its `probabilities` output (tfx_hydra's exports),
+    else its only one (a SavedModel exported elsewhere)."""
+    return outputs["probabilities"] if "probabilities" in outputs else next(iter(outputs.values()))

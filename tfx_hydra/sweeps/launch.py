@@ -67,10 +67,7 @@ def parent_params(config: DictConfig, search: checks.SearchPlan | None) -> dict[
         settings = search.settings
         return params | {"sampler": settings.sampler, "pruner": settings.pruner, "n_trials": str(settings.n_trials),
                          "study": settings.study_name}
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
-    return {f"space.{o.get_key_element().lstrip('+~')}": o.get_value_string() for o in parsed if o.is_sweep_override()}
+    return {f"space.{o.get_key_element().lstrip('+~')}": o.get_value_string() for o in sweeping_overrides(config)}
 
 
 def parent_description(config: DictConfig, search: checks.SearchPlan | None, planned: int | None,
@@ -110,12 +107,17 @@ def sweep_overrides(config: DictConfig) -> list[str]:
     return [*hydra_overrides(config), *config.hydra.overrides.task]
 
 
-def swept_keys(config: DictConfig) -> list[str]:
-    """Config keys the sweep varies: comma/range/choice overrides and a sweeper's `params`."""
+def sweeping_overrides(config: DictConfig) -> list:
+    """The task overrides that sweep (`a=1,2`, `range(...)`, `choice(...)`), as Hydra's parser reads them."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
-    keys = [o.get_key_element() for o in parsed if o.is_sweep_override()]
+    return [o for o in parsed if o.is_sweep_override()]
+
+
+def swept_keys(config: DictConfig) -> list[str]:
+    """Config keys the sweep varies: comma/range/choice overrides and a sweeper's `params`."""
+    keys = [o.get_key_element() for o in sweeping_overrides(config)]
     params = config.hydra.sweeper.get("params") or {}
     return keys + [str(k) for k in params if str(k) not in keys]
 

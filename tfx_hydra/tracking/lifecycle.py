@@ -51,10 +51,10 @@ def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str], r
     with disk_full_said(uri_path(config, launch_dir)):
         client, experiment_id, uri = connect(config, launch_dir)
     tags = {**tags, **config.tags, "resume.key": resume_key or "none"}
-    run_name = config.run_name or name  # tracking.run_name, else the caller's
-    if sweep_job is not None:  # nested under the sweep's parent run in the MLflow UI, named by its values
+    # tracking.run_name, else a sweep job's own name (its values), else the caller's
+    run_name = config.run_name or (sweep_job.name if sweep_job is not None else name)
+    if sweep_job is not None:  # nested under the sweep's parent run in the MLflow UI
         tags |= sweep_job.run_tags()
-        run_name = config.run_name or sweep_job.name
     tracker = None
     previous_handlers = interrupt_on_signals()
     try:
