@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 
 from tests.helpers.fakes import RecordingTracker
 from tfx_hydra.data import digits
-from tfx_hydra.errors import ConfigError, ExportError
+from tfx_hydra.errors import ConfigError, DataError, ExportError
 from tfx_hydra.export import (
     KerasExport,
     OnnxExport,
@@ -218,3 +218,36 @@ def test_a_file_in_the_way_of_the_export_dir_is_a_clear_error(exporter, name, tr
     blocker.write_text("a file, not a folder")
     with pytest.raises(ExportError, match=rf"cannot write to export.{name}.export_dir=.*taken \(.+\)\.\n  Fix: "):
         exporter(export_dir=str(blocker), model_name="m")(model, data)
+
+
+def _saved_elsewhere(path, input_names):
+    """A SavedModel as a user's own code exports it (not tfx_hydra's exporter): a linear softmax over
+    8x8 inputs, its serving signature taking the inputs `input_names`."""
+    weights = tf.Variable(tf.random.stateless_normal((64, 10), seed=(1, 2)))
+
+    def probabilities(*images):
+        flat = tf.add_n([tf.reshape(image, (-1, 64)) for image in images])
+        return {"probabilities": tf.nn.softmax(flat @ weights)}
+
+    module = tf.Module()
+    module.weights = weights
+    specs = [tf.TensorSpec((None, 8, 8), tf.float32, name=name) for name in input_names]
+    module.serve = tf.function(probabilities, input_signature=specs)
+    tf.saved_model.save(module, str(path), signatures={"serving_default": module.serve})
+    return str(path)
+
+
+def test_evaluate_takes_a_savedmodel_whose_one_input_has_its_own_name(tmp_path, data):
+    from tfx_hydra.export.source import evaluate_saved_model
+
+    metrics = evaluate_saved_model(_saved_elsewhere(tmp_path / "pixels", ["pixels"]), data, "data=digits")
+    assert set(metrics) == {"test_accuracy", "test_loss"} and 0.0 <= metrics["test_accuracy"] <= 1.0
+
+
+def test_evaluate_refuses_a_savedmodel_with_two_inputs_in_one_message(tmp_path, data):
+    from tfx_hydra.export.source import evaluate_saved_model
+
+    path = _saved_elsewhere(tmp_path / "two", ["left", "right"])
+    with pytest.raises(DataError, match=rf"the model at {path} takes 2 inputs \(left, right\); mode=evaluate feeds "
+                                        "it one, the data's examples."):
+        evaluate_saved_model(path, data, "data=digits")

@@ -66,24 +66,30 @@ def evaluate_saved_model(path: str, datasets, data: str = "the data") -> dict[st
     import tensorflow as tf
 
     serve = tf.saved_model.load(path).signatures["serving_default"]
-    require_model_fits_data(serve, datasets.spec, path, data)
+    input_name = require_model_fits_data(serve, datasets.spec, path, data)
     losses, hits, total = [], 0, 0
     for scaled, labels in datasets.test:
-        probabilities = _probabilities(serve(inputs=datasets.spec.denormalize(scaled)))
+        probabilities = _probabilities(serve(**{input_name: datasets.spec.denormalize(scaled)}))
         losses.append(np.asarray(keras.losses.sparse_categorical_crossentropy(labels, probabilities)))
         hits += int(np.sum(np.argmax(probabilities.numpy(), axis=-1) == labels.numpy()))
         total += len(labels)
     return {"test_accuracy": hits / total, "test_loss": float(np.mean(np.concatenate(losses)))}
 
 
-def require_model_fits_data(serve, spec, path: str, data: str) -> None:
-    """The serving signature's input shape and output width against the data's spec: TensorFlow's own
-    error for a mismatch is a page about a ConcreteFunction's arguments, deep in the first batch."""
-    (inputs,) = serve.structured_input_signature[1].values()
-    takes = [None if d is None else int(d) for d in inputs.shape[1:]]
-    gives = [int(d) for d in spec.input_shape]
+def require_model_fits_data(serve, spec, path: str, data: str) -> str:
+    """The serving signature's input (one, of the data's shape) and output width against the data's spec;
+    returns the input's name. TensorFlow's own error for a mismatch is a page about a ConcreteFunction's
+    arguments, deep in the first batch."""
     fix = ("evaluate it on the data it was trained on (data=... as in that run's command), or set export.source "
            "to a model trained on this data")
+    signature = serve.structured_input_signature[1]
+    if len(signature) != 1:
+        raise DataError(f"the model at {path} takes {len(signature)} inputs ({', '.join(sorted(signature))}); "
+                        "mode=evaluate feeds it one, the data's examples.",
+                        fix="export a model with one input (tfx_hydra's exports have one: `inputs`)")
+    (name, inputs), = signature.items()
+    takes = [None if d is None else int(d) for d in inputs.shape[1:]]
+    gives = [int(d) for d in spec.input_shape]
     if len(takes) != len(gives) or any(t is not None and t != g for t, g in zip(takes, gives)):
         raise DataError(f"the model at {path} takes inputs of shape {takes}, but {data} gives examples of "
                         f"shape {gives}.", fix=fix)
@@ -91,6 +97,7 @@ def require_model_fits_data(serve, spec, path: str, data: str) -> None:
     if classes is not None and int(classes) != spec.num_classes:
         raise DataError(f"the model at {path} predicts {int(classes)} classes, but {data} has "
                         f"{spec.num_classes}.", fix=fix)
+    return name
 
 
 def _probabilities(outputs: dict):
