@@ -117,9 +117,10 @@ def changes(recorded: dict[str, str], now: dict[str, str]) -> list[str]:
 
 
 def _show(distribution_json: str) -> str:
-    data = json.loads(distribution_json)
-    attributes = ", ".join(f"{k}={v}" for k, v in data["attributes"].items() if v is not None and v is not False)
-    return f"{data['name']}({attributes})"
+    """A recorded distribution (Optuna's JSON) as the preset writes it."""
+    from optuna.distributions import json_to_distribution
+
+    return shown(json_to_distribution(distribution_json))
 
 
 def shown(distribution) -> str:
