@@ -90,6 +90,17 @@ def instantiate_node(node: DictConfig, key: str, **kwargs: Any) -> Any:
         raise
 
 
+# Overrides of Hydra's own config that belong to a sweep, not to one of its jobs run alone
+SWEEP_ONLY = ("hydra.mode=", "hydra/launcher=", "hydra.launcher.", "hydra/sweeper=", "hydra.sweeper.", "hydra.sweep.")
+
+
+def single_run_hydra_overrides(hydra_overrides: Sequence[str]) -> list[str]:
+    """The overrides of Hydra's own config a run was started with that running it again alone needs
+    (`hydra.searchpath=[file://...]`, `hydra.run.dir=...`, `hydra.job_logging=...`); a sweep's
+    launcher, sweeper and mode stay with the sweep."""
+    return [str(o) for o in hydra_overrides if not str(o).lstrip("+~").startswith(SWEEP_ONLY)]
+
+
 # --- Hydra's composition errors, in a run's words ----------------------------------------------
 
 def composition_error(err: Exception, overrides: Sequence[str] = ()) -> ConfigError | None:

@@ -88,6 +88,12 @@ def git_state(path: str) -> GitState:
     return GitState(commit=commit.strip(), branch=(branch or "").strip() or None, dirty=bool(status), diff=diff or "")
 
 
+def git_toplevel(path: str) -> str | None:
+    """The root of the git work tree holding `path` (None outside git)."""
+    top = _run(["git", "-C", path, "rev-parse", "--show-toplevel"])
+    return top.strip() if top else None
+
+
 @functools.lru_cache(maxsize=1)
 def installed_packages() -> str:
     """`name==version` for every installed distribution, sorted: a pip-installable record.

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from omegaconf import DictConfig, OmegaConf
 
-from tfx_hydra.config import choice
+from tfx_hydra.config import choice, single_run_hydra_overrides
 from tfx_hydra.tracking import Tracker, mask_files
 
 if TYPE_CHECKING:  # for the annotation only: importing records must not import the strategy step
@@ -36,9 +36,10 @@ log = logging.getLogger(__name__)
 
 
 def launch_tags(cfg: DictConfig) -> dict[str, str]:
-    """Tags known before anything runs: how to launch this exact run again."""
+    """Tags known before anything runs: how to launch this exact run again (Hydra's own overrides
+    included: a `hydra.searchpath` the run's options came from)."""
     overrides = task_overrides()
-    command = " ".join(["python -m tfx_hydra", *(shlex.quote(o) for o in overrides)])
+    command = " ".join(["python -m tfx_hydra", *(shlex.quote(o) for o in [*hydra_overrides(), *overrides])])
     return {
         "hydra.overrides": " ".join(overrides),
         "command": command,
@@ -62,6 +63,16 @@ def task_overrides() -> list[str]:
 
     try:
         return list(HydraConfig.get().overrides.task)
+    except ValueError:
+        return []
+
+
+def hydra_overrides() -> list[str]:
+    """The overrides of Hydra's own config this job needs when run again alone ([] outside an app)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        return single_run_hydra_overrides(HydraConfig.get().overrides.hydra)
     except ValueError:
         return []
 
@@ -108,7 +119,28 @@ def record_launch(tracker: Tracker, cfg: DictConfig, output_dir: str, launch_dir
     if git.dirty:
         with open(os.path.join(environment_dir, "git.diff"), "w", encoding="utf-8") as diff:
             diff.write(git.diff)
+    tracker.set_tags(record_code(cfg, environment_dir))
     tracker.log_artifacts(environment_dir, "environment")
+
+
+def record_code(cfg: DictConfig, environment_dir: str) -> dict[str, str]:
+    """The tags saying which code ran (tfx_hydra's and each package a `_target_` names: its git
+    commit or version) and which project and PYTHONPATH it was found through; each uncommitted
+    diff into environment/code/<package>.diff."""
+    from tfx_hydra.code_state import code_states, code_tags, target_packages
+    from tfx_hydra.project import find_project
+
+    states = code_states(target_packages(cfg))
+    for state in states:
+        if state.dirty:
+            os.makedirs(os.path.join(environment_dir, "code"), exist_ok=True)
+            with open(os.path.join(environment_dir, "code", f"{state.package}.diff"), "w", encoding="utf-8") as diff:
+                diff.write(state.diff)
+    project = find_project(cfg.paths.launch_dir)
+    tags = code_tags(states) | {"environment.pythonpath": os.environ.get("PYTHONPATH") or "none"}
+    if project is not None:
+        tags |= {"project.root": project.root, "project.config_dir": project.config_dir}
+    return tags
 
 
 def record_setup(tracker: Tracker, setup: Setup, precision_warnings: list[str]) -> None:

@@ -28,7 +28,9 @@ import sys
 from tfx_hydra import tracking
 from tfx_hydra.console import BARE, quiet_libraries, render_text, use_terminal
 from tfx_hydra.errors import ReproduceError, TfxHydraError
+from tfx_hydra.project import ENV_VAR, activate, find_project
 from tfx_hydra.reproduce.differences import (
+    code_differences,
     config_differences,
     data_differences,
     environment_differences,
@@ -54,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         client = _client(uri)
         tracking.close_lost_runs(client, [e.experiment_id for e in client.search_experiments()])  # before reading
         source = fetch_run(client, args.run_id, uri)
-        source.differences = environment_differences(source) + config_differences(source)
+        use_project(source, args.project)
+        source.differences = environment_differences(source) + code_differences(source)
+        source.differences += config_differences(source)
         source.differences += data_differences(source)
     except TfxHydraError as err:
         log.error(str(err))
@@ -80,6 +84,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("run_id", help="the MLflow run id (the run page's URL and the run summary show it)")
     parser.add_argument("--tracking-uri", default=None,
                         help="the store holding the run (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
+    parser.add_argument("--project", default=None,
+                        help="the user's project the run's options and code come from (default: the folder it "
+                        "recorded, project.root)")
     parser.add_argument("--dry-run", action="store_true",
                         help="list the differences and the command, without running it")
     parser.add_argument("overrides", nargs="*",
@@ -100,6 +107,21 @@ def store_uri(given: str | None) -> str:
     return uri
 
 
+def use_project(source: SourceRun, given: str | None) -> None:
+    """Compose, read data and re-run inside the project the run found its options and code in (the
+    folder it recorded, or --project's): from whatever directory reproduce is started."""
+    folder = given or source.project
+    if folder is None:
+        return
+    if not os.path.isdir(folder):
+        raise ReproduceError(f"run {source.run_id} took its options and code from the project at {folder}, which is "
+                             "not on this machine.",
+                             fix="check the project out (at the commit the run's code.* tags name) and pass "
+                             "--project /path/to/it")
+    os.environ[ENV_VAR] = os.path.abspath(folder)  # the re-run's process inherits it
+    activate(find_project())
+
+
 def _client(uri: str):
     tracking.check_store_reachable(uri, timeout=5.0)
     return tracking.client_for(uri)
@@ -111,7 +133,7 @@ def rerun_command(source: SourceRun, uri: str, extra: list[str]) -> list[str]:
     """`python -m tfx_hydra <recorded overrides>` into the same store, tagged with the source run."""
     kept = [o for o in source.overrides
             if not o.lstrip("+~").startswith(("tracking.uri=", f"tracking.tags.{SOURCE_TAG}="))]
-    return [sys.executable, "-m", "tfx_hydra", *kept, *extra, f"tracking.uri={uri}",
+    return [sys.executable, "-m", "tfx_hydra", *source.hydra_overrides, *kept, *extra, f"tracking.uri={uri}",
             f"+tracking.tags.{SOURCE_TAG}={source.run_id}"]
 
 

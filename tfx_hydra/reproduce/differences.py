@@ -40,6 +40,26 @@ def environment_differences(source: SourceRun) -> list[str]:
     return differences
 
 
+def code_differences(source: SourceRun) -> list[str]:
+    """Each package of code the run recorded (tfx_hydra's, the user's: code_state.py) whose commit,
+    uncommitted change or version is not what this machine has now."""
+    from tfx_hydra.code_state import TAG_PREFIX, code_states, code_tags
+
+    recorded = {k: v for k, v in source.tags.items() if k.startswith(TAG_PREFIX)}
+    now = code_tags(code_states([k[len(TAG_PREFIX):] for k in recorded]))
+    differences = []
+    for key, then in sorted(recorded.items()):
+        package = key[len(TAG_PREFIX):]
+        if key not in now:
+            differences.append(f"code {package}: {then} then; it cannot be found now (install it, or run from its "
+                               "project)")
+        elif now[key] != then:
+            extra = " (its diff then: the artifact environment/code/" + package + ".diff)" if "uncommitted" in then \
+                else ""
+            differences.append(f"code {package}: {then} then, {now[key]} now{extra}")
+    return differences
+
+
 def package_differences(then: str, now: str) -> list[str]:
     """'numpy: 2.4.6 then, 2.4.7 now' for each package whose version changed, came or went."""
     def parse(listing: str) -> dict[str, str]:
@@ -56,12 +76,13 @@ def config_differences(source: SourceRun) -> list[str]:
     defaults changed since the run)."""
     from hydra.errors import HydraException
 
-    from tfx_hydra.config import compose
+    from tfx_hydra.config import compose, composition_error
 
     try:
-        today = compose(source.overrides)
+        today = compose([*source.hydra_overrides, *source.overrides])
     except HydraException as err:
-        return [f"config: the recorded overrides no longer compose ({err})"]
+        said = composition_error(err, source.overrides)
+        return [f"config: the recorded overrides no longer compose: {str(said or err).splitlines()[0]}"]
     now = tracking.flatten(_without_hydra(OmegaConf.to_container(today, resolve=False)))
     then = tracking.flatten(_without_hydra(source.config))
     return [f"config {key}: {then.get(key, 'absent')} then, {now.get(key, 'absent')} now"

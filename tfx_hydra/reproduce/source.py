@@ -27,6 +27,8 @@ class SourceRun:
     datasets: dict[str, tuple[str, str]] = field(default_factory=dict)  # context -> (name, digest)
     data_config: dict | None = None  # the resolved data node it read with
     packages: str | None = None
+    hydra_overrides: list[str] = field(default_factory=list)  # of Hydra's own config: hydra.searchpath=...
+    project: str | None = None  # the user's project folder it found its options and code in
     differences: list[str] = field(default_factory=list)
 
 
@@ -47,6 +49,7 @@ def fetch_run(client, run_id: str, uri: str) -> SourceRun:
     with tempfile.TemporaryDirectory(prefix="tfx_hydra-reproduce-") as folder:
         overrides = _download_yaml(client, run_id, ".hydra/overrides.yaml", folder)
         config = _download_yaml(client, run_id, ".hydra/config.yaml", folder)
+        hydra = _download_yaml(client, run_id, ".hydra/hydra.yaml", folder)
         packages = _download_text(client, run_id, "environment/packages.txt", folder)
         resolved = _download_text(client, run_id, "config_resolved.yaml", folder)
     launch_dir = str(run.data.params.get("paths.launch_dir") or os.getcwd())
@@ -54,7 +57,17 @@ def fetch_run(client, run_id: str, uri: str) -> SourceRun:
     return SourceRun(run_id=run_id, experiment_id=run.info.experiment_id, launch_dir=launch_dir,
                      overrides=[str(o) for o in overrides], config=config, tags=dict(tags),
                      metrics=dict(run.data.metrics), datasets=tracking.recorded_digests(run),
-                     data_config=data_config, packages=packages)
+                     data_config=data_config, packages=packages, project=tags.get("project.root"),
+                     hydra_overrides=rerun_hydra_overrides(hydra))
+
+
+def rerun_hydra_overrides(hydra: dict) -> list[str]:
+    """The overrides of Hydra's own config the run was started with that a re-run needs again; its
+    output folder (`hydra.run.dir`) is not one of them: the re-run gets its own."""
+    from tfx_hydra.config import single_run_hydra_overrides
+
+    given = ((hydra.get("hydra") or {}).get("overrides") or {}).get("hydra") or []
+    return [o for o in single_run_hydra_overrides(given) if not o.startswith("hydra.run.dir=")]
 
 
 def _download_yaml(client, run_id: str, path: str, folder: str):

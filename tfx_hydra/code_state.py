@@ -1,0 +1,115 @@
+"""code_state: which code a run ran -- tfx_hydra's and the user's -- so a re-run can say what changed.
+
+Every `_target_` in a run's config names code: ours, Keras', or the user's (`myproj.models.tiny`).
+For each top-level package named there, and for tfx_hydra itself, a run records where it came
+from: the git commit of the work tree holding it (with the uncommitted diff, as an artifact), or
+the installed distribution's version when it is not in a git work tree. Reproduce compares the
+same description today and lists each change as drift.
+
+Found without importing the packages (importlib's specs of the top-level names only): records
+run before TensorFlow is imported, and a user's package imports it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from importlib import metadata
+
+from omegaconf import DictConfig, OmegaConf
+
+# Named by _target_s but not the user's code: recorded through the package list instead
+LIBRARIES = {"keras", "tensorflow", "tf_keras", "tensorflow_hub", "builtins", "functools", "hydra", "omegaconf"}
+TAG_PREFIX = "code."
+
+
+@dataclass(frozen=True)
+class CodeState:
+    """Where one top-level package's code came from."""
+
+    package: str
+    folder: str                 # the folder holding the package
+    commit: str | None = None   # its git work tree's commit, None outside git
+    dirty: bool = False
+    diff: str = ""
+    version: str | None = None  # the installed distribution's version, outside git
+
+    @property
+    def described(self) -> str:
+        """'git 1a2b3c4d5e6f (uncommitted changes) in /home/me/myproj', or 'myproj 0.3.1 (installed)'."""
+        if self.commit:
+            return f"git {self.commit[:12]}{' (uncommitted changes)' if self.dirty else ''} in {self.folder}"
+        if self.version:
+            return f"{self.package} {self.version} (installed in {self.folder})"
+        return f"files in {self.folder} (not in git, not installed: no version to record)"
+
+
+def target_packages(cfg: DictConfig) -> list[str]:
+    """The top-level packages the config's `_target_`s name, besides the libraries'; tfx_hydra first."""
+    container = OmegaConf.to_container(cfg, resolve=False)
+    container.pop("hydra", None)
+    found = {"tfx_hydra"}
+    for target in _targets(container):
+        top = target.split(".", 1)[0]
+        if top and top not in LIBRARIES:
+            found.add(top)
+    return ["tfx_hydra", *sorted(found - {"tfx_hydra"})]
+
+
+def code_states(packages: list[str]) -> list[CodeState]:
+    """Each package's origin; a name that cannot be found is left to the build step to report."""
+    from tfx_hydra.environment import git_state
+
+    states = []
+    for package in packages:
+        folder = _package_folder(package)
+        if folder is None:
+            continue
+        git = git_state(folder)
+        if git.commit:
+            states.append(CodeState(package, _work_tree(folder), git.commit, git.dirty, git.diff))
+        else:
+            states.append(CodeState(package, folder, version=_version(package)))
+    return states
+
+
+def code_tags(states: list[CodeState]) -> dict[str, str]:
+    """`code.<package>`: what each state describes (reproduce compares these)."""
+    return {f"{TAG_PREFIX}{state.package}": state.described for state in states}
+
+
+def _targets(node) -> list[str]:
+    if isinstance(node, dict):
+        found = [node["_target_"]] if isinstance(node.get("_target_"), str) else []
+        return found + [t for value in node.values() for t in _targets(value)]
+    if isinstance(node, list):
+        return [t for value in node for t in _targets(value)]
+    return []
+
+
+def _package_folder(package: str) -> str | None:
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        return os.path.dirname(os.path.abspath(list(spec.submodule_search_locations)[0]))
+    return os.path.dirname(os.path.abspath(spec.origin)) if spec.origin else None
+
+
+def _work_tree(folder: str) -> str:
+    from tfx_hydra.environment import git_toplevel
+
+    return git_toplevel(folder) or folder
+
+
+def _version(package: str) -> str | None:
+    for distribution in metadata.packages_distributions().get(package, []):
+        try:
+            return metadata.version(distribution)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
