@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+import os
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
@@ -81,13 +82,68 @@ def instantiate_node(node: DictConfig, key: str, **kwargs: Any) -> Any:
         return instantiate(node, **kwargs)
     except InstantiationException as err:
         cause = err.__cause__
+        target = str(node.get("_target_", "")) if isinstance(node, (DictConfig, dict)) else ""
         if isinstance(cause, TfxHydraError):
             raise cause from None
+        if str(err).startswith("Error locating target"):
+            raise unimportable(key, target, cause) from None
+        if cause is not None and is_users(target) and raised_inside(cause):
+            raise ConfigError(f"building '{key}' ({target}) raised {type(cause).__name__} in your code:\n"
+                              + users_traceback(cause),
+                              fix=f"fix {target} (the traceback above is its own), or the keys under '{key}'"
+                              ) from None
         if isinstance(cause, (TypeError, ValueError)) or cause is None:  # a bad argument or value, bad _target_
             raise ConfigError(f"cannot build '{key}' from its config: {cause or err}",
                               fix=f"check the keys under '{key}' (python -m tfx_hydra --cfg job --package {key})"
                               ) from None
         raise
+
+
+OUR_PACKAGES = ("tfx_hydra", "keras", "tensorflow", "tf_keras", "tensorflow_hub", "builtins")
+
+
+def is_users(target: str) -> bool:
+    """A `_target_` in the user's code (not tfx_hydra's, Keras' or TensorFlow's)."""
+    return bool(target) and target.split(".", 1)[0] not in OUR_PACKAGES
+
+
+def raised_inside(error: BaseException) -> bool:
+    """The error came from inside the called code, not from the call itself (a bad keyword is a
+    TypeError raised at the call: the config's mistake, said as such)."""
+    import traceback
+
+    frames = traceback.extract_tb(error.__traceback__)
+    return bool(frames) and f"{os.sep}hydra{os.sep}" not in frames[-1].filename
+
+
+def users_traceback(error: BaseException) -> str:
+    """The error's traceback without Hydra's frames: the part that points into the user's code."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f"{os.sep}hydra{os.sep}" not in f.filename]
+    lines = traceback.format_list(frames) + traceback.format_exception_only(type(error), error)
+    return "\n".join("  " + line for text in lines for line in text.rstrip("\n").split("\n"))
+
+
+def unimportable(key: str, target: str, cause: BaseException | None) -> ConfigError:
+    """A `_target_` whose module cannot be imported: which module, and where Python looked."""
+    import sys
+
+    from tfx_hydra.project import find_project
+
+    reason = str(cause).strip().splitlines()[1] if cause is not None and len(str(cause).splitlines()) > 1 \
+        else str(cause or "")
+    try:
+        project = find_project()
+    except TfxHydraError:
+        project = None
+    where = (f"the project at {project.root} (its code from {', '.join(project.python_path)})" if project
+             else "no tfx_hydra project (no pyproject.toml with [tool.tfx_hydra] here or above)")
+    searched = ", ".join(p or "." for p in sys.path[:6]) + (", ..." if len(sys.path) > 6 else "")
+    return ConfigError(f"{key}._target_={target} cannot be imported: {reason}. Looked in {where}; sys.path: "
+                       f"{searched}.",
+                       fix="install the package that holds it (pip install -e /path/to/project), run from its "
+                       "project's folder, or add its folder to PYTHONPATH; check the spelling of the _target_")
 
 
 # Overrides of Hydra's own config that belong to a sweep, not to one of its jobs run alone

@@ -17,8 +17,9 @@ OBJECTIVE = "objective"  # what run() returned to a sweeper (sweep.metric's fina
 
 
 def compiled_names(metrics) -> list[str]:
-    """What Keras logs each epoch for the training split: the loss and trainer.metrics."""
-    return ["loss", *metrics]
+    """What Keras logs each epoch for the training split: the loss and trainer.metrics (a name, or
+    a `_target_` node's `name`)."""
+    return ["loss", *(m["name"] if isinstance(m, dict) else m for m in metrics)]
 
 
 def phase_timing(phase: str) -> tuple[str, str]:

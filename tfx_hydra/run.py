@@ -26,10 +26,12 @@ from omegaconf import DictConfig
 from tfx_hydra import records, sweeps, tracking, trainer
 from tfx_hydra.config import build
 from tfx_hydra.console import print_summary
+from tfx_hydra.data.pipeline import require_datasets
 from tfx_hydra.data.preflight import check_data_config
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.export import check_exporters, evaluate_saved_model, export_model, resolve_export_source
 from tfx_hydra.hardware import setup_hardware
+from tfx_hydra.models.contract import require_fits_data, require_keras_model
 from tfx_hydra.precision import resolve_policy, set_precision
 from tfx_hydra.schemas import Settings
 from tfx_hydra.settings import validate
@@ -63,10 +65,11 @@ def run(cfg: DictConfig) -> float | list[float] | sweeps.PrunedResult:
         setup = Setup(hardware, policy, strategy, plan_batches(settings.trainer, hardware, strategy), chief)
         records.record_setup(tracker, setup, precision_warnings)
 
-        datasets = build(cfg.data, "data", batch_size=setup.plan.global_size)
+        datasets = require_datasets(build(cfg.data, "data", batch_size=setup.plan.global_size), cfg.data._target_)
         records.record_data(tracker, datasets)
         with strategy.scope():  # variables (model and optimizer) live where the strategy puts them
-            model = build(cfg.model, "model")
+            model = require_keras_model(build(cfg.model, "model"), cfg.model._target_)
+            require_fits_data(model, datasets)
             records.record_model(tracker, model, output_dir)
             trainer.compile_model(model, cfg.optimizer, settings, setup, tracker)
 

@@ -15,7 +15,13 @@ from typing import Any, List, Optional
 from tfx_hydra.errors import ConfigError, show
 from tfx_hydra.metrics import epoch_names
 from tfx_hydra.precision import POLICIES
-from tfx_hydra.validation import require_choice, require_non_negative, require_positive, require_positive_or_auto
+from tfx_hydra.validation import (
+    require_choice,
+    require_non_negative,
+    require_positive,
+    require_positive_or_auto,
+    require_target,
+)
 
 JIT_CHOICES = ("auto", True, False)
 ALLOCATORS = (None, "cuda_malloc_async")
@@ -53,8 +59,9 @@ class EarlyStoppingConfig:
 class TrainerConfig:
     epochs: int = 5
     batch_size: Any = 32  # global batch, or "auto" (the hardware profile's per-replica batch x replicas)
-    loss: str = "sparse_categorical_crossentropy"
-    metrics: List[str] = field(default_factory=lambda: ["accuracy"])
+    loss: Any = "sparse_categorical_crossentropy"  # a Keras name, or a _target_ node (compiled.py)
+    metrics: List[Any] = field(default_factory=lambda: ["accuracy"])  # Keras names, or _target_ nodes with a name
+    callbacks: List[Any] = field(default_factory=list)  # _target_ nodes: Keras callbacks run after ours
     jit_compile: Any = "auto"
     steps_per_execution: Any = "auto"  # or a positive integer
     grad_accum_steps: int = 1
@@ -90,6 +97,12 @@ class TrainerConfig:
         require_positive_or_auto("trainer.steps_per_execution", self.steps_per_execution, 1)
         require_positive("trainer.grad_accum_steps", self.grad_accum_steps, 1)
         require_choice("trainer.jit_compile", self.jit_compile, JIT_CHOICES)
+        require_target("trainer.loss", self.loss, "{_target_: myproj.losses.focal}", allow_name=True)
+        for index, metric in enumerate(self.metrics):
+            require_target(f"trainer.metrics[{index}]", metric, "{_target_: myproj.metrics.Top2, name: top2}",
+                           allow_name=True, named=True)
+        for index, callback in enumerate(self.callbacks):
+            require_target(f"trainer.callbacks[{index}]", callback, "{_target_: myproj.callbacks.Log}")
         if self.loss in OTHER_KERAS_LOSSES:
             raise ConfigError(f"trainer.loss={self.loss} expects targets shaped like the model's outputs, but the data "
                               "gives integer class labels (and the model a softmax over the classes).",

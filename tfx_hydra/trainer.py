@@ -19,10 +19,11 @@ import time
 
 from omegaconf import DictConfig
 
+from tfx_hydra import compiled
 from tfx_hydra.config import choice
 from tfx_hydra.console import native_lines_to_log
 from tfx_hydra.debug import NUMERICS_MARK, judge_overfit, non_finite_op, say_numerics_clean, say_profile
-from tfx_hydra.errors import ConfigError, TrainingError
+from tfx_hydra.errors import TrainingError
 from tfx_hydra.metrics import FINETUNE_PHASE, PARAMETERS, TEST, TRAIN_PHASE, end_of_run, phase_timing
 from tfx_hydra.models import count_params, require_backbone, unfreeze_backbone
 from tfx_hydra.optimizer import build_optimizer, finetune_learning_rate
@@ -33,8 +34,6 @@ from tfx_hydra.tracking import BACKUP_TAG, Tracker
 
 log = logging.getLogger(__name__)
 FINETUNE_BACKUP = "finetune"  # phase two's backup, inside the run's backup folder
-# Names model.compile resolves itself (from the loss) that keras.metrics.get does not know.
-KERAS_COMPILE_METRIC_ALIASES = ("acc", "crossentropy", "ce")
 
 
 # --- compile -------------------------------------------------------------------------------
@@ -52,12 +51,9 @@ def compile_model(model, optimizer_cfg: DictConfig, settings: Settings, setup: S
     if learning_rate is None:  # the fine-tuning phase says its own rate (start_finetuning)
         log.info(f"optimizer: {choice('optimizer') or type(optimizer).__name__}, learning rate {rate:g}"
                  + (f", {trainer.grad_accum_steps} batches per update" if trainer.grad_accum_steps > 1 else ""))
-    _require_keras_name("trainer.loss", trainer.loss, keras.losses, "sparse_categorical_crossentropy")
-    for metric in trainer.metrics:  # Keras would only fail at the first batch of fit
-        if metric not in KERAS_COMPILE_METRIC_ALIASES:
-            _require_keras_name("trainer.metrics", metric, keras.metrics, "[accuracy]")
     wanted_xla = hardware.xla if trainer.jit_compile == "auto" else trainer.jit_compile
-    model.compile(optimizer=optimizer, loss=trainer.loss, metrics=list(trainer.metrics), jit_compile=wanted_xla,
+    model.compile(optimizer=optimizer, loss=compiled.loss(trainer.loss), metrics=compiled.metrics(trainer.metrics),
+                  jit_compile=wanted_xla,
                   steps_per_execution=setup.plan.steps_per_execution, auto_scale_loss=auto_scale_loss,
                   run_eagerly=trainer.run_eagerly)
     if trainer.run_eagerly and learning_rate is None:
@@ -78,14 +74,6 @@ def compile_model(model, optimizer_cfg: DictConfig, settings: Settings, setup: S
                       "optimizer.loss_scale": type(model.optimizer).__name__ == "LossScaleOptimizer"})
 
 
-def _require_keras_name(key: str, name: str, module, example: str) -> None:
-    try:
-        module.get(name)
-    except ValueError:
-        raise ConfigError(f"{key}: Keras does not know '{name}'.",
-                          fix=f"{key}={example} (or another name from {module.__name__})") from None
-
-
 # --- fit, in phases ---------------------------------------------------------------------------
 
 def fit_phases(model, datasets, optimizer_cfg: DictConfig, settings: Settings, setup: Setup, tracker: Tracker,
@@ -100,16 +88,17 @@ def fit_phases(model, datasets, optimizer_cfg: DictConfig, settings: Settings, s
         require_backbone(model)
     backup_dir = choose_backup_dir(tracker, output_dir, setup.chief)
     tensorboard_dir = os.path.join(output_dir, "tensorboard") if setup.chief else None
-    history = None
+    history, users = None, compiled.user_callbacks(trainer.callbacks)  # one instance each, for both phases
     try:
         if not finetuning_backup_exists(backup_dir, trainer):
-            history = train(model, datasets, trainer, tracker, setup.plan, backup_dir, tensorboard_dir, pruning=pruning)
+            history = train(model, datasets, trainer, tracker, setup.plan, backup_dir, tensorboard_dir, pruning=pruning,
+                            users=users)
         if trainer.finetune_epochs:
             with setup.strategy.scope():
                 start_finetuning(model, optimizer_cfg, settings, setup, tracker)
             history = merge_histories(history, train(model, datasets, trainer, tracker, setup.plan,
                                                      os.path.join(backup_dir, FINETUNE_BACKUP), tensorboard_dir,
-                                                     phase=FINETUNE_PHASE, pruning=pruning))
+                                                     phase=FINETUNE_PHASE, pruning=pruning, users=users))
     except Pruned:
         remove_backup(backup_dir, setup.chief)
         raise
@@ -124,11 +113,11 @@ def fit_phases(model, datasets, optimizer_cfg: DictConfig, settings: Settings, s
 
 def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: BatchPlan | None = None,
           backup_dir: str | None = None, tensorboard_dir: str | None = None, phase: str = TRAIN_PHASE,
-          pruning: EpochReports | None = None):
+          pruning: EpochReports | None = None, users: list | None = None):
     """One phase's model.fit, with the callbacks in the order their work needs (see callbacks/).
     phase="finetune" runs trainer.finetune_epochs more epochs, numbered on from the first phase.
     `pruning` (a search trial's EpochReports): its TrialPruning goes after tracking, so a pruned
-    epoch is in MLflow too."""
+    epoch is in MLflow too. `users`: trainer.callbacks, built; they run after ours."""
     import keras
     import tensorflow as tf
 
@@ -163,6 +152,7 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
         from tfx_hydra.sweeps.hparams_search.trial_pruning import TrialPruning
 
         callbacks.append(TrialPruning(pruning.trial, pruning.metric))
+    callbacks += users or []
     if trainer.check_numerics:  # before fit traces its step function: every op of it gets a check
         tf.debugging.enable_check_numerics()
     started = time.perf_counter()

@@ -10,6 +10,7 @@ Each kind of mistake has one wording a user learns once, whichever module finds 
     require_fraction     data.validation_split=1.5 is out of range: expected a fraction between 0 and 1.
     require_path         data.path=/x/mnist.npz does not exist.
     require_writable_folder  data.cache=/x/cache cannot be written: /x does not exist.
+    require_target       trainer.callbacks[0]=3 is not a node with a _target_.
 
 Every message names the key, echoes the value as it is typed in an override, says what was
 expected, and carries the override that fixes it. Nothing here imports more than errors.py: the
@@ -122,3 +123,16 @@ def require_writable_folder(key: str, value: str, folder: str, create: bool) -> 
     if not os.access(existing, os.W_OK):
         raise ConfigError(f"{key}={value} cannot be written: {existing} is not writable.",
                           fix=f"{key}=<a writable folder>")
+
+
+def require_target(key: str, value: Any, example: str, allow_name: bool = False, named: bool = False) -> None:
+    """A `_target_` node (`allow_name`: or a library's name for it; `named`: with the `name` it is
+    logged under)."""
+    if allow_name and isinstance(value, str):
+        return
+    if not isinstance(value, dict) or not isinstance(value.get("_target_"), str):
+        raise ConfigError(f"{key}={show(value)} is not " + ("a name or " if allow_name else "")
+                          + "a node with a _target_.", fix=f"{key}={example}")
+    if named and not isinstance(value.get("name"), str):
+        raise ConfigError(f"{key} ({value['_target_']}) has no name: a metric is logged, monitored and swept by "
+                          "its name.", fix=f"{key}={example}")

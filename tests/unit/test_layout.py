@@ -28,13 +28,14 @@ LAYERS = [
     ("commands", {"tfx_hydra.run", "tfx_hydra.reproduce", "tfx_hydra.sync", "tfx_hydra.data.to_tfrecord"}),
     ("steps", {"tfx_hydra.hardware", "tfx_hydra.strategy", "tfx_hydra.data", "tfx_hydra.models", "tfx_hydra.optimizer",
                "tfx_hydra.trainer", "tfx_hydra.export", "tfx_hydra.callbacks", "tfx_hydra.records", "tfx_hydra.debug",
-               "tfx_hydra.plots", "tfx_hydra.environment", "tfx_hydra.keras_compat", "tfx_hydra.sweeps"}),
+               "tfx_hydra.plots", "tfx_hydra.environment", "tfx_hydra.keras_compat", "tfx_hydra.sweeps",
+               "tfx_hydra.code_state", "tfx_hydra.compiled"}),
     ("tracking", {"tfx_hydra.tracking"}),
     # the vocabulary every layer speaks (precision.py spells the dtype policies the schemas check; it
     # imports Keras only inside the function that sets one)
     ("foundations", {"tfx_hydra.config", "tfx_hydra.settings", "tfx_hydra.schemas", "tfx_hydra.console",
                      "tfx_hydra.process", "tfx_hydra.validation", "tfx_hydra.metrics", "tfx_hydra.errors",
-                     "tfx_hydra.precision"}),
+                     "tfx_hydra.precision", "tfx_hydra.project"}),
 ]
 
 

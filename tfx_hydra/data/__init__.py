@@ -14,6 +14,7 @@ One module per option of conf/data/, named as the option is:
     keras.py      Keras' built-ins (mnist, fashion_mnist, cifar10, cifar100) or a local .npz, in memory
     tfrecord.py   TFRecord shards, streamed (data=tfrecord)
     image_folder.py  a folder of class folders of images, streamed (data=image_folder)
+    from_pipelines.py  a user's own tf.data pipelines as a source (the public way: see its docstring)
     csv.py        a CSV of numeric columns, in memory (data=csv)
     augmentation.py  data.augmentation: random flips, rotations, zooms on training batches
     tfds.py       TensorFlow Datasets (the optional `tfds` extra)
@@ -27,6 +28,7 @@ and what they share:
 
 from tfx_hydra.data.csv import csv
 from tfx_hydra.data.digits import digits
+from tfx_hydra.data.from_pipelines import from_pipelines
 from tfx_hydra.data.image_folder import image_folder
 from tfx_hydra.data.keras import keras_dataset
 from tfx_hydra.data.pipeline import Datasets, DataSpec, PipelineOptions
@@ -34,5 +36,5 @@ from tfx_hydra.data.synthetic import synthetic
 from tfx_hydra.data.tfds import tfds
 from tfx_hydra.data.tfrecord import tfrecord
 
-__all__ = ["DataSpec", "Datasets", "PipelineOptions", "csv", "digits", "image_folder", "keras_dataset", "synthetic",
-           "tfds", "tfrecord"]
+__all__ = ["DataSpec", "Datasets", "PipelineOptions", "csv", "digits", "from_pipelines", "image_folder",
+           "keras_dataset", "synthetic", "tfds", "tfrecord"]

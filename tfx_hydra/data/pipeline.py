@@ -243,6 +243,15 @@ def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spe
                     reads=described)
 
 
+def require_datasets(built: Any, target: str) -> Datasets:
+    """What a data source -- ours or the user's -- returns: Datasets (data.from_pipelines makes them)."""
+    if not isinstance(built, Datasets):
+        raise DataError(f"data._target_={target} returned a {type(built).__qualname__}, not tfx_hydra's Datasets.",
+                        fix="return tfx_hydra.data.from_pipelines(train, validation, test, input_shape=..., "
+                        "num_classes=..., batch_size=batch_size, seed=seed, **pipeline)")
+    return built
+
+
 # --- checks every source makes ------------------------------------------------------------------
 
 def check_against_spec(name: str, shape: Sequence[int], count: int, labels: np.ndarray | None,

@@ -139,7 +139,7 @@ class MlflowTracker:
                             model_uuid=logged.model_id) if logged else None
             # Pinned requirements instead of MLflow's inference, which imports the model in a subprocess.
             mlflow.tensorflow.save_model(model, path, signature=signature, input_example=example_inputs,
-                                         mlflow_model=mlmodel,
+                                         mlflow_model=mlmodel, code_paths=code_paths(model) or None,
                                          pip_requirements=[f"tensorflow=={tf.__version__}",
                                                            f"keras=={keras.version()}"])
             if logged is None or not self._try(lambda: self._upload_logged_model(logged.model_id, path)):
@@ -275,3 +275,24 @@ def register_model(client, run_id: str, name: str) -> str:
         model_id = outputs[-1].model_id
         return client.create_model_version(name, f"models:/{model_id}", run_id=run_id, model_id=model_id).version
     return client.create_model_version(name, f"{run.info.artifact_uri}/model", run_id=run_id).version
+
+
+# The packages a served model's environment has anyway (tfx_hydra's own layers come with tfx_hydra)
+LIBRARY_PACKAGES = ("keras", "tensorflow", "tf_keras", "tensorflow_hub", "tfx_hydra", "builtins", "__main__")
+
+
+def code_paths(model) -> list[str]:
+    """The folders of the user's packages whose classes the model holds (a custom layer): MLflow copies
+    them into the logged model, so `mlflow models serve` imports them (which registers the classes)
+    wherever it runs."""
+    import importlib.util
+
+    packages = {type(layer).__module__.split(".", 1)[0] for layer in [model, *model._flatten_layers()]}
+    folders = []
+    for package in sorted(packages - set(LIBRARY_PACKAGES)):
+        spec = importlib.util.find_spec(package)
+        if spec is not None and spec.submodule_search_locations:
+            folders.append(list(spec.submodule_search_locations)[0])
+        elif spec is not None and spec.origin:
+            folders.append(spec.origin)  # a single-module package
+    return folders

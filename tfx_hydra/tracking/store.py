@@ -199,7 +199,10 @@ def send_artifacts(client, run_id: str, local_path: str, artifact_path: str | No
 
 
 def flatten(node: Any, prefix: str = "") -> dict[str, str]:
-    """{'a': {'b': 1}} -> {'a.b': '1'}: MLflow params are flat strings."""
+    """{'a': {'b': 1}} -> {'a.b': '1'}: MLflow params are flat strings. A list of nodes (trainer.callbacks)
+    is flattened by position, `trainer.callbacks.0._target_`; a list of values stays one param."""
+    if isinstance(node, list) and any(isinstance(value, dict) for value in node):
+        node = {str(index): value for index, value in enumerate(node)}
     if isinstance(node, dict):
         flat: dict[str, str] = {}
         for key, value in node.items():

@@ -1,0 +1,122 @@
+"""from_pipelines: a user's own tf.data pipelines, handed to tfx_hydra as a data source.
+
+A data source of one's own is a factory a config names (`_target_: myproj.data.my_data`) that
+returns `Datasets`. The public way to make them from pipelines the user already has:
+
+    def my_data(batch_size, seed, **pipeline):
+        train, validation, test = ...  # tf.data.Datasets of unbatched (inputs, integer label) examples
+        return from_pipelines(train, validation, test, input_shape=(28, 28), num_classes=10,
+                              batch_size=batch_size, seed=seed, name="my_data", **pipeline)
+
+tfx_hydra then does what it does for its own sources: cache -> shuffle -> batch -> prefetch
+(the data.* pipeline options), the checks (shape, label type and range) and the record: one pass
+over each split counts its examples (a pipeline of unknown length is counted, then told its
+length) and digests them (sha256 of every example's bytes, in order), so reproduce can say
+whether the data changed. `digest=False` skips the digest for data too large to read twice;
+the run then says that its data is not digested.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any
+
+from tfx_hydra.data.lineage import DIGEST_LENGTH, DataRead
+from tfx_hydra.data.pipeline import Datasets, DataSpec, examples_read, finish, options_from, require_a_batch
+from tfx_hydra.errors import DataError
+
+log = logging.getLogger(__name__)
+SPLITS = ("train", "validation", "test")
+PASS_BATCH = 1024  # examples per step of the counting/digest pass
+NOT_DIGESTED = "not digested (from_pipelines(digest=False))"
+DIGESTED = "sha256 of every example's inputs and label, in the pipeline's order"
+
+
+def from_pipelines(train: Any, validation: Any, test: Any, *, input_shape, num_classes: int, batch_size: int,
+                   seed: int | None = 0, name: str = "own", digest: bool = True,
+                   input_scale: float = 1.0, input_offset: float = 0.0, **pipeline) -> Datasets:
+    """`Datasets` from three tf.data pipelines of unbatched `(inputs, integer label)` examples.
+    `input_shape`/`num_classes`: what the model is built for (checked against the pipelines);
+    `input_scale`/`input_offset`: the normalization the pipelines already applied, which the exports
+    put in their graph so a served model takes raw inputs; `pipeline`: the data.* options."""
+    options = options_from(batch_size, seed, pipeline)
+    spec = DataSpec(tuple(int(d) for d in input_shape), int(num_classes), input_scale, input_offset)
+    pipelines = {"train": train, "validation": validation, "test": test}
+    reads, counts, told = {}, {}, {}
+    for split, dataset in pipelines.items():
+        require_examples(split, dataset, spec)
+        if split == "train" and options.limit is not None:
+            dataset = dataset.take(options.limit)
+        told[split], reads[split] = counted_and_digested(split, dataset, spec, name, digest)
+        counts[split] = reads[split].num_examples
+        if counts[split] == 0:
+            raise DataError(f"the {split} pipeline of {name} is empty.", fix="hand over a pipeline with examples")
+    require_a_batch(counts["train"], options.batch_size)
+    finished = {split: finish(told[split], options, training=split == "train", num_examples=counts[split],
+                              cache_suffix=f".{split}") for split in SPLITS}
+    if not digest:
+        log.info(f"data: {name}'s splits are not digested (digest=False): reproduce cannot tell whether they change")
+    read = {split: examples_read(options, counts[split]) for split in SPLITS}
+    return Datasets(train=finished["train"], validation=finished["validation"], test=finished["test"], spec=spec,
+                    num_train=read["train"], num_validation=read["validation"], num_test=read["test"], reads=reads)
+
+
+def require_examples(split: str, dataset: Any, spec: DataSpec) -> None:
+    """An unbatched pipeline of (inputs of the declared shape, an integer label), of finite length."""
+    import tensorflow as tf
+
+    if not isinstance(dataset, tf.data.Dataset):
+        raise DataError(f"the {split} split is a {type(dataset).__name__}, not a tf.data.Dataset.",
+                        fix="hand from_pipelines tf.data.Datasets (tf.data.Dataset.from_tensor_slices((x, y)) for "
+                        "arrays)")
+    element = dataset.element_spec
+    if not (isinstance(element, tuple) and len(element) == 2):
+        raise DataError(f"the {split} pipeline yields {element}, not (inputs, label) pairs.",
+                        fix="map it to pairs: dataset.map(lambda example: (example['image'], example['label']))")
+    inputs, label = element
+    shape = tuple(inputs.shape)
+    if shape != spec.input_shape:
+        batched = len(shape) == len(spec.input_shape) + 1 and shape[1:] == spec.input_shape
+        raise DataError(f"the {split} pipeline's inputs have shape {list(shape)}, the model is built for "
+                        f"{list(spec.input_shape)}" + (": it is batched already." if batched else "."),
+                        fix="hand over unbatched examples (tfx_hydra batches them by trainer.batch_size)" if batched
+                        else f"input_shape={list(shape)} in the source (or reshape the pipeline's inputs)")
+    if not (label.dtype.is_integer and label.shape.rank == 0):
+        raise DataError(f"the {split} pipeline's labels are {label.dtype.name} of shape {list(label.shape)}: "
+                        "expected one integer class index per example.",
+                        fix="map the labels to integers: dataset.map(lambda x, y: (x, tf.cast(y, tf.int64)))")
+    if dataset.cardinality() == tf.data.INFINITE_CARDINALITY:
+        raise DataError(f"the {split} pipeline never ends (it repeats): an epoch needs an end.",
+                        fix="drop the .repeat(), or end it with .take(N)")
+
+
+def counted_and_digested(split: str, dataset: Any, spec: DataSpec, name: str, digest: bool):
+    """(the pipeline, told its length; its DataRead). One pass over it unless its length is known and
+    no digest is asked for; the labels are checked against num_classes on the way."""
+    import numpy as np
+    import tensorflow as tf
+
+    known = int(dataset.cardinality())
+    count, hashed, low, high = known, hashlib.sha256(), None, None
+    if digest or known < 0:
+        count = 0
+        for inputs, labels in dataset.batch(PASS_BATCH).as_numpy_iterator():
+            count += len(labels)
+            if digest:
+                hashed.update(np.ascontiguousarray(inputs).tobytes())
+                hashed.update(np.ascontiguousarray(labels).astype("int64").tobytes())
+            low = labels.min() if low is None else min(low, labels.min())
+            high = labels.max() if high is None else max(high, labels.max())
+        if known < 0:
+            log.info(f"data: {name}'s {split} pipeline has no known length: counted by one pass ({count:,} examples)")
+            dataset = dataset.apply(tf.data.experimental.assert_cardinality(count))
+    if low is not None and (low < 0 or high >= spec.num_classes):
+        raise DataError(f"num_classes={spec.num_classes} does not match the {split} pipeline: its labels range over "
+                        f"[{low}, {high}].", fix=f"num_classes={int(high) + 1}")
+    read = DataRead(split=split, name=f"{name}-{split}", source=f"{name} (the project's tf.data pipeline)",
+                    source_type="code", num_examples=count, input_shape=spec.input_shape,
+                    input_dtype=dataset.element_spec[0].dtype.name, num_classes=spec.num_classes,
+                    digest=hashed.hexdigest()[:DIGEST_LENGTH] if digest else "none",
+                    digested=DIGESTED if digest else NOT_DIGESTED)
+    return dataset, read
