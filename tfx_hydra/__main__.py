@@ -37,6 +37,10 @@ def main() -> None:
     limit) ended the way shells expect: one line saying what happened and how to resume, and
     the status 128 + the signal's number (130, 143), not a traceback. A sweep worker that died
     is reported by the sweep (its parent run's close) rather than with the launcher's traceback."""
+    if sys.argv[1:2] == ["init"]:  # `tfx-hydra init PATH`: a new project, not a run
+        from tfx_hydra.new_project import main as init
+
+        sys.exit(init(sys.argv[2:]))
     quiet_libraries()
     full_errors = os.environ.get("HYDRA_FULL_ERROR") == "1"  # the user asked for every traceback
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra hands errors to us instead of printing them

@@ -25,7 +25,8 @@ MAX_LINES = 300
 # Imports run down this list, never up; within one layer any direction, as long as there is no circle.
 LAYERS = [
     ("entrypoint", {"tfx_hydra.__main__"}),
-    ("commands", {"tfx_hydra.run", "tfx_hydra.reproduce", "tfx_hydra.sync", "tfx_hydra.data.to_tfrecord"}),
+    ("commands", {"tfx_hydra.run", "tfx_hydra.reproduce", "tfx_hydra.sync", "tfx_hydra.data.to_tfrecord",
+                  "tfx_hydra.new_project"}),
     ("steps", {"tfx_hydra.hardware", "tfx_hydra.strategy", "tfx_hydra.data", "tfx_hydra.models", "tfx_hydra.optimizer",
                "tfx_hydra.trainer", "tfx_hydra.export", "tfx_hydra.callbacks", "tfx_hydra.records", "tfx_hydra.debug",
                "tfx_hydra.plots", "tfx_hydra.environment", "tfx_hydra.keras_compat", "tfx_hydra.sweeps",
