@@ -66,8 +66,9 @@ def code_states(packages: list[str]) -> list[CodeState]:
         folder = _package_folder(package)
         if folder is None:
             continue
-        git = git_state(folder)
-        if git.commit:
+        installed = {"site-packages", "dist-packages"} & set(os.path.normpath(folder).split(os.sep))
+        git = git_state(folder) if not installed else None  # an environment may live in a git tree (pyenv's)
+        if git is not None and git.commit:
             states.append(CodeState(package, _work_tree(folder), git.commit, git.dirty, git.diff))
         else:
             states.append(CodeState(package, folder, version=_version(package)))

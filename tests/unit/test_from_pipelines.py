@@ -1,0 +1,107 @@
+"""data.from_pipelines: a user's own tf.data pipelines become a run's data -- batched, shuffled, cached and
+prefetched by the data.* options, checked, counted and digested in one pass -- and each pipeline that
+cannot work is one DataError saying what to change."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfx_hydra.data import from_pipelines
+from tfx_hydra.data.from_pipelines import NOT_DIGESTED
+from tfx_hydra.errors import DataError
+
+
+def pairs(n: int, seed: int = 0, shape=(4,), classes: int = 3):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, *shape)).astype("float32")
+    y = rng.integers(0, classes, size=n).astype("int64")
+    return tf.data.Dataset.from_tensor_slices((x, y))
+
+
+def unknown_length(dataset):
+    """The same examples behind a filter: tf.data no longer knows how many there are."""
+    return dataset.filter(lambda x, y: True)
+
+
+def three(**kwargs):
+    defaults = dict(input_shape=(4,), num_classes=3, batch_size=16, seed=0, name="mine")
+    return from_pipelines(pairs(100), pairs(20, 1), pairs(30, 2), **(defaults | kwargs))
+
+
+def test_pipelines_are_batched_counted_and_digested():
+    data = three()
+    assert (data.num_train, data.num_validation, data.num_test) == (100, 20, 30)
+    x, y = next(iter(data.train))
+    assert x.shape == (16, 4) and y.dtype == tf.int64
+    assert sum(int(b[1].shape[0]) for b in data.test) == 30
+    assert data.reads["train"].name == "mine-train" and len(data.reads["train"].digest) == 16
+    assert data.reads["train"].digest == three().reads["train"].digest  # the same examples, the same digest
+    other = from_pipelines(pairs(100, seed=9), pairs(20, 1), pairs(30, 2), input_shape=(4,), num_classes=3,
+                           batch_size=16, seed=0, name="mine")
+    assert other.reads["train"].digest != data.reads["train"].digest
+    assert other.reads["test"].digest == data.reads["test"].digest
+
+
+def test_a_pipeline_of_unknown_length_is_counted_then_told_its_length(caplog):
+    caplog.set_level("INFO")
+    data = from_pipelines(unknown_length(pairs(100)), pairs(20, 1), pairs(30, 2), input_shape=(4,), num_classes=3,
+                          batch_size=16, seed=0, name="mine")
+    assert data.num_train == 100
+    assert int(data.train.cardinality()) == 7  # Keras sizes its epochs and progress by it
+    assert "mine's train pipeline has no known length: counted by one pass (100 examples)" in caplog.text
+    assert data.reads["train"].digest == three().reads["train"].digest  # the same examples as the known-length one
+
+
+def test_digest_false_reads_nothing_ahead_and_says_so(caplog):
+    caplog.set_level("INFO")
+    data = three(digest=False)
+    assert {read.digested for read in data.reads.values()} == {NOT_DIGESTED}
+    assert data.reads["train"].digest == "none" and data.num_train == 100
+    assert "not digested (digest=False): reproduce cannot tell whether they change" in caplog.text
+
+
+def test_the_pipeline_options_apply():
+    data = three(limit=40, shuffle_buffer=0, cache=False)
+    assert data.num_train == 40
+    first = np.concatenate([y.numpy() for _, y in data.train])
+    again = np.concatenate([y.numpy() for _, y in data.train])
+    np.testing.assert_array_equal(first, again)  # shuffle_buffer=0: no shuffling
+    shuffled = three(shuffle_buffer=100)
+    assert not np.array_equal(np.concatenate([y.numpy() for _, y in shuffled.train]),
+                              np.concatenate([y.numpy() for _, y in three(shuffle_buffer=0).train]))
+
+
+# each a function: tensors made at import would initialise TensorFlow before conftest sets up its devices
+BROKEN = {
+    "an array": (lambda: np.zeros((4, 4)), {}, "the train split is a ndarray, not a tf.data.Dataset.",
+                 "from_tensor_slices"),
+    "inputs alone": (lambda: tf.data.Dataset.from_tensor_slices(np.zeros((8, 4), "float32")), {},
+                     "the train pipeline yields TensorSpec(shape=(4,), dtype=tf.float32, name=None), not (inputs, "
+                     "label) pairs.", "map it to pairs"),
+    "batched": (lambda: pairs(100).batch(10), {}, "the train pipeline's inputs have shape [None, 4], the model is "
+                "built for [4]: it is batched already.", "hand over unbatched examples"),
+    "another shape": (lambda: pairs(100, shape=(5,)), {}, "the train pipeline's inputs have shape [5], the model is "
+                      "built for [4].", "input_shape=[5]"),
+    "float labels": (lambda: pairs(100).map(lambda x, y: (x, tf.cast(y, tf.float32))), {},
+                     "the train pipeline's labels are float32 of shape []: expected one integer class index per "
+                     "example.", "tf.cast(y, tf.int64)"),
+    "endless": (lambda: pairs(100).repeat(), {}, "the train pipeline never ends (it repeats): an epoch needs an end.",
+                "drop the .repeat()"),
+    "more classes": (lambda: pairs(100, classes=5), {}, "num_classes=3 does not match the train pipeline: its labels "
+                     "range over [0, 4].", "num_classes=5"),
+    "empty": (lambda: pairs(100).take(0), {}, "the train pipeline of mine is empty.",
+              "hand over a pipeline with examples"),
+    "under a batch": (lambda: pairs(10), {"batch_size": 16}, "the training split has 10 examples, fewer than one "
+                      "batch", "trainer.batch_size"),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN))
+def test_a_pipeline_that_cannot_work_is_one_data_error(case):
+    train, kwargs, message, fix = BROKEN[case]
+    with pytest.raises(DataError) as raised:
+        from_pipelines(train(), pairs(20, 1), pairs(30, 2), **(dict(input_shape=(4,), num_classes=3, batch_size=16,
+                                                                    seed=0, name="mine") | kwargs))
+    assert message in str(raised.value) and fix in str(raised.value), str(raised.value)
