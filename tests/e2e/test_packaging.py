@@ -1,4 +1,4 @@
-"""A non-editable install ships the config tree: the wheel runs from any directory."""
+"""A non-editable install ships the config tree and the project template: the wheel runs from any directory,\nand a project its `init` writes passes its own smoke test against it."""
 
 from __future__ import annotations
 
@@ -40,3 +40,16 @@ def test_the_wheel_carries_every_config_and_runs_outside_the_repo(tmp_path):
     assert "tfx_hydra: run complete" in done.stdout
     exported = list((elsewhere / "outputs").glob("*/*/export/mlp/1/saved_model.pb"))
     assert len(exported) == 1, os.listdir(elsewhere)
+
+    # a project made by the installed copy's `init`: its smoke test passes against the installed copy
+    project = elsewhere / "acme"
+    made = subprocess.run([sys.executable, "-c", "import runpy, sys; sys.argv[0] = 'tfx-hydra'; "
+                           "runpy.run_module('tfx_hydra', run_name='__main__')", "init", str(project)],
+                          cwd=elsewhere, env=env, capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr[-3000:]
+    assert (project / "acme" / "models.py").is_file() and (project / "conf" / "experiment" / "acme.yaml").is_file()
+    smoke = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                            "-o", "addopts=", "tests"], cwd=project, env=env, capture_output=True, text=True,
+                           timeout=600)
+    assert smoke.returncode == 0, smoke.stdout[-3000:]
+    assert "1 passed" in smoke.stdout
