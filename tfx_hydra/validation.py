@@ -11,6 +11,7 @@ Each kind of mistake has one wording a user learns once, whichever module finds 
     require_path         data.path=/x/mnist.npz does not exist.
     require_writable_folder  data.cache=/x/cache cannot be written: /x does not exist.
     require_target       trainer.callbacks[0]=3 is not a node with a _target_.
+    require_sqlite_file  tracking.uri: /x/mlflow.db is not an SQLite database (file is not a database), ...
 
 Every message names the key, echoes the value as it is typed in an override, says what was
 expected, and carries the override that fixes it. Nothing here imports more than errors.py: the
@@ -19,6 +20,7 @@ schemas, the data sources, the models and the search all use it before TensorFlo
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any, Iterable, Sequence
 
@@ -136,3 +138,24 @@ def require_target(key: str, value: Any, example: str, allow_name: bool = False,
     if named and not isinstance(value.get("name"), str):
         raise ConfigError(f"{key} ({value['_target_']}) has no name: a metric is logged, monitored and swept by "
                           "its name.", fix=f"{key}={example}")
+
+
+def require_sqlite_file(key: str, path: str, what: str, tables: Sequence[str] = ()) -> None:
+    """An SQLite file that exists is a database, and `what` (an MLflow store, an Optuna study) if it has
+    tables: opened read-only, so nothing is written into a file that is not what the key says."""
+    import sqlite3
+
+    if not os.path.isfile(path) or os.path.getsize(path) == 0:
+        return  # none yet: it is created
+    fix = (f"move it aside (mv {path} {path}.broken) to start a new {what} there, or point {key} at the right "
+           "file")
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as connection:
+            found = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.DatabaseError as err:
+        raise ConfigError(f"{key}: {path} is not an SQLite database ({err}), so it cannot be the {what}; nothing "
+                          "was written into it.", fix=fix) from None
+    missing = [table for table in tables if table not in found]
+    if found and missing:
+        raise ConfigError(f"{key}: {path} is an SQLite database, but not an {what} (it has no '{missing[0]}' "
+                          "table); nothing was written into it.", fix=fix)

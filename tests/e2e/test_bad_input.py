@@ -186,3 +186,36 @@ def test_a_csv_with_nan_cells_fails_before_training_with_the_cell_named(tmp_path
     assert "Traceback" not in done.stderr and "epoch 1/" not in done.stdout  # no epoch trained
     (run,) = mlflow_runs(tmp_path)
     assert run.info.status == "FAILED" and run.data.tags["error"].startswith(f"DataError: {table}, row 7")
+
+
+@pytest.mark.fresh_store  # the store in the launch directory is the file under test
+@pytest.mark.parametrize("file, contents, args, message", [
+    ("mlflow.db", b"these are notes, not a database\n", [],
+     "TrackingError: tracking.uri: {path} is not an SQLite database (file is not a database), so it cannot be the "
+     "MLflow store; nothing was written into it."),
+    ("mlflow.db", "someone else's tables", [],
+     "TrackingError: tracking.uri: {path} is an SQLite database, but not an MLflow store (it has no 'experiments' "
+     "table); nothing was written into it."),
+    ("optuna.db", b"\x00\x01 a damaged study\n", ["-m", "hparams_search=optuna", "hparams_search.n_trials=1"],
+     "ConfigError: hparams_search.storage: {path} is not an SQLite database (file is not a database), so it cannot "
+     "be the Optuna study; nothing was written into it."),
+])
+def test_a_store_or_study_file_that_is_not_one_is_named_and_left_untouched(tmp_path, file, contents, args, message):
+    import sqlite3
+
+    path = tmp_path / file
+    if isinstance(contents, bytes):
+        path.write_bytes(contents)
+    else:
+        with sqlite3.connect(path) as connection:
+            connection.execute("CREATE TABLE notes (text)")
+    before = path.read_bytes()
+    multirun = args[:1] == ["-m"]
+    done = run_cli_in_process(["trainer.epochs=1", *args[1 if multirun else 0:]], cwd=tmp_path, multirun=multirun)
+    assert done.returncode == 1
+    assert message.format(path=path) in done.stderr, done.stderr[-2000:]
+    assert f"Fix: move it aside (mv {path} {path}.broken)" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert path.read_bytes() == before  # nothing written into it
+    if file == "optuna.db" and (tmp_path / "mlflow.db").exists():  # the search's store: no parent left open
+        assert [r.info.status for r in mlflow_runs(tmp_path) if r.info.status in ("FINISHED", "RUNNING")] == []

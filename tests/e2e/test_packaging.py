@@ -1,4 +1,5 @@
-"""A non-editable install ships the config tree and the project template: the wheel runs from any directory,\nand a project its `init` writes passes its own smoke test against it."""
+"""A non-editable install ships the config tree and the project template: the wheel runs from any
+directory, and a project its `init` writes passes its own smoke test against it."""
 
 from __future__ import annotations
 

@@ -68,7 +68,8 @@ def test_activate_puts_the_projects_code_first_for_this_process_and_its_children
      "which does not exist.", "Fix: list the folders the project's packages are in"),
     ('config_dir = "conf"\npython_path = "src"', "python_path='src' in {pyproject} [tool.tfx_hydra] is not a list of "
      "folders.", 'Fix: python_path = ["."]'),
-    ('config_dir = 3', "config_dir=3 in {pyproject} [tool.tfx_hydra] is not a folder name.", 'Fix: config_dir = "conf"'),
+    ('config_dir = 3', "config_dir=3 in {pyproject} [tool.tfx_hydra] is not a folder name.",
+     'Fix: config_dir = "conf"'),
     ('config_dir = "conf', "{pyproject} cannot be read: ", "Fix: fix the TOML syntax of the file"),
 ])
 def test_a_table_that_cannot_work_is_one_clear_error(tmp_path, monkeypatch, table, message, fix):

@@ -16,14 +16,16 @@ from contextlib import contextmanager
 from typing import Any, Iterable, Iterator
 
 from tfx_hydra.console import library_lines_to
-from tfx_hydra.errors import TrackingError
+from tfx_hydra.errors import ConfigError, TrackingError
 from tfx_hydra.schemas import TrackingConfig
 from tfx_hydra.tracking.secrets import mask_uri
+from tfx_hydra.validation import require_sqlite_file
 
 MAX_PARAMS_PER_CALL = 100  # MLflow's log_batch limit
 MAX_TAGS_PER_CALL = 100
 MAX_PARAM_LENGTH = 6000
 MAX_TAG_LENGTH = 5000
+MLFLOW_TABLES = ("experiments", "runs")  # an SQLite file with tables but not these is someone else's
 
 
 def resolve_tracking_uri(config: TrackingConfig, launch_dir: str) -> str:
@@ -70,6 +72,10 @@ def check_store_reachable(uri: str, timeout: float) -> None:
                 f"tracking.uri={uri}: the folder {folder} does not exist or is not writable.",
                 fix="point tracking.uri at a writable folder, e.g. tracking.uri=sqlite:///mlflow.db",
             )
+        try:
+            require_sqlite_file("tracking.uri", uri[len("sqlite:///"):], "MLflow store", MLFLOW_TABLES)
+        except ConfigError as err:
+            raise TrackingError(err.message, fix=err.fix) from None
 
 
 def open_store(uri: str, experiment: str, artifact_location: str | None):

@@ -24,6 +24,7 @@ from tfx_hydra.errors import ConfigError
 from tfx_hydra.sweeps.hparams_search import space as search_space
 from tfx_hydra.sweeps.hparams_search.settings import SearchSettings, is_url
 from tfx_hydra.tracking import mask_uri
+from tfx_hydra.validation import require_sqlite_file
 
 log = logging.getLogger(__name__)
 HEARTBEAT = "tfx_hydra.heartbeat"        # user attr: the time of the trial's last heartbeat
@@ -38,6 +39,8 @@ def storage(url: str):
     from optuna.storages import JournalStorage, RDBStorage
     from optuna.storages.journal import JournalFileBackend
 
+    if url.startswith("sqlite:///"):
+        require_sqlite_file("hparams_search.storage", url[len("sqlite:///"):], "Optuna study", ("studies", "trials"))
     try:
         if not is_url(url):
             return JournalStorage(JournalFileBackend(url))
