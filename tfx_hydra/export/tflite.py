@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import tempfile
 
+from tfx_hydra.console import native_lines_to_log
 from tfx_hydra.errors import ConfigError, ExportError
 from tfx_hydra.export.result import PARITY, ExportResult, compare_on_validation, make_parent, require_parity
 
@@ -45,6 +46,11 @@ class TFLiteExport:
         import tensorflow as tf
 
         make_parent(self.path, "export.tflite.export_dir")
+        # the converter's and LiteRT's C++ lines (Ignored output_format, XNNPACK delegate): the job log's
+        with native_lines_to_log():
+            return self._convert_and_verify(model, datasets, tf)
+
+    def _convert_and_verify(self, model, datasets, tf) -> ExportResult:
         with tempfile.TemporaryDirectory(prefix="tfx_hydra-tflite-") as saved_model:
             model.export(saved_model, format="tf_saved_model", verbose=False)
             converter = tf.lite.TFLiteConverter.from_saved_model(saved_model)
