@@ -316,3 +316,24 @@ def test_the_readme_section_is_the_one_this_test_walks():
     for line in ("tfx-hydra init acme-project --package acme", "tfx-hydra experiment=acme debug=fast",
                  textwrap.dedent(DOUBLED_YAML).splitlines()[4]):
         assert line in section, line
+
+
+def test_a_run_given_hydra_searchpath_records_it_and_reproduces_from_anywhere(project, tmp_path, monkeypatch):
+    """The way before a project file: options from a folder named on the command line. The command tag and
+    the re-run keep `hydra.searchpath`, so the run composes again without the user typing it."""
+    launch, elsewhere = tmp_path / "launch", tmp_path / "elsewhere"
+    launch.mkdir()
+    elsewhere.mkdir()
+    searchpath = f"hydra.searchpath=[file://{project / 'conf'}]"
+    monkeypatch.syspath_prepend(str(project))  # the code, as PYTHONPATH would give it: no project file involved
+    done = run_cli_in_process([searchpath, "experiment=acme", "trainer.epochs=1", "export=none"], cwd=launch)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run,) = mlflow_runs(launch)
+    assert run.data.tags["command"] == f"python -m tfx_hydra {shlex.quote(searchpath)} experiment=acme " \
+                                       "trainer.epochs=1 export=none"
+    assert "project.root" not in run.data.tags  # no project file was involved
+    dry = run_in_reproduce([run.info.run_id, "--tracking-uri", f"sqlite:///{launch / 'mlflow.db'}", "--dry-run"],
+                           cwd=elsewhere)
+    assert dry.returncode == 0, dry.stderr
+    assert "this environment and config match what it recorded" in dry.stdout, dry.stdout  # composed the same today
+    assert f"would run: python -m tfx_hydra {shlex.quote(searchpath)} experiment=acme" in dry.stdout, dry.stdout
