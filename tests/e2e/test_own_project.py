@@ -300,14 +300,6 @@ def test_a_project_file_naming_a_missing_folder_is_said(tmp_path):
     assert "Traceback" not in done.stderr
 
 
-def test_the_generated_smoke_test_passes(project):
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-                           "-o", "addopts=", str(project / "tests")],
-                          cwd=project, env=cli_env(), capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:]
-    assert "1 passed" in done.stdout
-
-
 def test_the_readme_section_is_the_one_this_test_walks():
     from tests.helpers import REPO
 
