@@ -107,8 +107,9 @@ def test_every_example_output_in_the_readme_is_what_the_code_prints(tmp_path):
 
 def test_the_readme_starts_where_a_new_user_starts():
     headings = [line for line in README.read_text().splitlines() if line.startswith("## ")]
-    assert headings[:7] == ["## Install", "## Quickstart", "## The headline command", "## A sweep",
-                            "## Read a run in the MLflow UI", "## When something is wrong", "## Debug presets"]
+    assert headings[:8] == ["## Install", "## Quickstart", "## The headline command", "## A sweep",
+                            "## Your own project", "## Read a run in the MLflow UI", "## When something is wrong",
+                            "## Debug presets"]
     assert headings[-1] == "## Development"  # the test suite comes last
     text = README.read_text()
     assert "| you typed | you get |" not in text and "## Faults" not in text  # the long references are in docs/

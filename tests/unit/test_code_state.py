@@ -29,18 +29,18 @@ def test_the_packages_a_config_names_are_ours_first_then_the_users():
 
 
 def test_a_package_in_git_is_its_commit_and_its_uncommitted_change(tmp_path, monkeypatch):
-    (tmp_path / "acme").mkdir()
-    (tmp_path / "acme" / "__init__.py").write_text("VALUE = 1\n")
+    (tmp_path / "codepkg_under_test").mkdir()
+    (tmp_path / "codepkg_under_test" / "__init__.py").write_text("VALUE = 1\n")
     git(tmp_path, "init", "-q")
     git(tmp_path, "add", "-A")
     git(tmp_path, "commit", "-qm", "one")
     monkeypatch.syspath_prepend(str(tmp_path))
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
-    (state,) = code_states(["acme"])
+    (state,) = code_states(["codepkg_under_test"])
     assert (state.commit, state.dirty, state.folder) == (commit, False, str(tmp_path))
-    assert code_tags([state]) == {"code.acme": f"git {commit[:12]} in {tmp_path}"}
-    (tmp_path / "acme" / "__init__.py").write_text("VALUE = 2\n")
-    (state,) = code_states(["acme"])
+    assert code_tags([state]) == {"code.codepkg_under_test": f"git {commit[:12]} in {tmp_path}"}
+    (tmp_path / "codepkg_under_test" / "__init__.py").write_text("VALUE = 2\n")
+    (state,) = code_states(["codepkg_under_test"])
     assert state.dirty and "+VALUE = 2" in state.diff
     assert state.described == f"git {commit[:12]} (uncommitted changes) in {tmp_path}"
 
