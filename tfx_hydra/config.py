@@ -125,21 +125,46 @@ def users_traceback(error: BaseException) -> str:
     return "\n".join("  " + line for text in lines for line in text.rstrip("\n").split("\n"))
 
 
+def require_importable_targets(node: Any, key: str = "") -> None:
+    """Every `_target_`'s top-level package can be found, checked before TensorFlow is imported (finding a
+    top-level package imports nothing): a misspelt or uninstalled package fails in preflight, not
+    after the run has started. A missing module inside a package that exists is found when it is built."""
+    import importlib.util
+
+    if isinstance(node, dict):
+        target = node.get("_target_")
+        if isinstance(target, str) and target:
+            top = target.split(".", 1)[0]
+            try:
+                found = importlib.util.find_spec(top) is not None
+            except (ImportError, ValueError):
+                found = False
+            if not found:
+                raise unimportable(key or "config", target, ModuleNotFoundError(f"No module named '{top}'"))
+        for name, value in node.items():
+            require_importable_targets(value, f"{key}.{name}" if key else str(name))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            require_importable_targets(value, f"{key}[{index}]")
+
+
 def unimportable(key: str, target: str, cause: BaseException | None) -> ConfigError:
     """A `_target_` whose module cannot be imported: which module, and where Python looked."""
     import sys
 
     from tfx_hydra.project import find_project
 
-    reason = str(cause).strip().splitlines()[1] if cause is not None and len(str(cause).splitlines()) > 1 \
-        else str(cause or "")
+    innermost = cause
+    while innermost is not None and isinstance(innermost.__cause__, ImportError):
+        innermost = innermost.__cause__  # Hydra's "Error loading ..." wraps Python's own ImportError
+    reason = str(innermost or "").strip().splitlines()[0] if innermost is not None else "not found"
     try:
         project = find_project()
     except TfxHydraError:
         project = None
     where = (f"the project at {project.root} (its code from {', '.join(project.python_path)})" if project
              else "no tfx_hydra project (no pyproject.toml with [tool.tfx_hydra] here or above)")
-    searched = ", ".join(p or "." for p in sys.path[:6]) + (", ..." if len(sys.path) > 6 else "")
+    searched = ", ".join(p or "." for p in sys.path[:6]) + (f" ({len(sys.path)} in all)" if len(sys.path) > 6 else "")
     return ConfigError(f"{key}._target_={target} cannot be imported: {reason}. Looked in {where}; sys.path: "
                        f"{searched}.",
                        fix="install the package that holds it (pip install -e /path/to/project), run from its "

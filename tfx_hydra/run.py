@@ -21,10 +21,10 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from tfx_hydra import records, sweeps, tracking, trainer
-from tfx_hydra.config import build
+from tfx_hydra.config import build, require_importable_targets
 from tfx_hydra.console import print_summary
 from tfx_hydra.data.pipeline import require_datasets
 from tfx_hydra.data.preflight import check_data_config
@@ -94,6 +94,7 @@ def run(cfg: DictConfig) -> float | list[float] | sweeps.PrunedResult:
 def preflight(cfg: DictConfig) -> Settings:
     """Everything that can be checked without TensorFlow, checked before it is imported."""
     settings = validate(cfg)
+    require_importable_targets({k: v for k, v in OmegaConf.to_container(cfg, resolve=False).items() if k != "hydra"})
     sweeps.require_multirun_for_search(cfg)
     if cfg.mode == "train":
         sweeps.require_known_metric(settings)

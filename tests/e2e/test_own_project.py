@@ -214,6 +214,10 @@ def test_a_moved_project_is_named_and_another_folder_can_be_given(project, train
 # --- the user's code, wrong in every way it can be ------------------------------------------------
 
 MISTAKES = {
+    "a misspelt package in a _target_ (found before TensorFlow starts)": (
+        "model:\n  _target_: acmee.models.tiny\n",
+        ["ConfigError: model._target_=acmee.models.tiny cannot be imported: No module named 'acmee'. Looked in the "
+         "project at", "Fix: install the package that holds it"]),
     "a _target_ that cannot be imported": (
         "model:\n  _target_: acme.nowhere.builder\n",
         ["ConfigError: model._target_=acme.nowhere.builder cannot be imported", "No module named 'acme.nowhere'",

@@ -98,3 +98,16 @@ def _composition_failure(overrides):
     except ConfigCompositionException as err:
         return err
     raise AssertionError(f"{overrides} composed")
+
+
+def test_a_target_whose_package_is_nowhere_is_found_before_tensorflow_and_named_by_key():
+    from tfx_hydra.config import require_importable_targets
+
+    require_importable_targets({"model": {"_target_": "tfx_hydra.models.mlp"},
+                                "optimizer": {"_target_": "keras.optimizers.Adam"}})  # found: nothing said
+    with pytest.raises(ConfigError) as raised:
+        require_importable_targets({"trainer": {"callbacks": [{"_target_": "keras.callbacks.History"},
+                                                              {"_target_": "mypackage_nowhere.Log"}]}})
+    said = str(raised.value)
+    assert said.startswith("ConfigError: trainer.callbacks[1]._target_=mypackage_nowhere.Log cannot be imported: "
+                           "No module named 'mypackage_nowhere'. Looked in no tfx_hydra project"), said
