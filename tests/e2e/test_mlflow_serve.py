@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 import urllib.request
 from pathlib import Path
@@ -16,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.helpers import QUICK, REPO, cli_env, free_ports, mlflow_client, mlflow_runs, wait_for_http
+from tests.helpers import QUICK, REPO, cli_env, mlflow_client, mlflow_runs, serve_on_a_free_port, stop_server
 from tests.helpers.in_process import run_cli_in_process
 
 pytestmark = pytest.mark.slow
@@ -38,17 +36,15 @@ def test_mlflow_models_serve_answers_like_the_trained_model(tmp_path):
     versions = mlflow_client(tmp_path).search_model_versions("name='digits_mlp'")
     assert [(str(v.version), v.run_id) for v in versions] == [("1", run.info.run_id)]
 
-    (port,) = free_ports(1)
     env = cli_env()
     env["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env["PATH"]  # uvicorn, for --env-manager local
-    server = subprocess.Popen(
-        [str(Path(sys.executable).parent / "mlflow"), "models", "serve", "-m", f"runs:/{run.info.run_id}/model",
-         "--env-manager", "local", "-h", "127.0.0.1", "-p", str(port)],
-        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    server, port = serve_on_a_free_port(
+        lambda port: [str(Path(sys.executable).parent / "mlflow"), "models", "serve", "-m",
+                      f"runs:/{run.info.run_id}/model", "--env-manager", "local", "-h", "127.0.0.1", "-p", str(port)],
+        tmp_path, env, tmp_path / "serve.log", "mlflow models serve")
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_for_http(f"{base}/ping", server, timeout=120, what="mlflow models serve")
         inputs = np.random.default_rng(0).uniform(0, 1, size=(4, 8, 8)).astype("float32")
         request = urllib.request.Request(f"{base}/invocations", data=json.dumps({"inputs": inputs.tolist()}).encode(),
                                          headers={"Content-Type": "application/json"})
@@ -61,8 +57,7 @@ def test_mlflow_models_serve_answers_like_the_trained_model(tmp_path):
             answered = json.loads(response.read())["predictions"]
         assert np.asarray(answered).shape == (1, 10) and abs(sum(answered[0]) - 1) < 1e-4
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
+        stop_server(server)
     # The MLflow model is the Keras model (scaled inputs); the SavedModel takes raw digits pixels (0..16).
     saved_model = tf.saved_model.load(run.data.tags["export.savedmodel.path"])
     expected = saved_model.signatures["serving_default"](inputs=tf.constant(inputs * 16.0))["probabilities"]

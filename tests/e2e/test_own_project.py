@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers import cli_env, free_ports, mlflow_client, mlflow_runs, wait_for_http
+from tests.helpers import cli_env, mlflow_client, mlflow_runs, serve_on_a_free_port, stop_server
 from tests.helpers.in_process import run_cli_in_process
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_own_project")]
@@ -130,17 +130,15 @@ def test_the_export_evaluates_and_the_mlflow_model_serves_elsewhere(project, tra
     logged = mlflow_client(project).get_logged_model(run.data.tags["mlflow.logged_model_id"])
     model_dir = Path(logged.artifact_location)  # a local store: the logged model's own folder
     assert (model_dir / "code" / "acme" / "layers.py").is_file()  # the project's code travels with the model
-    (port,) = free_ports(1)
     env = {k: v for k, v in cli_env().items() if k != "TFX_HYDRA_PROJECT"}
     env["PYTHONPATH"] = env["PYTHONPATH"].replace(str(project), "")  # served from elsewhere, without the project
     env["MLFLOW_TRACKING_URI"] = f"sqlite:///{project / 'mlflow.db'}"
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env["PATH"]
-    server = subprocess.Popen(
-        [str(Path(sys.executable).parent / "mlflow"), "models", "serve", "-m", f"runs:/{run.info.run_id}/model",
-         "--env-manager", "local", "-h", "127.0.0.1", "-p", str(port)],
-        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    server, port = serve_on_a_free_port(
+        lambda port: [str(Path(sys.executable).parent / "mlflow"), "models", "serve", "-m",
+                      f"runs:/{run.info.run_id}/model", "--env-manager", "local", "-h", "127.0.0.1", "-p", str(port)],
+        tmp_path, env, tmp_path / "serve.log", "mlflow models serve", timeout=180)
     try:
-        wait_for_http(f"http://127.0.0.1:{port}/ping", server, timeout=180, what="mlflow models serve")
         inputs = np.random.default_rng(0).normal(size=(3, 8)).astype("float32")
         request = urllib.request.Request(f"http://127.0.0.1:{port}/invocations",
                                          data=json.dumps({"inputs": inputs.tolist()}).encode(),
@@ -148,8 +146,7 @@ def test_the_export_evaluates_and_the_mlflow_model_serves_elsewhere(project, tra
         with urllib.request.urlopen(request, timeout=60) as response:
             served = np.asarray(json.loads(response.read())["predictions"])
     finally:
-        os.killpg(server.pid, 15)
-        server.wait(timeout=30)
+        stop_server(server)
     import keras  # the project's layer is registered in this process: the run above imported acme.layers
 
     model = keras.saving.load_model(next(project.glob("outputs/*/*/export/doubled.keras")))

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 from omegaconf import DictConfig
@@ -93,8 +94,9 @@ def free_ports(count: int = 1) -> list[int]:
     return ports
 
 
-def wait_for_http(url: str, process: subprocess.Popen, timeout: float, what: str) -> None:
-    """Poll `url` until it answers; fail at once if `process` (the server) exits, or after `timeout` s."""
+def wait_for_http(url: str, process: subprocess.Popen, timeout: float, what: str, log: Path | None = None) -> None:
+    """Poll `url` until it answers; fail at once if `process` (the server) exits, or after `timeout` s.
+    `log`: the file the server writes to, whose end the failure shows."""
     import time
     import urllib.request
 
@@ -104,9 +106,41 @@ def wait_for_http(url: str, process: subprocess.Popen, timeout: float, what: str
             urllib.request.urlopen(url, timeout=2).read()
             return
         except OSError:
-            assert process.poll() is None, f"{what} exited"
+            said = log.read_text(errors="replace")[-3000:] if log is not None and log.exists() else ""
+            assert process.poll() is None, f"{what} exited ({process.returncode}):\n{said}"
             assert time.time() < deadline, f"{what} did not come up in {timeout:.0f} s"
             time.sleep(1)
+
+
+def serve_on_a_free_port(command: Callable[[int], list[str]], cwd: Path, env: dict[str, str], log: Path, what: str,
+                         timeout: float = 120, attempts: int = 3) -> tuple[subprocess.Popen, int]:
+    """Start the server `command(port)` makes on a free port and wait until it answers; another test's server
+    may take the port between our check and its bind (a tracking server restarted on its old port), so a
+    server that exits saying the address is in use is started again on another port."""
+    for attempt in range(attempts):
+        (port,) = free_ports(1)
+        with open(log, "w") as output:
+            server = subprocess.Popen(command(port), cwd=cwd, env=env, stdout=output, stderr=subprocess.STDOUT,
+                                      start_new_session=True)
+        try:
+            wait_for_http(f"http://127.0.0.1:{port}/ping", server, timeout=timeout, what=what, log=log)
+            return server, port
+        except AssertionError:
+            if server.poll() is None or "address already in use" not in log.read_text().lower() \
+                    or attempt == attempts - 1:
+                stop_server(server)
+                raise
+    raise AssertionError("unreachable")
+
+
+def stop_server(server: subprocess.Popen) -> None:
+    """SIGTERM to the server's process group (it and its workers), then wait for it."""
+    import contextlib
+    import signal
+
+    with contextlib.suppress(ProcessLookupError):  # the server (and any child) may be gone already
+        os.killpg(server.pid, signal.SIGTERM)
+    server.wait(timeout=30)
 
 
 def wait_for_backup_of_epoch(backup: Path, epoch: int, timeout: float = 120) -> None:
