@@ -12,15 +12,15 @@ run before TensorFlow is imported, and a user's package imports it.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from dataclasses import dataclass
 from importlib import metadata
 
 from omegaconf import DictConfig, OmegaConf
 
-# Named by _target_s but not the user's code: recorded through the package list instead
-LIBRARIES = {"keras", "tensorflow", "tf_keras", "tensorflow_hub", "builtins", "functools", "hydra", "omegaconf"}
+from tfx_hydra.config import targets
+from tfx_hydra.project import is_users, package_location
+
 TAG_PREFIX = "code."
 
 
@@ -46,15 +46,11 @@ class CodeState:
 
 
 def target_packages(cfg: DictConfig) -> list[str]:
-    """The top-level packages the config's `_target_`s name, besides the libraries'; tfx_hydra first."""
-    container = OmegaConf.to_container(cfg, resolve=False)
-    container.pop("hydra", None)
-    found = {"tfx_hydra"}
-    for target in _targets(container):
-        top = target.split(".", 1)[0]
-        if top and top not in LIBRARIES:
-            found.add(top)
-    return ["tfx_hydra", *sorted(found - {"tfx_hydra"})]
+    """tfx_hydra, then the user's top-level packages the config's `_target_`s name (libraries are
+    recorded through the package list instead)."""
+    users = {target.split(".", 1)[0] for _, target in targets(OmegaConf.to_container(cfg, resolve=False))
+             if is_users(target)}
+    return ["tfx_hydra", *sorted(users)]
 
 
 def code_states(packages: list[str]) -> list[CodeState]:
@@ -80,25 +76,10 @@ def code_tags(states: list[CodeState]) -> dict[str, str]:
     return {f"{TAG_PREFIX}{state.package}": state.described for state in states}
 
 
-def _targets(node) -> list[str]:
-    if isinstance(node, dict):
-        found = [node["_target_"]] if isinstance(node.get("_target_"), str) else []
-        return found + [t for value in node.values() for t in _targets(value)]
-    if isinstance(node, list):
-        return [t for value in node for t in _targets(value)]
-    return []
-
-
 def _package_folder(package: str) -> str | None:
-    try:
-        spec = importlib.util.find_spec(package)
-    except (ImportError, ValueError):
-        return None
-    if spec is None:
-        return None
-    if spec.submodule_search_locations:
-        return os.path.dirname(os.path.abspath(list(spec.submodule_search_locations)[0]))
-    return os.path.dirname(os.path.abspath(spec.origin)) if spec.origin else None
+    """The folder holding the package (its parent): where its git work tree or installation is."""
+    location = package_location(package)
+    return os.path.dirname(location) if location else None
 
 
 def _work_tree(folder: str) -> str:

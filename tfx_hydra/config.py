@@ -23,6 +23,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from tfx_hydra.errors import ConfigError, TfxHydraError
+from tfx_hydra.project import find_project, is_users, package_location
 
 CONFIG_MODULE = "tfx_hydra.conf"  # conf/ as the wheel ships it
 log = logging.getLogger(__name__)
@@ -99,14 +100,6 @@ def instantiate_node(node: DictConfig, key: str, **kwargs: Any) -> Any:
         raise
 
 
-OUR_PACKAGES = ("tfx_hydra", "keras", "tensorflow", "tf_keras", "tensorflow_hub", "builtins")
-
-
-def is_users(target: str) -> bool:
-    """A `_target_` in the user's code (not tfx_hydra's, Keras' or TensorFlow's)."""
-    return bool(target) and target.split(".", 1)[0] not in OUR_PACKAGES
-
-
 def raised_inside(error: BaseException) -> bool:
     """The error came from inside the called code, not from the call itself (a bad keyword is a
     TypeError raised at the call: the config's mistake, said as such)."""
@@ -125,34 +118,33 @@ def users_traceback(error: BaseException) -> str:
     return "\n".join("  " + line for text in lines for line in text.rstrip("\n").split("\n"))
 
 
-def require_importable_targets(node: Any, key: str = "") -> None:
-    """Every `_target_`'s top-level package can be found, checked before TensorFlow is imported (finding a
-    top-level package imports nothing): a misspelt or uninstalled package fails in preflight, not
-    after the run has started. A missing module inside a package that exists is found when it is built."""
-    import importlib.util
-
+def targets(node: Any, key: str = "") -> Iterator[tuple[str, str]]:
+    """(key, `_target_`) of every node of a config container that names code, Hydra's own node left out."""
     if isinstance(node, dict):
         target = node.get("_target_")
         if isinstance(target, str) and target:
-            top = target.split(".", 1)[0]
-            try:
-                found = importlib.util.find_spec(top) is not None
-            except (ImportError, ValueError):
-                found = False
-            if not found:
-                raise unimportable(key or "config", target, ModuleNotFoundError(f"No module named '{top}'"))
+            yield key or "config", target
         for name, value in node.items():
-            require_importable_targets(value, f"{key}.{name}" if key else str(name))
+            if not (name == "hydra" and not key):
+                yield from targets(value, f"{key}.{name}" if key else str(name))
     elif isinstance(node, list):
         for index, value in enumerate(node):
-            require_importable_targets(value, f"{key}[{index}]")
+            yield from targets(value, f"{key}[{index}]")
+
+
+def require_importable_targets(container: dict) -> None:
+    """Every `_target_`'s top-level package can be found, checked before TensorFlow is imported (finding a
+    top-level package imports nothing): a misspelt or uninstalled package fails in preflight, not
+    after the run has started. A missing module inside a package that exists is found when it is built."""
+    for key, target in targets(container):
+        top = target.split(".", 1)[0]
+        if package_location(top) is None:
+            raise unimportable(key, target, ModuleNotFoundError(f"No module named '{top}'"))
 
 
 def unimportable(key: str, target: str, cause: BaseException | None) -> ConfigError:
     """A `_target_` whose module cannot be imported: which module, and where Python looked."""
     import sys
-
-    from tfx_hydra.project import find_project
 
     innermost = cause
     while innermost is not None and isinstance(innermost.__cause__, ImportError):

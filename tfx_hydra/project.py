@@ -27,6 +27,9 @@ from tfx_hydra.errors import ConfigError
 PROJECT_FILE = "pyproject.toml"
 TABLE = "tool.tfx_hydra"
 ENV_VAR = "TFX_HYDRA_PROJECT"  # a project folder named explicitly: reproduce, a job started elsewhere
+# Top-level packages whose code is not the user's: ours, the libraries a config names, a script's __main__
+NOT_USERS = frozenset({"tfx_hydra", "keras", "tensorflow", "tf_keras", "tensorflow_hub", "builtins", "functools",
+                       "hydra", "omegaconf", "__main__"})
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,27 @@ def activate(project: Project | None) -> None:
     missing = [p for p in project.python_path if p not in inherited]
     if missing:
         os.environ["PYTHONPATH"] = os.pathsep.join([*missing, *inherited])
+
+
+def is_users(name: str) -> bool:
+    """A dotted name (a `_target_`, a class's module) in the user's code, not ours or a library's."""
+    return bool(name) and name.split(".", 1)[0] not in NOT_USERS
+
+
+def package_location(package: str) -> str | None:
+    """The folder of a top-level package (a single module's file), found without importing it; None if
+    Python cannot find it."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        return os.path.abspath(list(spec.submodule_search_locations)[0])
+    return os.path.abspath(spec.origin) if spec.origin else None
 
 
 def _project(root: str, settings: dict) -> Project:

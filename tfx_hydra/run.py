@@ -94,7 +94,7 @@ def run(cfg: DictConfig) -> float | list[float] | sweeps.PrunedResult:
 def preflight(cfg: DictConfig) -> Settings:
     """Everything that can be checked without TensorFlow, checked before it is imported."""
     settings = validate(cfg)
-    require_importable_targets({k: v for k, v in OmegaConf.to_container(cfg, resolve=False).items() if k != "hydra"})
+    require_importable_targets(OmegaConf.to_container(cfg, resolve=False))
     sweeps.require_multirun_for_search(cfg)
     if cfg.mode == "train":
         sweeps.require_known_metric(settings)

@@ -24,7 +24,7 @@ import contextlib
 import os
 from typing import Any, Iterable, Sequence
 
-from tfx_hydra.errors import ConfigError, DataError, show
+from tfx_hydra.errors import ConfigError, DataError, TfxHydraError, show
 
 
 def require_choice(key: str, value: Any, choices: Sequence[Any], fix: Any = None) -> None:
@@ -140,9 +140,11 @@ def require_target(key: str, value: Any, example: str, allow_name: bool = False,
                           "its name.", fix=f"{key}={example}")
 
 
-def require_sqlite_file(key: str, path: str, what: str, tables: Sequence[str] = ()) -> None:
+def require_sqlite_file(key: str, path: str, what: str, tables: Sequence[str] = (),
+                        error: type[TfxHydraError] = ConfigError) -> None:
     """An SQLite file that exists is a database, and `what` (an MLflow store, an Optuna study) if it has
-    tables: opened read-only, so nothing is written into a file that is not what the key says."""
+    tables: opened read-only, so nothing is written into a file that is not what the key says. `error`:
+    the kind of mistake the caller reports it as (a store is a TrackingError)."""
     import sqlite3
 
     if not os.path.isfile(path) or os.path.getsize(path) == 0:
@@ -153,9 +155,9 @@ def require_sqlite_file(key: str, path: str, what: str, tables: Sequence[str] = 
         with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as connection:
             found = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     except sqlite3.DatabaseError as err:
-        raise ConfigError(f"{key}: {path} is not an SQLite database ({err}), so it cannot be the {what}; nothing "
+        raise error(f"{key}: {path} is not an SQLite database ({err}), so it cannot be the {what}; nothing "
                           "was written into it.", fix=fix) from None
     missing = [table for table in tables if table not in found]
     if found and missing:
-        raise ConfigError(f"{key}: {path} is an SQLite database, but not an {what} (it has no '{missing[0]}' "
+        raise error(f"{key}: {path} is an SQLite database, but not an {what} (it has no '{missing[0]}' "
                           "table); nothing was written into it.", fix=fix)

@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from tfx_hydra.metrics import PARAMETERS
 from tfx_hydra.process.faults import full_disk_path
 from tfx_hydra.process.signals import uninterrupted
+from tfx_hydra.project import is_users, package_location
 from tfx_hydra.tracking.datasets import described, send_datasets
 from tfx_hydra.tracking.journal import OFFLINE_DIR, OfflineJournal
 from tfx_hydra.tracking.secrets import mask_secrets, mask_uri
@@ -277,22 +278,10 @@ def register_model(client, run_id: str, name: str) -> str:
     return client.create_model_version(name, f"{run.info.artifact_uri}/model", run_id=run_id).version
 
 
-# The packages a served model's environment has anyway (tfx_hydra's own layers come with tfx_hydra)
-LIBRARY_PACKAGES = ("keras", "tensorflow", "tf_keras", "tensorflow_hub", "tfx_hydra", "builtins", "__main__")
-
-
 def code_paths(model) -> list[str]:
     """The folders of the user's packages whose classes the model holds (a custom layer): MLflow copies
     them into the logged model, so `mlflow models serve` imports them (which registers the classes)
-    wherever it runs."""
-    import importlib.util
-
-    packages = {type(layer).__module__.split(".", 1)[0] for layer in [model, *model._flatten_layers()]}
-    folders = []
-    for package in sorted(packages - set(LIBRARY_PACKAGES)):
-        spec = importlib.util.find_spec(package)
-        if spec is not None and spec.submodule_search_locations:
-            folders.append(list(spec.submodule_search_locations)[0])
-        elif spec is not None and spec.origin:
-            folders.append(spec.origin)  # a single-module package
-    return folders
+    wherever it runs. tfx_hydra's own layers come with tfx_hydra, which the serving environment has."""
+    modules = {type(layer).__module__ for layer in [model, *model._flatten_layers()]}
+    packages = sorted({module.split(".", 1)[0] for module in modules if is_users(module)})
+    return [location for location in map(package_location, packages) if location]

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import Any, Iterable, Iterator
 
 from tfx_hydra.console import library_lines_to
-from tfx_hydra.errors import ConfigError, TrackingError
+from tfx_hydra.errors import TrackingError
 from tfx_hydra.schemas import TrackingConfig
 from tfx_hydra.tracking.secrets import mask_uri
 from tfx_hydra.validation import require_sqlite_file
@@ -72,10 +72,7 @@ def check_store_reachable(uri: str, timeout: float) -> None:
                 f"tracking.uri={uri}: the folder {folder} does not exist or is not writable.",
                 fix="point tracking.uri at a writable folder, e.g. tracking.uri=sqlite:///mlflow.db",
             )
-        try:
-            require_sqlite_file("tracking.uri", uri[len("sqlite:///"):], "MLflow store", MLFLOW_TABLES)
-        except ConfigError as err:
-            raise TrackingError(err.message, fix=err.fix) from None
+        require_sqlite_file("tracking.uri", uri[len("sqlite:///"):], "MLflow store", MLFLOW_TABLES, TrackingError)
 
 
 def open_store(uri: str, experiment: str, artifact_location: str | None):
