@@ -281,7 +281,12 @@ def register_model(client, run_id: str, name: str) -> str:
 def code_paths(model) -> list[str]:
     """The folders of the user's packages whose classes the model holds (a custom layer): MLflow copies
     them into the logged model, so `mlflow models serve` imports them (which registers the classes)
-    wherever it runs. tfx_hydra's own layers come with tfx_hydra, which the serving environment has."""
+    wherever it runs. tfx_hydra's own layers come with tfx_hydra, which the serving environment has.
+    MLflow also pickles every class registered in this process (keras.saving.get_custom_objects), in the
+    model or not, and unpickling imports their packages: those are carried too."""
+    import keras
+
     modules = {type(layer).__module__ for layer in [model, *model._flatten_layers()]}
+    modules |= {getattr(obj, "__module__", "") or "" for obj in keras.saving.get_custom_objects().values()}
     packages = sorted({module.split(".", 1)[0] for module in modules if is_users(module)})
     return [location for location in map(package_location, packages) if location]
