@@ -1,7 +1,8 @@
 """plots: the pictures a run and a sweep leave in MLflow, drawn with matplotlib's file backend.
 
 Training curves (train vs validation per epoch, one panel per metric), the test split's
-confusion matrix (a sweep's own plot is the sweeps package's). Each function writes one PNG and
+confusion matrix, ROC and precision-recall curves, predicted-against-true and residuals (a sweep's own
+plot is the sweeps package's). Each function writes one PNG and
 returns its path; they take plain numbers, so they are easy to test and reuse.
 """
 
@@ -61,3 +62,45 @@ def plot_confusion_matrix(matrix: Sequence[Sequence[int]], path: str) -> str:
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return path
+
+
+def plot_curve(x: Sequence[float], y: Sequence[float], title: str, xlabel: str, ylabel: str, path: str,
+               diagonal: bool = False) -> str:
+    """One curve (a ROC or a precision-recall curve), with the chance diagonal where it means something."""
+    plt = pyplot()
+    figure, axis = plt.subplots(figsize=(5, 5))
+    axis.plot(x, y, linewidth=2)
+    if diagonal:
+        axis.plot([0, 1], [0, 1], linestyle="--", color="grey", label="chance")
+        axis.legend()
+    axis.set(title=f"{title} (test split)", xlabel=xlabel, ylabel=ylabel, xlim=(0, 1), ylim=(0, 1.02))
+    axis.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def plot_regression(truth, predicted, scatter_path: str, residuals_path: str) -> tuple[str, str]:
+    """Predicted against true values (one colour per target, the identity line to compare with) and
+    a histogram of the residuals (predicted - true), both on the test split."""
+    plt = pyplot()
+    figure, axis = plt.subplots(figsize=(5, 5))
+    for column in range(truth.shape[1]):
+        axis.scatter(truth[:, column], predicted[:, column], s=10, alpha=0.6, label=f"target {column}")
+    low, high = float(min(truth.min(), predicted.min())), float(max(truth.max(), predicted.max()))
+    axis.plot([low, high], [low, high], linestyle="--", color="grey", label="predicted = true")
+    axis.set(title="predicted vs true (test split)", xlabel="true", ylabel="predicted")
+    axis.legend()
+    axis.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(scatter_path, dpi=100)
+    plt.close(figure)
+    figure, axis = plt.subplots(figsize=(5, 4))
+    axis.hist((predicted - truth).reshape(-1), bins=30)
+    axis.set(title="residuals: predicted - true (test split)", xlabel="residual", ylabel="examples")
+    axis.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(residuals_path, dpi=100)
+    plt.close(figure)
+    return scatter_path, residuals_path

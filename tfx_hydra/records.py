@@ -194,9 +194,11 @@ def record_data(tracker: Tracker, datasets) -> None:
     spec = datasets.spec
     named = choice("data") or "data"
     log.info(f"data: {named}, {datasets.num_train:,} train / {datasets.num_validation:,} validation / "
-             f"{datasets.num_test:,} test examples; inputs {tuple(spec.input_shape)}, {spec.num_classes} classes")
-    tracker.set_tags({"data.num_train": datasets.num_train, "data.num_validation": datasets.num_validation,
-                      "data.num_test": datasets.num_test, "data.input_shape": str(tuple(spec.input_shape)),
+             f"{datasets.num_test:,} test examples; inputs {tuple(spec.input_shape)}, "
+             f"{spec.task.describe(spec.num_classes)}")
+    tracker.set_tags({"task": spec.task.name, "data.num_train": datasets.num_train,
+                      "data.num_validation": datasets.num_validation, "data.num_test": datasets.num_test,
+                      "data.input_shape": str(tuple(spec.input_shape)),
                       "data.num_classes": spec.num_classes})
     tracker.log_datasets(datasets.reads.values())
 
@@ -251,38 +253,35 @@ def record_evaluated_split(datasets) -> str:
     """mode=evaluate's second line: which data and split; returns the data's name for messages."""
     named = f"data={choice('data')}" if choice("data") else "the configured data"
     log.info(f"evaluate: on the test split of {named}: {datasets.num_test:,} examples, inputs "
-             f"{tuple(datasets.spec.input_shape)}, {datasets.spec.num_classes} classes")
+             f"{tuple(datasets.spec.input_shape)}, {datasets.spec.task.describe(datasets.spec.num_classes)}")
     return named
 
 
 def record_plots(tracker: Tracker, model, datasets, history, output_dir: str) -> None:
-    """Training curves and the test split's confusion matrix, as PNGs (and the matrix as CSV) in
-    the run's output dir and MLflow's `plots/`: what a reader of the run looks at first."""
+    """Training curves and the task's reports of the test split (a confusion matrix and per-class table;
+    ROC and precision-recall curves; a per-label table; predicted-against-true and residuals), in the
+    run's output dir and MLflow's `plots/`: what a reader of the run looks at first."""
     if tracker.run_id is None:  # tracking off, or a non-chief worker
         return
-    import numpy as np
-
-    from tfx_hydra.plots import plot_confusion_matrix, plot_training_curves
+    from tfx_hydra.plots import plot_training_curves
 
     folder = os.path.join(output_dir, "plots")
     os.makedirs(folder, exist_ok=True)
     plot_training_curves(history.history, os.path.join(folder, "training_curves.png"))
-    matrix = confusion_matrix(model, datasets.test, datasets.spec.num_classes)
-    np.savetxt(os.path.join(folder, "confusion_matrix.csv"), matrix, fmt="%d", delimiter=",")
-    plot_confusion_matrix(matrix.tolist(), os.path.join(folder, "confusion_matrix.png"))
+    values, labels = predictions(model, datasets.test)
+    datasets.spec.task.report(values, labels, folder)
     tracker.log_artifacts(folder, "plots")
 
 
-def confusion_matrix(model, dataset, num_classes: int):
-    """counts[true, predicted] over `dataset` (batches of inputs and integer labels)."""
+def predictions(model, dataset):
+    """The model's outputs and the labels over `dataset` (batches of inputs and labels), as arrays."""
     import numpy as np
-    from sklearn.metrics import confusion_matrix as count
 
-    truth, predicted = [], []
-    for inputs, labels in dataset:
-        truth.append(np.asarray(labels).reshape(-1).astype(int))
-        predicted.append(np.argmax(np.asarray(model(inputs, training=False)), axis=-1).reshape(-1))
-    return count(np.concatenate(truth), np.concatenate(predicted), labels=list(range(num_classes)))
+    values, labels = [], []
+    for inputs, batch_labels in dataset:
+        values.append(np.asarray(model(inputs, training=False), dtype="float32"))
+        labels.append(np.asarray(batch_labels))
+    return np.concatenate(values), np.concatenate(labels)
 
 
 def weights_sha256(model) -> str:

@@ -23,7 +23,7 @@ import os
 
 from omegaconf import DictConfig, OmegaConf
 
-from tfx_hydra import records, sweeps, tracking, trainer
+from tfx_hydra import records, sweeps, task, tracking, trainer
 from tfx_hydra.config import build, require_importable_targets
 from tfx_hydra.console import print_summary
 from tfx_hydra.data.pipeline import require_datasets
@@ -32,6 +32,7 @@ from tfx_hydra.errors import ConfigError
 from tfx_hydra.export import check_exporters, evaluate_saved_model, export_model, resolve_export_source
 from tfx_hydra.hardware import setup_hardware
 from tfx_hydra.models.contract import require_fits_data, require_keras_model
+from tfx_hydra.models.heads import in_target_units
 from tfx_hydra.precision import resolve_policy, set_precision
 from tfx_hydra.schemas import Settings
 from tfx_hydra.settings import validate
@@ -65,10 +66,11 @@ def run(cfg: DictConfig) -> float | list[float] | sweeps.PrunedResult:
         setup = Setup(hardware, policy, strategy, plan_batches(settings.trainer, hardware, strategy), chief)
         records.record_setup(tracker, setup, precision_warnings)
 
-        datasets = require_datasets(build(cfg.data, "data", batch_size=setup.plan.global_size), cfg.data._target_)
+        datasets = require_datasets(build(cfg.data, "data", batch_size=setup.plan.global_size), cfg.data._target_,
+                                    task.from_config(settings.task))
         records.record_data(tracker, datasets)
         with strategy.scope():  # variables (model and optimizer) live where the strategy puts them
-            model = require_keras_model(build(cfg.model, "model"), cfg.model._target_)
+            model = in_target_units(require_keras_model(build(cfg.model, "model"), cfg.model._target_), datasets.spec)
             require_fits_data(model, datasets)
             records.record_model(tracker, model, output_dir)
             trainer.compile_model(model, cfg.optimizer, settings, setup, tracker)
@@ -99,7 +101,7 @@ def preflight(cfg: DictConfig) -> Settings:
     if cfg.mode == "train":
         sweeps.require_known_metric(settings)
         check_exporters(cfg.export)
-    check_data_config(cfg.data)
+    check_data_config(cfg.data, settings.task.name)
     if settings.tracking.enabled:
         uri = tracking.resolve_tracking_uri(settings.tracking, cfg.paths.launch_dir)
         tracking.check_store_reachable(uri, settings.tracking.connect_timeout)
@@ -124,8 +126,10 @@ def evaluate_export(cfg: DictConfig, settings: Settings) -> float:
         records.record_evaluated_model(tracker, source, path)
         setup_hardware(settings.hardware, settings.seed)
         batch_size = settings.trainer.batch_size if settings.trainer.batch_size != "auto" else 256
-        datasets = build(cfg.data, "data", batch_size=batch_size)
+        datasets = require_datasets(build(cfg.data, "data", batch_size=batch_size), cfg.data._target_,
+                                    task.from_config(settings.task))
         metrics = evaluate_saved_model(path, datasets, records.record_evaluated_split(datasets))
         tracker.log_metrics(metrics)
     print_summary(metrics, tracker.run_id, [], tracker.ui_command, output_dir, "n/a (evaluate)")
-    return metrics.get(settings.sweep.metric, metrics["test_accuracy"])
+    metric = settings.sweep.metric  # a val_ metric: its test_ value, the only split evaluated here
+    return metrics.get(metric, metrics.get(metric.replace("val_", "test_", 1), metrics["test_loss"]))

@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
 from tfx_hydra.errors import ConfigError, show
-from tfx_hydra.metrics import epoch_names
+from tfx_hydra.metrics import TASKS, epoch_names, require_loss_fits_task
 from tfx_hydra.precision import POLICIES
 from tfx_hydra.validation import (
     require_choice,
     require_non_negative,
     require_positive,
     require_positive_or_auto,
+    require_range,
     require_target,
 )
 
@@ -28,15 +29,6 @@ ALLOCATORS = (None, "cuda_malloc_async")
 MODES = ("train", "evaluate")
 DIRECTIONS = ("maximize", "minimize")
 EARLY_STOPPING_MODES = ("auto", "min", "max")
-# The data gives integer class labels and the models end in a softmax over the classes: only these
-# losses fit. Keras' others expect targets shaped like the outputs (one-hot, binary, regression)
-# and fail at the first batch with a shape error; they are named here so the message says why.
-INTEGER_LABEL_LOSSES = ("sparse_categorical_crossentropy",)
-OTHER_KERAS_LOSSES = (
-    "binary_crossentropy", "binary_focal_crossentropy", "categorical_crossentropy", "categorical_focal_crossentropy",
-    "categorical_hinge", "cosine_similarity", "ctc", "dice", "hinge", "huber", "kl_divergence", "kld", "log_cosh",
-    "logcosh", "mae", "mape", "mean_absolute_error", "mean_absolute_percentage_error", "mean_squared_error",
-    "mean_squared_logarithmic_error", "mse", "msle", "poisson", "squared_hinge", "tversky")
 # Store URIs MLflow takes (a bare path would be MLflow's deprecated file store, which raises)
 STORE_SCHEMES = ("sqlite:///", "http://", "https://", "postgresql", "mysql", "mssql", "databricks", "file:")
 
@@ -103,10 +95,6 @@ class TrainerConfig:
                            allow_name=True, named=True)
         for index, callback in enumerate(self.callbacks):
             require_target(f"trainer.callbacks[{index}]", callback, "{_target_: myproj.callbacks.Log}")
-        if self.loss in OTHER_KERAS_LOSSES:
-            raise ConfigError(f"trainer.loss={self.loss} expects targets shaped like the model's outputs, but the data "
-                              "gives integer class labels (and the model a softmax over the classes).",
-                              fix=f"trainer.loss={INTEGER_LABEL_LOSSES[0]}")
         monitored = epoch_names(self.metrics)
         if self.early_stopping.enabled and self.early_stopping.monitor not in monitored:
             raise ConfigError(f"trainer.early_stopping.monitor={self.early_stopping.monitor} is not a metric logged "
@@ -220,6 +208,30 @@ class TrackingConfig:
 
 
 @dataclass
+class TaskConfig:
+    """task: the kind of problem (conf/task/). Its loss, metrics and objective are read by trainer.* and
+    sweep.* (interpolated): they are checked there."""
+
+    name: str = "classification"
+    head: str = "softmax"
+    loss: Any = "sparse_categorical_crossentropy"
+    metrics: List[Any] = field(default_factory=lambda: ["accuracy"])
+    objective: str = "val_accuracy"
+    direction: str = "maximize"
+    threshold: Optional[float] = None
+    standardize_targets: bool = False
+
+    def __post_init__(self) -> None:
+        require_choice("task", self.name, TASKS)
+        require_choice("task.head", self.head, ("softmax", "sigmoid", "linear"))
+        if self.threshold is not None:
+            require_range("task.threshold", self.threshold, 0.0, 1.0, 0.5, low_inclusive=False, high_inclusive=False)
+        if self.name in ("binary", "multilabel") and self.threshold is None:
+            raise ConfigError(f"task={self.name} needs task.threshold: the probability from which a label counts "
+                              "as 1.", fix="task.threshold=0.5")
+
+
+@dataclass
 class SweepConfig:
     """What a sweep optimises; a list of metrics (one direction each) is a multi-objective search."""
 
@@ -257,6 +269,10 @@ class Settings:
     precision: PrecisionConfig
     tracking: TrackingConfig
     sweep: SweepConfig
+    task: TaskConfig = field(default_factory=TaskConfig)
+
+    def __post_init__(self) -> None:
+        require_loss_fits_task(self.trainer.loss, self.task.name)
 
 
 SECTIONS = {
@@ -265,4 +281,5 @@ SECTIONS = {
     "precision": PrecisionConfig,
     "tracking": TrackingConfig,
     "sweep": SweepConfig,
+    "task": TaskConfig,
 }

@@ -25,7 +25,8 @@ def validate(cfg: DictConfig) -> Settings:
         raise ConfigError(f"seed={seed} is not a non-negative integer.", fix="seed=42")
     require_choice("mode", cfg.get("mode", "train"), MODES)
     require_mandatory_values(cfg)
-    sections = {name: validate_section(cfg, name) for name in SECTIONS}
+    # a config from before tasks (an old run's, reproduced) has no task: it was a classification
+    sections = {name: validate_section(cfg, name) for name in SECTIONS if name != "task" or "task" in cfg}
     if "optimizer" in cfg:
         validate_optimizer(cfg.optimizer)
     validate_export_switches(cfg.get("export"))

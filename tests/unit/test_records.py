@@ -9,7 +9,8 @@ from omegaconf import OmegaConf
 from tfx_hydra.config import compose as compose_config
 from tfx_hydra.data import digits
 from tfx_hydra.models import mlp
-from tfx_hydra.records import confusion_matrix, resume_key, weights_sha256
+from tfx_hydra.records import predictions, resume_key, weights_sha256
+from tfx_hydra.task import Classification
 
 # one worker runs the whole module: its module-scoped fixture is built once
 pytestmark = pytest.mark.xdist_group("test_records")
@@ -21,9 +22,10 @@ def model_and_data():
     return mlp(name="mlp", input_shape=[8, 8], num_classes=10), data
 
 
-def test_the_confusion_matrix_counts_each_true_and_predicted_pair(model_and_data):
+def test_the_confusion_matrix_counts_each_true_and_predicted_pair(model_and_data, tmp_path):
     model, data = model_and_data
-    matrix = confusion_matrix(model, data.test, 10)
+    Classification().report(*predictions(model, data.test), str(tmp_path))
+    matrix = np.loadtxt(tmp_path / "confusion_matrix.csv", delimiter=",", dtype=int)
     truth = np.concatenate([labels.numpy() for _, labels in data.test])
     predicted = np.concatenate([np.argmax(model(inputs, training=False), -1) for inputs, _ in data.test])
     assert matrix.shape == (10, 10) and matrix.sum() == len(truth) == data.num_test

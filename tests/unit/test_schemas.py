@@ -161,7 +161,7 @@ def test_validation_does_not_import_tensorflow_or_mlflow():
      r"optimizer.momentum=-0.1 is out of range: expected a number \[0, 1\]"),
     (["optimizer=sgd", "optimizer.nesterov=maybe"], r"optimizer.nesterov=maybe: expected true or false"),
     (["+optimizer.beta_1=1.0"], r"optimizer.beta_1=1.0 is out of range: expected a number \[0, 1\)"),
-    (["trainer.loss=categorical_crossentropy"], r"trainer.loss=categorical_crossentropy expects targets shaped like"),
+    (["trainer.loss=categorical_crossentropy"], r"trainer.loss=categorical_crossentropy does not fit task=classification: it expects targets shaped like"),
     (["trainer.early_stopping.enabled=true", "trainer.early_stopping.monitor=val_auc"],
      r"trainer.early_stopping.monitor=val_auc is not a metric logged every epoch"),
     (["tracking.uri=./mlruns"], r"tracking.uri=./mlruns is not a store URI MLflow takes"),

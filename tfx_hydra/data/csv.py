@@ -13,24 +13,33 @@ from tfx_hydra.data.finite import NON_FINITE_FIX
 from tfx_hydra.data.pipeline import Datasets, from_arrays, options_from
 from tfx_hydra.data.splits import split_three_ways
 from tfx_hydra.errors import DataError
+from tfx_hydra.task import get as get_task
 from tfx_hydra.validation import require_choice, require_path
 
 CSV_NORMALIZATIONS = ("standardize", "none")
 
 
 def csv(path, label_column, input_shape, num_classes, batch_size, seed, feature_columns=None, test_split=0.2,
-        validation_split=0.1, normalization="standardize", **pipeline) -> Datasets:
-    """A CSV file with a header: `label_column` (integers 0..n-1, or class names, numbered in sorted
-    order) and numeric feature columns (all the others unless `feature_columns` lists them).
-    `standardize` uses the training split's mean and std per column; exports undo nothing: they
-    take the CSV's raw values and standardize in their graph."""
+        validation_split=0.1, normalization="standardize", task="classification", label_columns=None,
+        label_delimiter=None, **pipeline) -> Datasets:
+    """A CSV file with a header: the label and numeric feature columns (all the others unless
+    `feature_columns` lists them). The label, by task: a class (integers 0..n-1, or class names numbered
+    in sorted order); 0/1 (binary); numbers (regression: `label_column`, or several `label_columns`);
+    multi-hot (multilabel: several 0/1 `label_columns`, or one `label_column` of tags separated by
+    `label_delimiter`, numbered in sorted order). `standardize` uses the training split's mean and std
+    per column; exports take the CSV's raw values and standardize in their graph."""
     options = options_from(batch_size, seed, pipeline)
     require_choice("data.normalization", normalization, CSV_NORMALIZATIONS)
     header, rows = read_csv("data.path", path)
-    if label_column not in header:
+    labels = list(label_columns) if label_columns else [label_column]
+    missing = [c for c in labels if c not in header]
+    if missing and not label_columns:
         raise DataError(f"data.label_column={label_column} is not a column of {path} (columns: {', '.join(header)}).",
                         fix=f"data.label_column={header[-1]}")
-    features = list(feature_columns) if feature_columns else [c for c in header if c != label_column]
+    if missing:
+        raise DataError(f"data.label_columns: {', '.join(missing)} not in {path} (columns: {', '.join(header)}).",
+                        fix="list columns the file has")
+    features = list(feature_columns) if feature_columns else [c for c in header if c not in labels]
     missing = [c for c in features if c not in header]
     if missing:
         raise DataError(f"data.feature_columns: {', '.join(missing)} not in {path} (columns: {', '.join(header)}).",
@@ -38,11 +47,35 @@ def csv(path, label_column, input_shape, num_classes, batch_size, seed, feature_
     x = numeric_columns(path, header, rows, features)
     if options.check_finite:
         require_finite_cells(path, x, features)
-    y = label_indices(path, [row[header.index(label_column)] for row in rows])
+    kind = get_task(task)
+    y = kind.labels(label_values(path, header, rows, labels, task, label_delimiter), path, int(num_classes),
+                    first_row=2)
     splits = split_three_ways(x, y, test_split, validation_split, seed)
     return from_arrays(splits, input_shape, num_classes, options, normalization,
                        named=os.path.splitext(os.path.basename(path))[0], source=os.path.abspath(path),
-                       source_type="local")
+                       source_type="local", task=kind)
+
+
+def label_values(path: str, header: list[str], rows: list[list[str]], columns: list[str], task: str,
+                 delimiter: str | None) -> np.ndarray:
+    """The label column(s) as the task reads them (its own check then names a bad row)."""
+    if len(columns) > 1:
+        return numeric_columns(path, header, rows, columns)
+    values = [row[header.index(columns[0])].strip() for row in rows]
+    if task == "classification":
+        return label_indices(path, values)
+    if task == "multilabel":
+        if not delimiter:
+            raise DataError(f"task=multilabel reads one label column ({columns[0]}) only as delimited tags.",
+                            fix="data.label_delimiter=';' (tags such as cat;dog), or data.label_columns=[a,b,c] "
+                            "(one 0/1 column per label)")
+        tags = [[tag.strip() for tag in value.split(delimiter) if tag.strip()] for value in values]
+        names = sorted({tag for row in tags for tag in row})
+        hot = np.zeros((len(rows), len(names)), dtype="float32")
+        for r, row in enumerate(tags):
+            hot[r, [names.index(tag) for tag in row]] = 1
+        return hot
+    return np.asarray(values, dtype=object)
 
 
 def read_csv(key: str, path: str) -> tuple[list[str], list[list[str]]]:

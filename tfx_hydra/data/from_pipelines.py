@@ -25,6 +25,7 @@ from typing import Any
 from tfx_hydra.data.lineage import DIGEST_LENGTH, DataRead
 from tfx_hydra.data.pipeline import Datasets, DataSpec, examples_read, finish, options_from, require_a_batch
 from tfx_hydra.errors import DataError
+from tfx_hydra.task import get as get_task
 
 log = logging.getLogger(__name__)
 SPLITS = ("train", "validation", "test")
@@ -35,13 +36,18 @@ DIGESTED = "sha256 of every example's inputs and label, in the pipeline's order"
 
 def from_pipelines(train: Any, validation: Any, test: Any, *, input_shape, num_classes: int, batch_size: int,
                    seed: int | None = 0, name: str = "own", digest: bool = True,
-                   input_scale: float = 1.0, input_offset: float = 0.0, **pipeline) -> Datasets:
-    """`Datasets` from three tf.data pipelines of unbatched `(inputs, integer label)` examples.
+                   input_scale: float = 1.0, input_offset: float = 0.0, task: Any = "classification",
+                   **pipeline) -> Datasets:
+    """`Datasets` from three tf.data pipelines of unbatched `(inputs, label)` examples.
     `input_shape`/`num_classes`: what the model is built for (checked against the pipelines);
+    `task`: what the labels are (a name, as `task: ${task.name}` hands it): an integer class index
+    (classification), 0/1 (binary), a multi-hot row of num_classes (multilabel), num_classes numbers
+    (regression), checked in the counting pass;
     `input_scale`/`input_offset`: the normalization the pipelines already applied, which the exports
     put in their graph so a served model takes raw inputs; `pipeline`: the data.* options."""
     options = options_from(batch_size, seed, pipeline)
-    spec = DataSpec(tuple(int(d) for d in input_shape), int(num_classes), input_scale, input_offset)
+    kind = get_task(task) if isinstance(task, str) else task
+    spec = DataSpec(tuple(int(d) for d in input_shape), int(num_classes), input_scale, input_offset, task=kind)
     pipelines = {"train": train, "validation": validation, "test": test}
     reads, counts, told = {}, {}, {}
     for split, dataset in pipelines.items():
@@ -82,10 +88,14 @@ def require_examples(split: str, dataset: Any, spec: DataSpec) -> None:
                         f"{list(spec.input_shape)}" + (": it is batched already." if batched else "."),
                         fix="hand over unbatched examples (tfx_hydra batches them by trainer.batch_size)" if batched
                         else f"input_shape={list(shape)} in the source (or reshape the pipeline's inputs)")
-    if not (label.dtype.is_integer and label.shape.rank == 0):
+    if spec.task.name == "classification" and not (label.dtype.is_integer and label.shape.rank == 0):
         raise DataError(f"the {split} pipeline's labels are {label.dtype.name} of shape {list(label.shape)}: "
                         "expected one integer class index per example.",
                         fix="map the labels to integers: dataset.map(lambda x, y: (x, tf.cast(y, tf.int64)))")
+    if spec.task.name != "classification" and label.shape.num_elements() not in (None, spec.num_classes):
+        raise DataError(f"the {split} pipeline's labels have shape {list(label.shape)}: task={spec.task.name} "
+                        f"expects {spec.task.describe(spec.num_classes)} per example.",
+                        fix=f"num_classes={label.shape.num_elements()}, or reshape the labels")
     if dataset.cardinality() == tf.data.INFINITE_CARDINALITY:
         raise DataError(f"the {split} pipeline never ends (it repeats): an epoch needs an end.",
                         fix="drop the .repeat(), or end it with .take(N)")
@@ -98,20 +108,28 @@ def counted_and_digested(split: str, dataset: Any, spec: DataSpec, name: str, di
     import tensorflow as tf
 
     known = int(dataset.cardinality())
-    count, hashed, low, high = known, hashlib.sha256(), None, None
-    if digest or known < 0:
+    count, hashed, low, high, every = known, hashlib.sha256(), None, None, []
+    checked = spec.task.name != "classification"  # 0/1, multi-hot and finite numbers: every label looked at
+    if digest or known < 0 or checked:
         count = 0
         for inputs, labels in dataset.batch(PASS_BATCH).as_numpy_iterator():
             count += len(labels)
             if digest:
                 hashed.update(np.ascontiguousarray(inputs).tobytes())
-                hashed.update(np.ascontiguousarray(labels).astype("int64").tobytes())
+                hashed.update(np.ascontiguousarray(labels).astype("float64" if checked else "int64").tobytes())
             low = labels.min() if low is None else min(low, labels.min())
             high = labels.max() if high is None else max(high, labels.max())
+            if checked:
+                every.append(labels.reshape(len(labels), -1))
         if known < 0:
             log.info(f"data: {name}'s {split} pipeline has no known length: counted by one pass ({count:,} examples)")
             dataset = dataset.apply(tf.data.experimental.assert_cardinality(count))
-    if low is not None and (low < 0 or high >= spec.num_classes):
+    if checked:
+        if every:
+            spec.task.labels(np.concatenate(every), split, spec.num_classes)
+        width = spec.num_classes
+        dataset = dataset.map(lambda x, y: (x, tf.reshape(tf.cast(y, tf.float32), [width])))
+    elif low is not None and (low < 0 or high >= spec.num_classes):
         raise DataError(f"num_classes={spec.num_classes} does not match the {split} pipeline: its labels range over "
                         f"[{low}, {high}].", fix=f"num_classes={int(high) + 1}")
     read = DataRead(split=split, name=f"{name}-{split}", source=f"{name} (the project's tf.data pipeline)",

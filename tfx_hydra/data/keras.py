@@ -19,10 +19,12 @@ KERAS_DATASETS = ("mnist", "fashion_mnist", "cifar10", "cifar100")
 
 
 def keras_dataset(name, path, input_shape, num_classes, batch_size, seed, validation_split=0.1,
-                  normalization="scale", augmentation=None, **pipeline) -> Datasets:
+                  normalization="scale", augmentation=None, task="classification", **pipeline) -> Datasets:
     """A Keras built-in dataset (mnist, fashion_mnist, cifar10, cifar100) through Keras' loader,
     or from a local .npz (`data.path`, keys x_train, y_train, x_test, y_test) where there is no network.
-    `augmentation` (flip, rotation, zoom) as for image folders: training batches only, fresh each epoch."""
+    `augmentation` (flip, rotation, zoom) as for image folders: training batches only, fresh each epoch.
+    A local .npz may hold any task's labels (`task`): 0/1 for binary, multi-hot rows for multilabel,
+    numbers (one column per target) for regression; Keras' own datasets hold classes."""
     if name not in KERAS_DATASETS:
         raise ConfigError(f"data.name={name} is not a Keras built-in dataset.",
                           fix=f"one of {', '.join(KERAS_DATASETS)}; or data=tfds data.name={name}")
@@ -32,12 +34,13 @@ def keras_dataset(name, path, input_shape, num_classes, batch_size, seed, valida
         require_finite_arrays({k: arrays[k] for k in ("x_train", "x_test")},
                               f"data.path={path}" if path else f"keras.datasets.{name}")
     x_train, y_train, x_test, y_test = (arrays[k] for k in KERAS_KEYS)
-    splits = hold_out_validation(x_train, y_train.reshape(-1).astype("int64"), x_test,
-                                 y_test.reshape(-1).astype("int64"), validation_split)  # cifar labels are (n, 1)
+    if task == "classification":  # cifar labels are (n, 1)
+        y_train, y_test = y_train.reshape(-1), y_test.reshape(-1)
+    splits = hold_out_validation(x_train, y_train, x_test, y_test, validation_split)
     augment = augmenter(augmentation or {}, tuple(int(d) for d in input_shape), options.seed)
     return from_arrays(splits, input_shape, num_classes, options, normalization, raw_scale=PIXEL_SCALE, named=name,
                        source=os.path.abspath(path) if path else f"keras.datasets.{name}",
-                       source_type="local" if path else "code", augment=augment)
+                       source_type="local" if path else "code", augment=augment, task=task)
 
 
 def download_keras_dataset(name: str) -> dict[str, np.ndarray]:

@@ -14,11 +14,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
 from tfx_hydra.data.finite import require_finite_stream
-from tfx_hydra.data.splits import Split, normalize_arrays
+from tfx_hydra.data.splits import Split, normalize_arrays, target_figures
 from tfx_hydra.errors import ConfigError, DataError
+from tfx_hydra.task import Classification, Task
+from tfx_hydra.task import get as get_task
 from tfx_hydra.validation import require_choice, require_positive_or_auto
 
 SHARD_POLICIES = ("auto", "file", "data", "off")
@@ -38,9 +38,12 @@ class DataSpec:
     """
 
     input_shape: tuple[int, ...]
-    num_classes: int
+    num_classes: int  # the labels' width: classes, labels (multilabel) or targets (regression); 1 for binary
     input_scale: float | tuple[float, ...] = 1.0
     input_offset: float | tuple[float, ...] = 0.0
+    task: Task = dataclasses.field(default_factory=Classification)  # what the labels are (tfx_hydra.task)
+    target_mean: tuple[float, ...] | None = None  # regression: the training targets' mean and std, per target,
+    target_std: tuple[float, ...] | None = None   # where the source read them (in-memory sources do)
 
     def normalize(self, raw):
         """Raw inputs (a tensor or an array) -> what the model was trained on."""
@@ -175,26 +178,29 @@ def tf_options(options: PipelineOptions):
 
 def from_arrays(splits: dict[str, Split], input_shape, num_classes, options: PipelineOptions,
                 normalization: str = "scale", raw_scale: float = 1.0, *, named: str, source: str,
-                source_type: str = "code", augment: Callable | None = None) -> Datasets:
-    """Datasets from in-memory splits: checked against the declared spec, digested as read (`named`
-    and `source` name them in MLflow), normalized, batched."""
+                source_type: str = "code", augment: Callable | None = None, task: Task | str = "classification"
+                ) -> Datasets:
+    """Datasets from in-memory splits: checked against the declared spec and the task's labels, digested
+    as read (`named` and `source` name them in MLflow), normalized, batched."""
     import tensorflow as tf
 
     from tfx_hydra.data.lineage import array_reads
 
+    task = get_task(task) if isinstance(task, str) else task
     if options.limit is not None:
         splits["train"] = Split(splits["train"].x[:options.limit], splits["train"].y[:options.limit])
-    spec = DataSpec(tuple(int(d) for d in input_shape), int(num_classes))
-    for name, split in splits.items():
-        check_against_spec(name, split.x.shape[1:], len(split.x), split.y, spec)
+    spec = DataSpec(tuple(int(d) for d in input_shape), int(num_classes), task=task)
+    for name, split in {id(split): (name, split) for name, split in splits.items()}.values():
+        check_against_spec(name, split.x.shape[1:], len(split.x), spec)
+        split.y = task.labels(split.y, name, spec.num_classes)
     require_a_batch(len(splits["train"].x), options.batch_size)
     reads = array_reads(named, source, splits, num_classes, source_type)
     offset, scale = normalize_arrays(splits, normalization, raw_scale)
-    spec = DataSpec(spec.input_shape, spec.num_classes, input_scale=scale, input_offset=offset)
+    spec = dataclasses.replace(spec, input_scale=scale, input_offset=offset, **target_figures(task, splits["train"].y))
 
     def pipeline(name: str, training: bool):
         split = splits[name]
-        dataset = tf.data.Dataset.from_tensor_slices((split.x, split.y.astype("int64")))
+        dataset = tf.data.Dataset.from_tensor_slices((split.x, split.y))
         # in-memory data has no files to shard: DATA unless the user said otherwise
         shard = "data" if options.shard_policy == "auto" else options.shard_policy
         return finish(dataset, dataclasses.replace(options, shard_policy=shard), training=training,
@@ -243,19 +249,26 @@ def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spe
                     reads=described)
 
 
-def require_datasets(built: Any, target: str) -> Datasets:
-    """What a data source -- ours or the user's -- returns: Datasets (data.from_pipelines makes them)."""
+def require_datasets(built: Any, target: str, task: Task | None = None) -> Datasets:
+    """What a data source -- ours or the user's -- returns: Datasets (data.from_pipelines makes them),
+    whose labels are the configured task's; the spec then carries that task (its threshold too)."""
     if not isinstance(built, Datasets):
         raise DataError(f"data._target_={target} returned a {type(built).__qualname__}, not tfx_hydra's Datasets.",
                         fix="return tfx_hydra.data.from_pipelines(train, validation, test, input_shape=..., "
                         "num_classes=..., batch_size=batch_size, seed=seed, **pipeline)")
+    if task is None:
+        return built
+    if built.spec.task.name != task.name:
+        raise DataError(f"data._target_={target} gave {built.spec.task.name} labels, but the run is task={task.name}.",
+                        fix=f"task={built.spec.task.name}, or hand the task on: from_pipelines(..., task=task)")
+    built.spec = dataclasses.replace(built.spec, task=task)
     return built
 
 
 # --- checks every source makes ------------------------------------------------------------------
 
-def check_against_spec(name: str, shape: Sequence[int], count: int, labels: np.ndarray | None,
-                       spec: DataSpec) -> None:
+def check_against_spec(name: str, shape: Sequence[int], count: int, spec: DataSpec) -> None:
+    """A split has examples, of the declared shape (its labels are the task's to check)."""
     if count == 0:
         raise DataError(f"the {name} split is empty.", fix="use more data or smaller split fractions")
     if tuple(shape) != spec.input_shape:
@@ -263,12 +276,6 @@ def check_against_spec(name: str, shape: Sequence[int], count: int, labels: np.n
             f"data.input_shape={list(spec.input_shape)} does not match the data: {name} examples have shape "
             f"{list(shape)}.",
             fix=f"data.input_shape={list(shape)}".replace(" ", ""),
-        )
-    if labels is not None and len(labels) and (labels.min() < 0 or labels.max() >= spec.num_classes):
-        raise DataError(
-            f"data.num_classes={spec.num_classes} does not match the data: {name} labels range over "
-            f"[{labels.min()}, {labels.max()}].",
-            fix=f"data.num_classes={int(labels.max()) + 1}",
         )
 
 

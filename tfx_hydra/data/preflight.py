@@ -9,12 +9,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from tfx_hydra.data.pipeline import PipelineOptions
 from tfx_hydra.data.tfrecord import expand_globs
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.validation import require_path, require_writable_folder
 
 
-def check_data_config(data: DictConfig) -> None:
-    """The files a data source reads, and the options every source shares (ranges and choices:
-    data.shard_policy, prefetch, limit, ...)."""
+def check_data_config(data: DictConfig, task: str = "classification") -> None:
+    """The files a data source reads, the options every source shares (ranges and choices:
+    data.shard_policy, prefetch, limit, ...), and whether it gives the task's labels."""
+    require_task_labels(data, task)
     shared = {key: data[key] for key in PipelineOptions.__dataclass_fields__
               if key in data and key not in ("batch_size", "seed")}
     PipelineOptions(batch_size=1, seed=0, **shared)
@@ -30,3 +32,17 @@ def check_data_config(data: DictConfig) -> None:
     cache = data.get("cache")
     if isinstance(cache, str) and cache != "memory":  # a cache file: its folder must be there to write in
         require_writable_folder("data.cache", cache, os.path.dirname(os.path.abspath(cache)), create=False)
+
+
+def require_task_labels(data: DictConfig, task: str) -> None:
+    """A source gives another task's labels than class indices only if its config takes `task`
+    (csv, synthetic, arrays in an .npz: `task: ${task.name}`); the others give classes."""
+    if task == "classification" or "task" in data:
+        return
+    target = data.get("_target_", "?")
+    user = not str(target).startswith("tfx_hydra.")
+    raise ConfigError(f"task={task}: data._target_={target} gives class labels only" +
+                      (" (its config takes no `task`)." if user else "."),
+                      fix="pass `task: ${task.name}` to your source (and on to from_pipelines(..., task=task))" if user
+                      else "data=csv (a label column, or label_columns), data=synthetic, or data=keras with an .npz "
+                      "(data.path) hold labels of every task; or task=classification")

@@ -53,7 +53,7 @@ def split_two_ways(x, y, fraction, seed):
     """(x_kept, x_held, y_kept, y_held): `fraction` held out, seeded, stratified where possible."""
     from sklearn.model_selection import train_test_split
 
-    if len(y) and np.bincount(y).min() >= 2:
+    if len(y) and y.ndim == 1 and y.dtype.kind in "iu" and np.bincount(y).min() >= 2:  # classes: stratified
         try:
             return train_test_split(x, y, test_size=fraction, random_state=seed, stratify=y)
         except ValueError:  # fewer held-out examples than classes
@@ -70,3 +70,12 @@ def hold_out_validation(x_train, y_train, x_test, y_test, validation_split: floa
     count = max(1, int(round(len(x_train) * validation_split)))
     return {"train": Split(x_train[:-count], y_train[:-count]),
             "validation": Split(x_train[-count:], y_train[-count:]), "test": test}
+
+
+def target_figures(task, targets: np.ndarray) -> dict[str, Any]:
+    """Regression: the training targets' mean and std, per target (with task.standardize_targets the model's
+    last layer maps its outputs to the targets' units with them: tfx_hydra.models.heads)."""
+    if task.name != "regression":
+        return {}
+    mean, std = targets.astype("float64").mean(axis=0), targets.astype("float64").std(axis=0)
+    return {"target_mean": tuple(float(v) for v in mean), "target_std": tuple(float(max(v, 1e-7)) for v in std)}

@@ -6,7 +6,14 @@ from __future__ import annotations
 import os
 
 from tfx_hydra.errors import ConfigError, ExportError
-from tfx_hydra.export.result import PARITY, ExportResult, compare_on_validation, make_parent, require_parity
+from tfx_hydra.export.result import (
+    PARITY,
+    ExportResult,
+    compare_on_validation,
+    make_parent,
+    quality_keys,
+    require_parity,
+)
 
 
 class OnnxExport:
@@ -43,5 +50,5 @@ class OnnxExport:
             model, datasets, lambda inputs: session.run(None, {name: inputs})[0])
         require_parity("onnx", diff, PARITY)
         return ExportResult(self.kind, self.path, {
-            "export.onnx.accuracy": accuracy, "export.onnx.keras_accuracy": keras_accuracy,
+            **dict(zip(quality_keys(self.kind, datasets.spec.task), (accuracy, keras_accuracy))),
             "export.onnx.max_abs_diff": diff, "export.onnx.size_bytes": float(os.path.getsize(self.path))})

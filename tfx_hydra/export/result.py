@@ -25,20 +25,26 @@ PARITY = 1e-5  # largest absolute difference from Keras' output an unquantized e
 
 
 def compare_on_validation(model, datasets, predict) -> tuple[float, float, float]:
-    """Accuracy of `predict` and of Keras on the validation split, and their largest output difference."""
+    """The task's score (accuracy; for regression minus the MAE) of `predict` and of Keras on the
+    validation split, and their largest output difference."""
     import numpy as np
 
-    hits = keras_hits = total = 0
-    diff = 0.0
-    for inputs, labels in datasets.validation:
+    task = datasets.spec.task
+    exported, expected, labels = [], [], []
+    for inputs, batch_labels in datasets.validation:
         inputs = np.asarray(inputs, dtype="float32")
-        exported = np.asarray(predict(inputs))
-        expected = np.asarray(model(inputs, training=False), dtype="float32")
-        diff = max(diff, float(np.max(np.abs(exported - expected))))
-        hits += int(np.sum(np.argmax(exported, axis=-1) == np.asarray(labels)))
-        keras_hits += int(np.sum(np.argmax(expected, axis=-1) == np.asarray(labels)))
-        total += len(inputs)
-    return hits / total, keras_hits / total, diff
+        exported.append(np.asarray(predict(inputs)).reshape(len(inputs), -1))
+        expected.append(np.asarray(model(inputs, training=False), dtype="float32").reshape(len(inputs), -1))
+        labels.append(np.asarray(batch_labels))
+    exported, expected, labels = (np.concatenate(parts) for parts in (exported, expected, labels))
+    diff = float(np.max(np.abs(exported - expected)))
+    return task.quality(exported, labels), task.quality(expected, labels), diff
+
+
+def quality_keys(kind: str, task) -> tuple[str, str]:
+    """The names an export logs its score and Keras' under: export.<kind>.accuracy (classification,
+    binary, multilabel) or export.<kind>.neg_mae (regression), and keras_<same>."""
+    return f"export.{kind}.{task.quality_name}", f"export.{kind}.keras_{task.quality_name}"
 
 
 def require_parity(kind: str, diff: float, limit: float) -> None:

@@ -16,10 +16,12 @@ class SavedModelExport:
     """A SavedModel in TensorFlow Serving's layout: <export_dir>/<model_name>/<version>/.
 
     Its `serving_default` signature takes raw inputs named `inputs` (the data's own values, e.g.
-    0-255 pixels: the pipeline's scaling is inside the graph) and returns `probabilities` and the
-    predicted `class`. The version is one more than the highest integer version already in the
-    folder, so several runs exporting to one export_dir give TF Serving versions 1, 2, 3... and it
-    hot-swaps to the newest; `<export_dir>/models.config` lists every model there for
+    0-255 pixels: the pipeline's scaling is inside the graph) and returns the task's outputs:
+    `probabilities` and the predicted `class` (classification; binary: 1 from task.threshold on),
+    `probabilities` and 0/1 `labels` (multilabel), `predictions` in the target's units (regression).
+    The version is one more than the highest integer version already in the folder, so several runs exporting
+    to one export_dir give TF Serving versions 1, 2, 3... and it hot-swaps to the newest;
+    `<export_dir>/models.config` lists every model there for
     `tensorflow_model_server --model_config_file`. The SavedModel is written to a hidden
     temporary folder first and renamed into place, so a serving process never sees half a model
     and two runs exporting at once cannot take the same version.
@@ -53,7 +55,7 @@ class SavedModelExport:
 
 
 def write_serving_archive(model, spec, path: str) -> None:
-    """serving_default: raw `inputs` -> {probabilities, class}, with the data's scaling in the graph."""
+    """serving_default: raw `inputs` -> the task's outputs, with the data's scaling in the graph."""
     import keras
     import tensorflow as tf
 
@@ -61,8 +63,7 @@ def write_serving_archive(model, spec, path: str) -> None:
     archive.track(model)
 
     def serve(inputs):
-        probabilities = model(spec.normalize(tf.cast(inputs, tf.float32)), training=False)
-        return {"probabilities": probabilities, "class": tf.argmax(probabilities, axis=-1)}
+        return spec.task.serving(model(spec.normalize(tf.cast(inputs, tf.float32)), training=False))
 
     archive.add_endpoint("serving_default", serve,
                          input_signature=[tf.TensorSpec((None, *spec.input_shape), tf.float32, name="inputs")])
@@ -76,17 +77,21 @@ def check_serving_signature(model, path: str, datasets) -> float:
     import tensorflow as tf
     from tensorflow.python.tools import saved_model_utils
 
+    task = datasets.spec.task
+    wanted = set(task.serving(np.zeros((1, datasets.spec.num_classes), "float32")))
     signature = saved_model_utils.get_meta_graph_def(path, "serve").signature_def["serving_default"]
-    if set(signature.inputs) != {"inputs"} or set(signature.outputs) != {"probabilities", "class"}:
+    if set(signature.inputs) != {"inputs"} or set(signature.outputs) != wanted:
         raise ExportError(f"serving_default has inputs {sorted(signature.inputs)} and outputs "
-                          f"{sorted(signature.outputs)}, not inputs -> probabilities, class.")
+                          f"{sorted(signature.outputs)}, not inputs -> {', '.join(sorted(wanted))}.")
     scaled, _ = next(iter(datasets.validation))
     served = tf.saved_model.load(path).signatures["serving_default"](inputs=datasets.spec.denormalize(scaled))
     expected = np.asarray(model(scaled, training=False))
-    diff = float(np.max(np.abs(served["probabilities"].numpy() - expected)))
+    diff = float(np.max(np.abs(served[task.output].numpy() - expected)))
     require_parity("SavedModel", diff, PARITY)
-    if not np.array_equal(served["class"].numpy(), np.argmax(expected, axis=-1)):
-        raise ExportError("the SavedModel's predicted classes differ from the Keras model's.")
+    decided = task.decided(expected)
+    named = next((name for name in wanted if name != task.output), None)
+    if decided is not None and not np.array_equal(served[named].numpy(), decided):
+        raise ExportError(f"the SavedModel's `{named}` differ from the Keras model's decisions.")
     return diff
 
 

@@ -58,22 +58,20 @@ def _savedmodel_artifact(client, run_id: str, uri: str) -> str:
 
 
 def evaluate_saved_model(path: str, datasets, data: str = "the data") -> dict[str, float]:
-    """Accuracy and cross-entropy of the SavedModel's serving_default on the test split (raw inputs).
-    A model that cannot take `data`'s examples (another shape, another number of classes) is a
-    DataError naming both, before any batch runs."""
-    import keras
+    """The task's test metrics (test_loss and its quality: accuracy, or mae and rmse) of the SavedModel's
+    serving_default on the test split (raw inputs). A model that cannot take `data`'s examples (another
+    shape, another number of outputs) is a DataError naming both, before any batch runs."""
     import numpy as np
     import tensorflow as tf
 
     serve = tf.saved_model.load(path).signatures["serving_default"]
+    task = datasets.spec.task
     input_name = require_model_fits_data(serve, datasets.spec, path, data)
-    losses, hits, total = [], 0, 0
-    for scaled, labels in datasets.test:
-        probabilities = _probabilities(serve(**{input_name: datasets.spec.denormalize(scaled)}))
-        losses.append(np.asarray(keras.losses.sparse_categorical_crossentropy(labels, probabilities)))
-        hits += int(np.sum(np.argmax(probabilities.numpy(), axis=-1) == labels.numpy()))
-        total += len(labels)
-    return {"test_accuracy": hits / total, "test_loss": float(np.mean(np.concatenate(losses)))}
+    values, labels = [], []
+    for scaled, batch_labels in datasets.test:
+        values.append(_main_output(serve(**{input_name: datasets.spec.denormalize(scaled)}), task).numpy())
+        labels.append(batch_labels.numpy())
+    return task.evaluated(np.concatenate(values), np.concatenate(labels))
 
 
 def require_model_fits_data(serve, spec, path: str, data: str) -> str:
@@ -93,14 +91,14 @@ def require_model_fits_data(serve, spec, path: str, data: str) -> str:
     if len(takes) != len(gives) or any(t is not None and t != g for t, g in zip(takes, gives)):
         raise DataError(f"the model at {path} takes inputs of shape {takes}, but {data} gives examples of "
                         f"shape {gives}.", fix=fix)
-    classes = _probabilities(serve.structured_outputs).shape[-1]
-    if classes is not None and int(classes) != spec.num_classes:
-        raise DataError(f"the model at {path} predicts {int(classes)} classes, but {data} has "
-                        f"{spec.num_classes}.", fix=fix)
+    width = _main_output(serve.structured_outputs, spec.task).shape[-1]
+    if width is not None and int(width) != spec.num_classes:
+        raise DataError(f"the model at {path} predicts {spec.task.describe(int(width))}, but {data} has "
+                        f"{spec.task.describe(spec.num_classes)}.", fix=fix)
     return name
 
 
-def _probabilities(outputs: dict):
-    """The serving signature's class probabilities: its `probabilities` output (tfx_hydra's exports),
-    else its only one (a SavedModel exported elsewhere)."""
-    return outputs["probabilities"] if "probabilities" in outputs else next(iter(outputs.values()))
+def _main_output(outputs: dict, task):
+    """The serving signature's head values: the task's output (`probabilities`, `predictions`: tfx_hydra's
+    exports), else its only one (a SavedModel exported elsewhere)."""
+    return outputs[task.output] if task.output in outputs else next(iter(outputs.values()))

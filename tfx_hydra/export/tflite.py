@@ -8,7 +8,14 @@ import tempfile
 
 from tfx_hydra.console import native_lines_to_log
 from tfx_hydra.errors import ConfigError, ExportError
-from tfx_hydra.export.result import PARITY, ExportResult, compare_on_validation, make_parent, require_parity
+from tfx_hydra.export.result import (
+    PARITY,
+    ExportResult,
+    compare_on_validation,
+    make_parent,
+    quality_keys,
+    require_parity,
+)
 
 
 class TFLiteExport:
@@ -65,7 +72,7 @@ class TFLiteExport:
         if self.quantization == "none":
             require_parity("tflite", diff, PARITY)
         return ExportResult(self.kind, self.path, {
-            "export.tflite.accuracy": accuracy, "export.tflite.keras_accuracy": keras_accuracy,
+            **dict(zip(quality_keys(self.kind, datasets.spec.task), (accuracy, keras_accuracy))),
             "export.tflite.max_abs_diff": diff, "export.tflite.size_bytes": float(len(flatbuffer))})
 
     def _configure(self, converter, tf, datasets) -> None:

@@ -38,13 +38,16 @@ def require_fits_data(model: Any, datasets: Any) -> None:
                         fix=f"build the model for the data's shape: input_shape: ${{data.input_shape}} in its config "
                         f"(here {list(want)})")
     outputs = getattr(model, "outputs", None)
-    classes = datasets.spec.num_classes
-    if outputs and len(outputs) == 1 and outputs[0].shape[-1] not in (None, classes):
-        raise DataError(f"the model '{model.name}' ends in {outputs[0].shape[-1]} outputs, the data has {classes} "
-                        "classes.", fix="end the model in num_classes units: num_classes: ${data.num_classes}")
-    if not labels.dtype.is_integer:
-        raise DataError(f"the data's labels are {labels.dtype.name}: the loss expects one integer class index per "
-                        "example.", fix="cast the labels to integers in the data source (tf.cast(y, tf.int64))")
+    width, task = datasets.spec.num_classes, datasets.spec.task
+    if outputs and len(outputs) == 1 and outputs[0].shape[-1] not in (None, width):
+        raise DataError(f"the model '{model.name}' ends in {outputs[0].shape[-1]} outputs, the data has "
+                        f"{task.describe(width)} (task={task.name}).",
+                        fix="end the model in num_classes units: num_classes: ${data.num_classes}")
+    integer = task.label_dtype.startswith("int")
+    if labels.dtype.is_integer != integer:
+        raise DataError(f"the data's labels are {labels.dtype.name}: task={task.name} trains on "
+                        + ("one integer class index per example." if integer else f"{task.label_dtype} labels."),
+                        fix=f"cast the labels in the data source (tf.cast(y, tf.{task.label_dtype}))")
 
 
 def _input_shape(model: Any) -> tuple | None:

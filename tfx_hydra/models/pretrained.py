@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from tfx_hydra.errors import ConfigError
-from tfx_hydra.models.small import classifier
+from tfx_hydra.models.heads import head as output_head
 from tfx_hydra.validation import require_range
 
 BACKBONE = "backbone"  # the layer name the fine-tuning phase looks for
@@ -20,11 +20,12 @@ WEIGHTS_SOURCES = (None, "imagenet")
 
 
 def keras_app(name, architecture, input_shape, num_classes, weights=None, freeze_backbone=False, resize_to=None,
-              preprocess=True, dropout=0.2):
+              preprocess=True, dropout=0.2, head="softmax"):
     """keras.applications.<architecture> (MobileNetV3Small, EfficientNetB0, ResNet50, ...) without
-    its top, pooled, under a new softmax head for the data's classes. `weights`: null (random),
-    imagenet (downloaded by Keras to ~/.keras/models) or a weights file of the same headless model.
-    Inputs come from the data spec: gray images get 3 channels; `resize_to` resizes in the model;
+    its top, pooled, under a new head for the task (a softmax over the data's classes by default).
+    `weights`: null (random), imagenet (downloaded by Keras to ~/.keras/models) or a weights file of the same
+    headless model. Inputs come from the data spec: gray images get 3 channels; `resize_to` resizes in the
+    model;
     `preprocess` applies the architecture's own preprocess_input to [0, 1] pixels x 255."""
     import keras
 
@@ -53,12 +54,12 @@ def keras_app(name, architecture, input_shape, num_classes, weights=None, freeze
     x = backbone(x, training=False) if freeze_backbone else backbone(x)
     if dropout:
         x = keras.layers.Dropout(dropout, name="head_dropout")(x)
-    return keras.Model(inputs, classifier(x, num_classes), name=name)
+    return keras.Model(inputs, output_head(x, num_classes, head), name=name)
 
 
 def hub(name, handle, input_shape, num_classes, freeze_backbone=True, output_key=None, signature=None,
-        resize_to=None, channels=None, dropout=0.2):
-    """A TF Hub model (URL or SavedModel folder) as the backbone, under a new softmax head.
+        resize_to=None, channels=None, dropout=0.2, head="softmax"):
+    """A TF Hub model (URL or SavedModel folder) as the backbone, under a new head for the task.
     Image feature-vector models take [0, 1] pixels: the data's `scale` normalization gives those."""
     import keras
 
@@ -73,7 +74,7 @@ def hub(name, handle, input_shape, num_classes, freeze_backbone=True, output_key
         x = keras.layers.GlobalAveragePooling1D(name="pool")(x)
     if dropout:
         x = keras.layers.Dropout(dropout, name="head_dropout")(x)
-    return keras.Model(inputs, classifier(x, num_classes), name=name)
+    return keras.Model(inputs, output_head(x, num_classes, head), name=name)
 
 
 def require_backbone(model):

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Sequence
 
 from tfx_hydra.errors import ConfigError
-from tfx_hydra.precision import OUTPUT_DTYPE
+from tfx_hydra.models.heads import head as output_head
 from tfx_hydra.validation import require_non_negative, require_positive, require_range
 
 
-def mlp(name, input_shape, num_classes, units=128, layers=1, dropout=0.2, activation="relu"):
-    """The seed's MLP: Flatten -> [Dense(units) -> Dropout] x layers -> Dense(classes, softmax)."""
+def mlp(name, input_shape, num_classes, units=128, layers=1, dropout=0.2, activation="relu", head="softmax"):
+    """The seed's MLP: Flatten -> [Dense(units) -> Dropout] x layers -> the task's head (a softmax over the
+    classes by default)."""
     import keras
 
     require_positive("model.units", units, 128)
@@ -22,14 +23,14 @@ def mlp(name, input_shape, num_classes, units=128, layers=1, dropout=0.2, activa
         x = keras.layers.Dense(units, activation=activation, name=f"dense_{i}")(x)
         if dropout:
             x = keras.layers.Dropout(dropout, name=f"dropout_{i}")(x)
-    outputs = classifier(x, num_classes)
+    outputs = output_head(x, num_classes, head)
     return keras.Model(inputs, outputs, name=name)
 
 
 def cnn(name, input_shape, num_classes, filters=(32, 64), convs_per_block=1, kernel_size=3, batch_norm=False,
-        dense_units=128, dropout=0.2):
+        dense_units=128, dropout=0.2, head="softmax"):
     """A small conv net: one block per entry of `filters` ([Conv (-> BatchNorm) -> ReLU] x convs_per_block
-    -> MaxPool), then Dense -> Dropout -> softmax."""
+    -> MaxPool), then Dense -> Dropout -> the task's head."""
     import keras
 
     if not filters:
@@ -48,13 +49,14 @@ def cnn(name, input_shape, num_classes, filters=(32, 64), convs_per_block=1, ker
     x = keras.layers.Dense(dense_units, activation="relu", name="dense")(x)
     if dropout:
         x = keras.layers.Dropout(dropout, name="dropout")(x)
-    return keras.Model(inputs, classifier(x, num_classes), name=name)
+    return keras.Model(inputs, output_head(x, num_classes, head), name=name)
 
 
-def resnet_small(name, input_shape, num_classes, stages=(16, 32, 64), blocks_per_stage=2, dropout=0.0):
+def resnet_small(name, input_shape, num_classes, stages=(16, 32, 64), blocks_per_stage=2, dropout=0.0,
+                 head="softmax"):
     """A small ResNet for 8-64 px images (He et al.'s CIFAR design): a 3x3 stem, then per stage
     `blocks_per_stage` residual blocks (two 3x3 conv + batch norm, identity or 1x1 projection
-    shortcut), each stage after the first halving the resolution; global average pool; softmax."""
+    shortcut), each stage after the first halving the resolution; global average pool; the task's head."""
     import keras
 
     if not stages:
@@ -71,7 +73,7 @@ def resnet_small(name, input_shape, num_classes, stages=(16, 32, 64), blocks_per
     x = keras.layers.GlobalAveragePooling2D(name="pool")(x)
     if dropout:
         x = keras.layers.Dropout(dropout, name="dropout")(x)
-    return keras.Model(inputs, classifier(x, num_classes), name=name)
+    return keras.Model(inputs, output_head(x, num_classes, head), name=name)
 
 
 def residual_block(x, filters: int, stride: int, name: str):
@@ -113,11 +115,3 @@ def image_input(input_shape: Sequence[int], model: str):
     inputs = keras.Input(shape=shape, name="inputs")
     x = keras.layers.Reshape((*shape, 1), name="add_channel")(inputs) if len(shape) == 2 else inputs
     return inputs, x
-
-
-def classifier(x, num_classes: int):
-    """The float32 softmax head every model ends with."""
-    import keras
-
-    require_positive("data.num_classes", num_classes, 10)
-    return keras.layers.Dense(num_classes, activation="softmax", dtype=OUTPUT_DTYPE, name="predictions")(x)

@@ -1,0 +1,78 @@
+"""task=classification: one class per example (integer labels 0..n-1), a softmax over the classes.
+Served as `probabilities` and the predicted `class`; reported as a confusion matrix and scikit-learn's
+per-class precision, recall and F1."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from tfx_hydra.errors import DataError
+from tfx_hydra.task.base import Task, require_numbers, row_error
+
+
+class Classification(Task):
+    name = "classification"
+    head = "softmax"
+    output = "probabilities"
+    quality_name = "accuracy"
+    label_dtype = "int64"
+
+    def labels(self, y, split, width, first_row=None):
+        y = require_numbers(self.name, np.asarray(y), split, first_row,
+                            fix="class indices 0..n-1, or class names in a CSV")
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y.reshape(-1)
+        if y.ndim != 1:
+            raise DataError(f"task=classification: the {split} split's labels have shape {list(y.shape)}: expected "
+                            "one class index per example.",
+                            fix="task=multilabel for several labels per example, task=regression for numbers")
+        fractional = np.flatnonzero(y != np.round(y))
+        if len(fractional):
+            row = int(fractional[0])
+            raise row_error(self.name, split, row, first_row,
+                            f"has label {y[row]}, not a class index",
+                            fix="task=regression for numeric targets")
+        if len(y) and (y.min() < 0 or y.max() >= width):
+            raise DataError(f"data.num_classes={width} does not match the data: {split} labels range over "
+                            f"[{int(y.min())}, {int(y.max())}].", fix=f"data.num_classes={int(y.max()) + 1}")
+        return y.astype(self.label_dtype)
+
+    def width_of(self, y):
+        return int(y.max()) + 1 if len(y) else 0
+
+    def describe(self, width):
+        return f"{width} classes"
+
+    def serving(self, values):
+        import tensorflow as tf
+
+        return {"probabilities": values, "class": tf.argmax(values, axis=-1)}
+
+    def decided(self, values):
+        return np.argmax(values, axis=-1)
+
+    def quality(self, values, labels):
+        return float(np.mean(np.argmax(values, axis=-1) == np.asarray(labels).reshape(-1)))
+
+    def evaluated(self, values, labels):
+        import keras
+
+        loss = keras.losses.sparse_categorical_crossentropy(np.asarray(labels).reshape(-1), values)
+        return {"test_accuracy": self.quality(values, labels), "test_loss": float(np.mean(np.asarray(loss)))}
+
+    def report(self, values, labels, folder):
+        from sklearn.metrics import classification_report, confusion_matrix
+
+        from tfx_hydra.plots import plot_confusion_matrix
+
+        classes = list(range(values.shape[-1]))
+        truth, predicted = np.asarray(labels).reshape(-1).astype(int), np.argmax(values, axis=-1)
+        matrix = confusion_matrix(truth, predicted, labels=classes)
+        np.savetxt(os.path.join(folder, "confusion_matrix.csv"), matrix, fmt="%d", delimiter=",")
+        plot_confusion_matrix(matrix.tolist(), os.path.join(folder, "confusion_matrix.png"))
+        table = classification_report(truth, predicted, labels=classes, zero_division=0, digits=4)
+        with open(os.path.join(folder, "classification_report.txt"), "w", encoding="utf-8") as out:
+            out.write(table)
+        return ["confusion_matrix.csv", "confusion_matrix.png", "classification_report.txt"]
