@@ -62,9 +62,9 @@ def summary_names(metrics: dict[str, float]) -> list[str]:
 # cross-entropy on numeric targets): it is named here, before anything is built, with the task's own.
 TASKS = ("classification", "binary", "multilabel", "regression")
 CROSSENTROPIES = ("binary_crossentropy", "binary_focal_crossentropy")
-REGRESSION_LOSSES = ("huber", "log_cosh", "logcosh", "mae", "mape", "mean_absolute_error",
+REGRESSION_LOSSES = ("mse", "mae", "huber", "log_cosh", "logcosh", "mape", "mean_absolute_error",
                      "mean_absolute_percentage_error", "mean_squared_error", "mean_squared_logarithmic_error",
-                     "mse", "msle", "poisson")
+                     "msle", "poisson")
 TASK_LOSSES = {"classification": ("sparse_categorical_crossentropy",), "binary": CROSSENTROPIES,
                "multilabel": CROSSENTROPIES, "regression": REGRESSION_LOSSES}
 OTHER_KERAS_LOSSES = ("categorical_crossentropy", "categorical_focal_crossentropy", "categorical_hinge",

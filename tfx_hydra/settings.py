@@ -108,7 +108,8 @@ def validate_section(cfg: DictConfig, name: str, schema: type | None = None) -> 
     if name not in cfg:
         raise ConfigError(f"the config has no '{name}' section.", fix=f"add '{name}' to the defaults list")
     try:
-        merged = OmegaConf.merge(OmegaConf.structured(schema), cfg[name])
+        # resolved first: a section may read another (trainer.loss: ${task.loss}), which the schema cannot
+        merged = OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.to_container(cfg[name], resolve=True))
         return OmegaConf.to_object(merged)
     except ConfigError:
         raise

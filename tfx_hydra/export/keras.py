@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from tfx_hydra.export.result import PARITY, ExportResult, make_parent, require_parity
+from tfx_hydra.export.result import PARITY, ExportResult, make_parent, output_difference, require_parity
 
 
 class KerasExport:
@@ -17,7 +17,6 @@ class KerasExport:
 
     def __call__(self, model, datasets) -> ExportResult:
         import keras
-        import numpy as np
 
         make_parent(self.path, "export.keras.export_dir")
         model.save(self.path)
@@ -25,7 +24,7 @@ class KerasExport:
         import tfx_hydra.models.layers  # noqa: F401  (registers HubLayer, Preprocess for loading)
 
         reloaded = keras.models.load_model(self.path)
-        diff = float(np.max(np.abs(np.asarray(reloaded(inputs)) - np.asarray(model(inputs, training=False)))))
+        diff = output_difference(reloaded(inputs), model(inputs, training=False))
         require_parity("keras", diff, PARITY)
         return ExportResult(self.kind, self.path, {"export.keras.max_abs_diff": diff,
                                                    "export.keras.size_bytes": float(os.path.getsize(self.path))})

@@ -21,12 +21,12 @@ def folder_size(folder: str) -> int:
     return sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(folder) for name in names)
 
 
-PARITY = 1e-5  # largest absolute difference from Keras' output an unquantized export may show
+PARITY = 1e-5  # largest difference from Keras' output an unquantized export may show, relative to outputs above 1
 
 
 def compare_on_validation(model, datasets, predict) -> tuple[float, float, float]:
     """The task's score (accuracy; for regression minus the MAE) of `predict` and of Keras on the
-    validation split, and their largest output difference."""
+    validation split, and their largest output difference (output_difference)."""
     import numpy as np
 
     task = datasets.spec.task
@@ -37,8 +37,18 @@ def compare_on_validation(model, datasets, predict) -> tuple[float, float, float
         expected.append(np.asarray(model(inputs, training=False), dtype="float32").reshape(len(inputs), -1))
         labels.append(np.asarray(batch_labels))
     exported, expected, labels = (np.concatenate(parts) for parts in (exported, expected, labels))
-    diff = float(np.max(np.abs(exported - expected)))
+    diff = output_difference(exported, expected)
     return task.quality(exported, labels), task.quality(expected, labels), diff
+
+
+def output_difference(exported, expected) -> float:
+    """The largest difference between an export's outputs and Keras', relative where Keras' exceed 1 (a
+    regression's targets in the hundreds differ in float32's last digits as probabilities do in theirs)."""
+    import numpy as np
+
+    expected = np.asarray(expected, dtype="float32")
+    difference = np.max(np.abs(np.asarray(exported, dtype="float32") - expected))
+    return float(difference / max(1.0, float(np.max(np.abs(expected)))))
 
 
 def quality_keys(kind: str, task) -> tuple[str, str]:

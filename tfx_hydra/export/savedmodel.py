@@ -9,7 +9,7 @@ import shutil
 import tempfile
 
 from tfx_hydra.errors import ExportError
-from tfx_hydra.export.result import PARITY, ExportResult, folder_size, require_parity
+from tfx_hydra.export.result import PARITY, ExportResult, folder_size, output_difference, require_parity
 
 
 class SavedModelExport:
@@ -86,7 +86,7 @@ def check_serving_signature(model, path: str, datasets) -> float:
     scaled, _ = next(iter(datasets.validation))
     served = tf.saved_model.load(path).signatures["serving_default"](inputs=datasets.spec.denormalize(scaled))
     expected = np.asarray(model(scaled, training=False))
-    diff = float(np.max(np.abs(served[task.output].numpy() - expected)))
+    diff = output_difference(served[task.output].numpy(), expected)
     require_parity("SavedModel", diff, PARITY)
     decided = task.decided(expected)
     named = next((name for name in wanted if name != task.output), None)

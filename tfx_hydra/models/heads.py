@@ -37,7 +37,7 @@ def in_target_units(model, spec):
     units = keras.layers.Rescaling(scale=list(spec.target_std), offset=list(spec.target_mean), dtype=OUTPUT_DTYPE,
                                    name="target_units")
     inputs = getattr(model, "inputs", None)
-    if inputs and len(getattr(model, "outputs", None) or []) == 1:
-        return keras.Model(inputs, units(model.outputs[0]), name=model.name)
+    if inputs and len(inputs) == 1 and len(getattr(model, "outputs", None) or []) == 1:
+        return keras.Model(inputs[0], units(model.outputs[0]), name=model.name)
     inputs = keras.Input(shape=tuple(spec.input_shape), name="inputs")
     return keras.Model(inputs, units(model(inputs)), name=model.name)
