@@ -70,11 +70,23 @@ def export_model(model, datasets, export_cfg: DictConfig, tracker: Tracker, chie
         tracker.set_tags({"model.weights_sha256": weights_sha256(model), "export.failed": len(failures)})
         if (export_cfg or {}).get("mlflow_model", True):
             inputs, _ = next(iter(datasets.validation))
-            tracker.log_model(model, inputs[:5], register_as=(export_cfg or {}).get("register_as"))
+            tracker.log_model(mlflow_model(model, datasets.spec.task), inputs[:5],
+                              register_as=(export_cfg or {}).get("register_as"))
     if failures and (export_cfg or {}).get("strict", False):
         raise ExportError(f"{len(failures)} export(s) failed: " + "; ".join(f"{k}: {v}" for k, v in failures.items()),
                           fix="fix the exporter's settings, or drop export.strict=true to keep the run on failure")
     return results
+
+
+def mlflow_model(model, task):
+    """The model MLflow serves: the trained model, with the task's decision beside its probabilities where the
+    task makes one (binary: `class`; multilabel: `labels`, at task.threshold), so `mlflow models serve`
+    answers what the SavedModel's signature does."""
+    import keras
+
+    outputs = getattr(model, "outputs", None)
+    decided = task.keras_decision(outputs[0]) if outputs and len(outputs) == 1 and len(model.inputs) == 1 else None
+    return model if decided is None else keras.Model(model.inputs[0], decided, name=model.name)
 
 
 def artifact_path(path: str, export_dir: str) -> str:

@@ -51,6 +51,11 @@ class Task:
         """The decision a served model returns beside the head's values (a class, 0/1 labels), or None."""
         return None
 
+    def keras_decision(self, values) -> dict | None:
+        """The MLflow model's outputs for the head's symbolic values, where the task decides beside them
+        (binary's class, multilabel's labels at task.threshold); None: the model's own output."""
+        return None
+
     def quality(self, values: np.ndarray, labels: np.ndarray) -> float:
         """A score of predictions against labels: what an export's parity report compares with Keras'."""
         raise NotImplementedError

@@ -48,6 +48,12 @@ class Binary(Task):
     def decided(self, values):
         return (np.asarray(values) >= self.threshold).astype("int64")
 
+    def keras_decision(self, values):
+        import keras
+
+        decided = keras.ops.cast(keras.ops.greater_equal(values, self.threshold), "int32")
+        return {"probabilities": values, "class": decided}
+
     def quality(self, values, labels):
         return float(np.mean(self.decided(values).reshape(-1) == np.asarray(labels).reshape(-1)))
 

@@ -52,6 +52,12 @@ class Multilabel(Task):
     def decided(self, values):
         return (np.asarray(values) >= self.threshold).astype("int64")
 
+    def keras_decision(self, values):
+        import keras
+
+        decided = keras.ops.cast(keras.ops.greater_equal(values, self.threshold), "int32")
+        return {"probabilities": values, "labels": decided}
+
     def quality(self, values, labels):
         return float(np.mean(self.decided(values) == np.asarray(labels)))
 

@@ -132,7 +132,9 @@ class MlflowTracker:
         from mlflow.models import Model, infer_signature
 
         example_inputs = np.asarray(example_inputs, dtype="float32")
-        signature = infer_signature(example_inputs, np.asarray(model(example_inputs, training=False)))
+        outputs = model(example_inputs, training=False)  # one array, or named ones (a task's decision beside it)
+        outputs = {k: np.asarray(v) for k, v in outputs.items()} if isinstance(outputs, dict) else np.asarray(outputs)
+        signature = infer_signature(example_inputs, outputs)
         logged = None if self.journal is not None else self._try_value(self._create_logged_model)
         with tempfile.TemporaryDirectory(prefix="tfx_hydra-mlflow-model-") as folder:
             path = os.path.join(folder, "model")

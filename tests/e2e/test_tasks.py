@@ -1,0 +1,154 @@
+"""Tasks beyond classification through the real CLI (in process): binary, multilabel and regression runs
+train, log their metrics and reports, export, are evaluated from their export, and their MLflow models
+answer `mlflow models serve` with the task's outputs; a regression sweep minimises untold and a search
+prunes on val_mae; a bad label is one error naming its row, the run FAILED."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.helpers import cli_env, mlflow_client, mlflow_runs, serve_on_a_free_port, stop_server
+from tests.helpers.in_process import run_cli_in_process
+from tests.helpers.search import parent_and_children, study_of
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_tasks")]
+
+SMALL = ["data=synthetic", "data.input_shape=[6]", "data.num_examples=600", "trainer.epochs=5", "trainer.batch_size=16",
+         "optimizer.learning_rate=0.01",
+         "trainer.tensorboard=false", "model.units=32"]
+TASKS = {  # task: (its overrides, the data line's labels, the metrics it logs, its reports)
+    "binary": ([], "binary labels (0/1)", ("test_accuracy", "test_auc", "test_precision", "test_recall"),
+               ("roc_curve.png", "precision_recall_curve.png", "binary_report.json")),
+    "multilabel": (["data.num_classes=4"], "4 labels", ("test_accuracy", "test_f1_micro", "test_f1_macro", "test_auc"),
+                   ("per_label_report.txt",)),
+    "regression": (["data.num_classes=2"], "2 targets", ("test_loss", "test_mae", "test_rmse", "test_r2"),
+                   ("predicted_vs_true.png", "residuals.png", "regression_report.json")),
+}
+
+
+@pytest.fixture(scope="module")
+def launch(tmp_path_factory):
+    """One launch dir with a run of each task (its SavedModel, TFLite file and MLflow model)."""
+    folder = tmp_path_factory.mktemp("tasks")
+    for task, (overrides, *_) in TASKS.items():
+        done = run_cli_in_process([f"task={task}", *SMALL, *overrides, "export=[savedmodel,tflite]",
+                                   f"tracking.run_name={task}"], cwd=folder)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert f"{TASKS[task][1]}\n" in done.stdout, done.stdout  # the data step says what the labels are
+    return folder
+
+
+def run_of(launch, task):
+    return next(r for r in mlflow_runs(launch) if r.info.run_name == task)
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_each_task_trains_logs_its_metrics_and_reports_and_exports(launch, task):
+    run = run_of(launch, task)
+    _, _, metrics, reports = TASKS[task]
+    assert run.info.status == "FINISHED" and run.data.tags["task"] == task
+    assert set(metrics) <= set(run.data.metrics), sorted(run.data.metrics)
+    plots = {a.path for a in mlflow_client(launch).list_artifacts(run.info.run_id, "plots")}
+    assert {f"plots/{name}" for name in reports} <= plots and "plots/confusion_matrix.png" not in plots
+    assert run.data.metrics["objective"] == run.data.metrics[{"binary": "val_auc", "multilabel": "val_f1_macro",
+                                                              "regression": "val_loss"}[task]]
+    if task == "regression":  # learned: targets are ~50 +- 10, so a model that learned nothing errs by ~8
+        assert run.data.metrics["test_mae"] < 6 and "export.tflite.neg_mae" in run.data.metrics
+    else:
+        assert run.data.metrics["test_accuracy"] > 0.7 and "export.tflite.accuracy" in run.data.metrics
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_evaluating_each_tasks_export_gives_the_runs_test_metrics(launch, task):
+    run = run_of(launch, task)
+    done = run_cli_in_process(["mode=evaluate", f"task={task}", *SMALL, *TASKS[task][0],
+                               f"export.source={run.data.tags['export.savedmodel.path']}",
+                               f"tracking.run_name=evaluate-{task}"], cwd=launch)
+    assert done.returncode == 0, done.stderr[-3000:]
+    evaluated = run_of(launch, f"evaluate-{task}").data.metrics
+    for name in ("test_loss", "test_mae") if task == "regression" else ("test_loss", "test_accuracy"):
+        assert evaluated[name] == pytest.approx(run.data.metrics[name], rel=1e-4, abs=1e-5), name
+
+
+def test_mlflow_models_serve_answers_with_each_tasks_outputs(launch, tmp_path):
+    env = cli_env() | {"MLFLOW_TRACKING_URI": f"sqlite:///{launch / 'mlflow.db'}"}
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env["PATH"]  # uvicorn, for --env-manager local
+    inputs = np.random.default_rng(1).normal(size=(5, 6)).astype("float32")
+    servers, answers = [], {}
+    try:
+        for task in TASKS:
+            run_id = run_of(launch, task).info.run_id
+            servers.append(serve_on_a_free_port(
+                lambda port, run_id=run_id: [str(Path(sys.executable).parent / "mlflow"), "models", "serve", "-m",
+                                             f"runs:/{run_id}/model", "--env-manager", "local", "-h", "127.0.0.1",
+                                             "-p", str(port)],
+                tmp_path, env, tmp_path / f"serve-{task}.log", f"mlflow models serve ({task})"))
+            request = urllib.request.Request(f"http://127.0.0.1:{servers[-1][1]}/invocations",
+                                             data=json.dumps({"inputs": inputs.tolist()}).encode(),
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request) as response:
+                answers[task] = json.loads(response.read())["predictions"]
+    finally:
+        for server, _ in servers:
+            stop_server(server)
+    saved = {task: tf.saved_model.load(run_of(launch, task).data.tags["export.savedmodel.path"])
+             .signatures["serving_default"](inputs=tf.constant(inputs)) for task in TASKS}
+    binary = answers["binary"]  # the probability and the 0/1 decision at task.threshold
+    np.testing.assert_allclose(binary["probabilities"], saved["binary"]["probabilities"].numpy(), atol=1e-5)
+    assert np.array_equal(np.asarray(binary["class"]), (np.asarray(binary["probabilities"]) >= 0.5).astype(int))
+    tags = answers["multilabel"]  # a score per label and the labels that apply
+    assert np.asarray(tags["probabilities"]).shape == (5, 4)
+    assert np.array_equal(np.asarray(tags["labels"]), saved["multilabel"]["labels"].numpy())
+    numbers = np.asarray(answers["regression"])  # in the targets' units (about 50), as the SavedModel says
+    np.testing.assert_allclose(numbers, saved["regression"]["predictions"].numpy(), rtol=1e-5)
+    assert numbers.shape == (5, 2) and 20 < numbers.mean() < 80
+
+
+def test_a_regression_sweep_minimises_untold_and_a_search_prunes_on_val_mae(tmp_path):
+    grid = run_cli_in_process(["task=regression", *SMALL, "trainer.epochs=2", "model.units=4,32", "export=none",
+                               "export.mlflow_model=false"], cwd=tmp_path, multirun=True)
+    assert grid.returncode == 0, grid.stderr[-3000:]
+    runs = mlflow_runs(tmp_path)
+    (parent,) = [r for r in runs if "sweep.dir" in r.data.tags]
+    children = [r for r in runs if r is not parent]
+    best = min(children, key=lambda c: c.data.metrics["val_loss"])
+    assert parent.data.tags["sweep.best_run_id"] == best.info.run_id  # the lowest val_loss, not the highest
+    assert parent.data.metrics["best_val_loss"] == best.data.metrics["val_loss"]
+
+    search = tmp_path / "search"
+    search.mkdir()
+    done = run_cli_in_process(["hparams_search=optuna", "hparams_search.n_trials=4", "task=regression", *SMALL,
+                               "sweep.metric=val_mae", "optimizer.learning_rate=choice(0.00001,0.01)",
+                               "hparams_search.pruner_args={n_startup_trials:1,n_warmup_steps:0}",
+                               "export=none", "export.mlflow_model=false", "trainer.backup=false"],
+                              cwd=search, multirun=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    study = study_of(search, "mlp-synthetic")
+    assert study.direction.name == "MINIMIZE"
+    client, parent, children = parent_and_children(search)
+    for trial in study.trials:  # each epoch's val_mae reported to the pruner
+        run = next(c for c in children if c.data.tags["optuna.trial"] == str(trial.number))
+        history = [m.value for m in client.get_metric_history(run.info.run_id, "val_mae")]
+        assert list(trial.intermediate_values.values()) == pytest.approx(history)
+    assert parent.data.tags["optuna.best_trial"] == str(min(
+        (t for t in study.trials if t.value is not None), key=lambda t: t.value).number)
+
+
+def test_a_bad_label_is_one_error_naming_its_row_and_the_run_fails(tmp_path):
+    rows = "".join(f"{i / 10},{(i * 7) % 5 / 4},{i % 2}\n" for i in range(40))
+    table = tmp_path / "t.csv"
+    table.write_text("a,b,churned\n" + rows.replace("0.3,0.25,1", "0.3,0.25,3"))
+    done = run_cli_in_process(["task=binary", "data=csv", f"data.path={table}", "data.label_column=churned",
+                               "data.input_shape=[2]", "trainer.epochs=1"], cwd=tmp_path)
+    assert done.returncode == 1
+    assert f"DataError: task=binary: {table}, row 5, has label 3, not 0 or 1." in done.stderr, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert [r.info.status for r in mlflow_runs(tmp_path)] == ["FAILED"]
