@@ -115,3 +115,17 @@ def test_startup_benchmark_runs_a_pair_and_prints_what_the_freeze_saves(tmp_path
     assert shipped["frozen_objects"] > 100_000 and default["frozen_objects"] == 0  # the switch did switch
     assert shipped["full_collections"] > 0 and default["full_collections"] > 0
     assert report["cpu_ratio"] == pytest.approx(shipped["cpu_seconds"] / default["cpu_seconds"])
+
+
+def test_the_regression_recipe_on_diabetes_is_as_good_as_ridge_on_the_same_split(tmp_path):
+    """Not a speed: the recipe's test RMSE on scikit-learn's diabetes data (offline) next to Ridge's on the
+    very same rows, so a broken target standardisation or split would show as a number far off."""
+    out = tmp_path / "ridge.json"
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "regression_vs_ridge.py"), "--seeds", "0", "--json",
+                           str(out)], cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run,) = json.loads(out.read_text())["runs"]
+    assert (run["train"], run["validation"], run["test"]) == (300, 53, 89)  # the recipe's split of 442 rows
+    assert run["test_rmse"] < 1.15 * run["ridge_rmse"] and run["test_rmse"] < 0.9 * run["mean_baseline_rmse"]
+    assert 0.2 < run["test_r2"] < 1 and 1 < run["epochs_trained"] < 200  # early stopping ended it
+    assert "median tfx_hydra / Ridge test RMSE" in done.stdout
