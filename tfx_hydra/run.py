@@ -31,6 +31,7 @@ from tfx_hydra.data.preflight import check_data_config
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.export import check_exporters, evaluate_saved_model, export_model, resolve_export_source
 from tfx_hydra.hardware import setup_hardware
+from tfx_hydra.models.adapt import adapt_to_training_split
 from tfx_hydra.models.contract import require_fits_data, require_keras_model
 from tfx_hydra.models.heads import in_target_units
 from tfx_hydra.precision import resolve_policy, set_precision
@@ -72,6 +73,7 @@ def run(cfg: DictConfig) -> float | list[float] | sweeps.PrunedResult:
         with strategy.scope():  # variables (model and optimizer) live where the strategy puts them
             model = in_target_units(require_keras_model(build(cfg.model, "model"), cfg.model._target_), datasets.spec)
             require_fits_data(model, datasets)
+            adapt_to_training_split(model, datasets)  # a vocabulary, a normalization: from the training split only
             records.record_model(tracker, model, output_dir)
             trainer.compile_model(model, cfg.optimizer, settings, setup, tracker)
 
@@ -100,7 +102,7 @@ def preflight(cfg: DictConfig) -> Settings:
     sweeps.require_multirun_for_search(cfg)
     if cfg.mode == "train":
         sweeps.require_known_metric(settings)
-        check_exporters(cfg.export)
+        check_exporters(cfg.export, text_inputs=cfg.data.get("inputs") == "text")
     check_data_config(cfg.data, settings.task.name)
     if settings.tracking.enabled:
         uri = tracking.resolve_tracking_uri(settings.tracking, cfg.paths.launch_dir)

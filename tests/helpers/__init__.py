@@ -204,3 +204,66 @@ def tensorboard_runs(launch_dir: Path) -> list[str]:
         name, folder = entry.split(":", 1)
         multiplexer.AddRunsFromDirectory(str(Path(launch_dir) / folder), name)
     return sorted(multiplexer.Runs())
+
+
+TEXT_SEQUENCE, TEXT_VOCABULARY = 16, 101
+
+
+def save_tiny_text_hub_models(folder: Path, units: int = 12, seed: int = 0) -> tuple[str, str]:
+    """A BERT-shaped pair of SavedModels in TF Hub's form, made of plain TensorFlow ops: a preprocessing
+    model (strings -> input_word_ids, input_mask, input_type_ids: lower-cased words hashed into a small
+    vocabulary, padded to 16) and an encoder (those -> pooled_output, sequence_output) with `.variables`
+    and `.trainable_variables`, as the real small BERTs have. Returns (preprocessor, encoder) folders."""
+    import tensorflow as tf
+
+    class Preprocessor(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def __call__(self, texts):
+            words = tf.strings.split(tf.strings.lower(texts))
+            ids = tf.strings.to_hash_bucket_fast(words, TEXT_VOCABULARY - 1) + 1  # 0 is padding
+            ids = tf.cast(ids.to_tensor(default_value=0, shape=[None, TEXT_SEQUENCE]), tf.int32)
+            return {"input_word_ids": ids, "input_mask": tf.cast(ids > 0, tf.int32),
+                    "input_type_ids": tf.zeros_like(ids)}
+
+    preprocessor = str(folder / "preprocess")
+    tf.saved_model.save(Preprocessor(), preprocessor)
+
+    rng = np.random.default_rng(seed)
+    embedding = tf.Variable(rng.normal(0, 0.5, (TEXT_VOCABULARY, units)).astype("float32"), name="embeddings")
+    kernel = tf.Variable(rng.normal(0, 0.3, (units, units)).astype("float32"), name="pooler/kernel")
+    bias = tf.Variable(np.zeros(units, "float32"), name="pooler/bias")
+
+    @tf.function
+    def encode(inputs, training=False):
+        mask = tf.cast(inputs["input_mask"], tf.float32)[..., None]
+        sequence = tf.gather(embedding, inputs["input_word_ids"]) * mask
+        mean = tf.reduce_sum(sequence, axis=1) / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
+        return {"pooled_output": tf.tanh(tf.matmul(mean, kernel) + bias), "sequence_output": sequence}
+
+    spec = {name: tf.TensorSpec([None, TEXT_SEQUENCE], tf.int32)
+            for name in ("input_word_ids", "input_mask", "input_type_ids")}
+    for training in (True, False):
+        encode.get_concrete_function(spec, training=training)
+    root = tf.train.Checkpoint()
+    root.__call__ = encode
+    root.embedding, root.kernel, root.bias = embedding, kernel, bias
+    root.variables = [embedding, kernel, bias]
+    root.trainable_variables = [embedding, kernel, bias]
+    encoder = str(folder / "encoder")
+    tf.saved_model.save(root, encoder)
+    return preprocessor, encoder
+
+
+def write_text_folder(folder: Path, per_class: int = 40, seed: int = 0) -> Path:
+    """folder/<neg|pos>/<n>.txt: short reviews whose words say their class (learnable by a bag of words)."""
+    import random
+
+    rng = random.Random(seed)
+    words = {"neg": "awful terrible boring dull poor sad".split(), "pos": "great superb lovely fine happy warm".split()}
+    filler = "the film was and it a plot acting story really".split()
+    for name, own in words.items():
+        (folder / name).mkdir(parents=True, exist_ok=True)
+        for i in range(per_class):
+            text = " ".join(rng.choice(filler + own + own) for _ in range(12))
+            (folder / name / f"{i:03d}.txt").write_text(text.capitalize() + ".\n")
+    return folder

@@ -30,6 +30,8 @@ REQUIRED = {
     ("data", "tfrecord"): ["data.train_files=/data/train-*.tfrecord", "data.input_shape=[8,8]", "data.num_classes=10"],
     ("data", "csv"): ["data.path=/data/table.csv", "data.input_shape=[4]", "data.num_classes=3"],
     ("data", "image_folder"): ["data.directory=/data/pets", "data.num_classes=2"],
+    ("data", "text_folder"): ["data.directory=/data/reviews", "data.num_classes=2"],
+    ("data", "text_table"): ["data.path=/data/texts.jsonl", "data.num_classes=2"],
     ("model", "hub"): ["model.handle=/models/feature_vector"],
 }
 
@@ -64,6 +66,10 @@ def test_seed_experiment_is_the_seed_recipe():
 # what each preset leaves for the user (its first comment line's command says so)
 PRESET_NEEDS = {
     ("experiment", "hub_transfer"): ["data.directory=/data/pets", "data.num_classes=2"],
+    ("experiment", "tabular_regression"): ["data.path=/data/table.csv", "data.label_column=target",
+                                           "data.input_shape=[10]"],
+    ("experiment", "text_classification"): ["data.directory=/data/reviews", "data.num_classes=2"],
+    ("experiment", "bert_text"): ["data.directory=/data/reviews", "data.num_classes=2"],
     ("experiment", "tfrecord_multi_worker"): ["data.train_files=/data/train-*.tfrecord", "data.input_shape=[28,28]",
                                               "data.num_classes=10"],
 }

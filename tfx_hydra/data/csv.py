@@ -67,7 +67,7 @@ def label_values(path: str, header: list[str], rows: list[list[str]], columns: l
     if task == "multilabel":
         if not delimiter:
             raise DataError(f"task=multilabel reads one label column ({columns[0]}) only as delimited tags.",
-                            fix="data.label_delimiter=';' (tags such as cat;dog), or data.label_columns=[a,b,c] "
+                            fix="\"data.label_delimiter=';'\" (tags such as cat;dog), or data.label_columns=[a,b,c] "
                             "(one 0/1 column per label)")
         tags = [[tag.strip() for tag in value.split(delimiter) if tag.strip()] for value in values]
         names = sorted({tag for row in tags for tag in row})
@@ -78,10 +78,10 @@ def label_values(path: str, header: list[str], rows: list[list[str]], columns: l
     return np.asarray(values, dtype=object)
 
 
-def read_csv(key: str, path: str) -> tuple[list[str], list[list[str]]]:
+def read_csv(key: str, path: str, delimiter: str = ",") -> tuple[list[str], list[list[str]]]:
     require_path(key, path, fix=f"{key}=/abs/path/table.csv (with a header row)", file=True)
     with open(path, newline="", encoding="utf-8") as file:
-        reader = csv_module.reader(file)
+        reader = csv_module.reader(file, delimiter=delimiter)
         header = [name.strip() for name in next(reader, [])]
         rows = [row for row in reader if row]
     if not header or not rows:

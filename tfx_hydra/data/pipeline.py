@@ -42,16 +42,21 @@ class DataSpec:
     input_scale: float | tuple[float, ...] = 1.0
     input_offset: float | tuple[float, ...] = 0.0
     task: Task = dataclasses.field(default_factory=Classification)  # what the labels are (tfx_hydra.task)
+    input_dtype: str = "float32"  # "string": raw text, fed to the model as it is (its own layers tokenize it)
     target_mean: tuple[float, ...] | None = None  # regression: the training targets' mean and std, per target,
     target_std: tuple[float, ...] | None = None   # where the source read them (in-memory sources do)
 
     def normalize(self, raw):
         """Raw inputs (a tensor or an array) -> what the model was trained on."""
-        return (raw - self.input_offset) * self.input_scale
+        return raw if self.text else (raw - self.input_offset) * self.input_scale
 
     def denormalize(self, inputs):
         """The pipeline's inputs -> the raw values a served model takes."""
-        return inputs / self.input_scale + self.input_offset
+        return inputs if self.text else inputs / self.input_scale + self.input_offset
+
+    @property
+    def text(self) -> bool:
+        return self.input_dtype == "string"
 
 
 @dataclass
@@ -189,13 +194,15 @@ def from_arrays(splits: dict[str, Split], input_shape, num_classes, options: Pip
     task = get_task(task) if isinstance(task, str) else task
     if options.limit is not None:
         splits["train"] = Split(splits["train"].x[:options.limit], splits["train"].y[:options.limit])
-    spec = DataSpec(tuple(int(d) for d in input_shape), int(num_classes), task=task)
+    text = splits["train"].x.dtype.kind in "OUS"  # raw strings: no scaling, no float cast
+    spec = DataSpec(tuple(int(d) for d in input_shape), int(num_classes), task=task,
+                    input_dtype="string" if text else "float32")
     for name, split in {id(split): (name, split) for name, split in splits.items()}.values():
         check_against_spec(name, split.x.shape[1:], len(split.x), spec)
         split.y = task.labels(split.y, name, spec.num_classes)
     require_a_batch(len(splits["train"].x), options.batch_size)
     reads = array_reads(named, source, splits, num_classes, source_type)
-    offset, scale = normalize_arrays(splits, normalization, raw_scale)
+    offset, scale = (0.0, 1.0) if text else normalize_arrays(splits, normalization, raw_scale)
     spec = dataclasses.replace(spec, input_scale=scale, input_offset=offset, **target_figures(task, splits["train"].y))
 
     def pipeline(name: str, training: bool):

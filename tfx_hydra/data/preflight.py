@@ -36,7 +36,12 @@ def check_data_config(data: DictConfig, task: str = "classification") -> None:
 
 def require_task_labels(data: DictConfig, task: str) -> None:
     """A source gives another task's labels than class indices only if its config takes `task`
-    (csv, synthetic, arrays in an .npz: `task: ${task.name}`); the others give classes."""
+    (csv, synthetic, arrays in an .npz, text: `task: ${task.name}`); the others give classes. A binary task
+    has one output, the probability of 1: data.num_classes=2 (the two classes) would build two."""
+    if task == "binary" and data.get("num_classes") not in (None, 1):
+        raise ConfigError(f"task=binary has one output (the probability of label 1), but data.num_classes="
+                          f"{data.num_classes} asks the model for {data.num_classes}.",
+                          fix="drop data.num_classes (task=binary sets it to 1), or task=classification")
     if task == "classification" or "task" in data:
         return
     target = data.get("_target_", "?")

@@ -63,10 +63,12 @@ def write_serving_archive(model, spec, path: str) -> None:
     archive.track(model)
 
     def serve(inputs):
-        return spec.task.serving(model(spec.normalize(tf.cast(inputs, tf.float32)), training=False))
+        raw = inputs if spec.text else tf.cast(inputs, tf.float32)
+        return spec.task.serving(model(spec.normalize(raw), training=False))
 
+    dtype = tf.string if spec.text else tf.float32  # text: raw strings, tokenized by the model's own layers
     archive.add_endpoint("serving_default", serve,
-                         input_signature=[tf.TensorSpec((None, *spec.input_shape), tf.float32, name="inputs")])
+                         input_signature=[tf.TensorSpec((None, *spec.input_shape), dtype, name="inputs")])
     archive.write_out(path, verbose=False)
 
 

@@ -10,7 +10,7 @@ import tempfile
 from omegaconf import DictConfig
 
 from tfx_hydra.config import build, instantiate_node
-from tfx_hydra.errors import ExportError
+from tfx_hydra.errors import ConfigError, ExportError
 from tfx_hydra.process import describe_error, full_disk_path
 from tfx_hydra.records import weights_sha256
 from tfx_hydra.tracking import Tracker
@@ -25,10 +25,21 @@ def selected_exporters(export_cfg: DictConfig | None) -> dict[str, DictConfig]:
             if isinstance(node, DictConfig) and "_target_" in node}
 
 
-def check_exporters(export_cfg: DictConfig | None) -> None:
+# exporters whose formats hold only numeric ops: a text model's string ops (tokenizing, vocabulary lookup)
+# do not convert; the SavedModel, the .keras file and the MLflow model carry them
+NUMERIC_ONLY_EXPORTERS = ("tflite", "onnx", "tfjs")
+
+
+def check_exporters(export_cfg: DictConfig | None, text_inputs: bool = False) -> None:
     """Each selected exporter built now, from its settings alone (no TensorFlow): a typo in an
-    export value fails before training, not after the last epoch. Its folder must be creatable."""
+    export value fails before training, not after the last epoch. Its folder must be creatable.
+    A text model's exports: only the formats that carry string ops."""
     for name, node in selected_exporters(export_cfg).items():
+        if text_inputs and name in NUMERIC_ONLY_EXPORTERS:
+            raise ConfigError(f"export={name} cannot carry a text model: its string ops (tokenizing, the "
+                              "vocabulary lookup) do not convert to that format.",
+                              fix="export=savedmodel (TF Serving takes raw strings), export=keras, and the MLflow "
+                              "model (export.mlflow_model=true)")
         instantiate_node(node, f"export.{name}")
         if node.get("export_dir"):
             require_writable_folder(f"export.{name}.export_dir", node.export_dir, node.export_dir, create=True)

@@ -4,6 +4,10 @@
     pretrained.py  transfer learning: keras_app (keras.applications), hub (TF Hub handles),
                    and what the fine-tuning phase needs (the backbone, unfreezing it)
     layers.py      HubLayer (a Keras 3 layer around hub.load; hub.KerasLayer is Keras 2 only), Preprocess
+    text.py        text_baseline (TextVectorization + embeddings), hub_text (a TF Hub encoder and its
+                   preprocessing model, the BERT family): they take raw strings
+    heads.py       the task's output layer; a regression's targets put back in their units
+    adapt.py       preprocessing layers (a vocabulary) adapted on the training split alone
 
 Builders return an uncompiled `keras.Model`; the run compiles it inside the strategy's
 scope. Whatever the precision policy, the last layer computes in float32
@@ -13,9 +17,10 @@ cross-entropy needs. Keras is imported inside the builders (validation must not 
 
 from tfx_hydra.models.pretrained import BACKBONE, hub, keras_app, require_backbone, unfreeze_backbone
 from tfx_hydra.models.small import cnn, mlp, resnet_small
+from tfx_hydra.models.text import hub_text, text_baseline
 
-__all__ = ["BACKBONE", "cnn", "count_params", "hub", "keras_app", "mlp", "require_backbone", "resnet_small",
-           "unfreeze_backbone"]
+__all__ = ["BACKBONE", "cnn", "count_params", "hub", "hub_text", "keras_app", "mlp", "require_backbone",
+           "resnet_small", "text_baseline", "unfreeze_backbone"]
 
 
 def count_params(weights) -> int:

@@ -26,8 +26,10 @@ from tfx_hydra.errors import ConfigError
 @keras.saving.register_keras_serializable(package="tfx_hydra")
 class HubLayer(keras.layers.Layer):
     """`handle`: a URL or a SavedModel folder. `output_key`: which output of a model returning a
-    dict (None: the only one). `signature`: call a named signature (TF1-style hub models)
-    instead of the model's __call__. `trainable=False` freezes the hub weights."""
+    dict (None: the only one; "*": the whole dict, e.g. a text preprocessing model's input_word_ids,
+    input_mask and input_type_ids for its encoder). `signature`: call a named signature (TF1-style hub
+    models) instead of the model's __call__. `trainable=False` freezes the hub weights. Inputs may be
+    images, raw strings or a dict of tensors; floating inputs are given as float32."""
 
     def __init__(self, handle: str, output_key: str | None = None, signature: str | None = None,
                  trainable: bool = False, **kwargs):
@@ -52,7 +54,8 @@ class HubLayer(keras.layers.Layer):
     def call(self, inputs, training=None):
         import tensorflow as tf
 
-        inputs = tf.cast(inputs, tf.float32)  # hub models compute in float32 whatever the policy
+        # hub models compute in float32 whatever the policy; strings and token ids pass as they are
+        inputs = tf.nest.map_structure(lambda x: tf.cast(x, tf.float32) if x.dtype.is_floating else x, inputs)
         if self.signature:
             outputs = self._call_fn(inputs)
         elif self._takes_training:
@@ -60,10 +63,11 @@ class HubLayer(keras.layers.Layer):
         else:
             outputs = self._call_fn(inputs)
         outputs = self._select(outputs)
-        return tf.cast(outputs, self.compute_dtype) if outputs.dtype.is_floating else outputs  # the policy's
+        return tf.nest.map_structure(  # the policy's
+            lambda x: tf.cast(x, self.compute_dtype) if x.dtype.is_floating else x, outputs)
 
     def _select(self, outputs):
-        if not isinstance(outputs, dict):
+        if not isinstance(outputs, dict) or self.output_key == "*":
             return outputs
         if self.output_key is None and len(outputs) == 1:
             return next(iter(outputs.values()))
@@ -80,9 +84,11 @@ class HubLayer(keras.layers.Layer):
         def probe(x):
             return self.call(x, training=False)
 
-        traced = probe.get_concrete_function(tf.TensorSpec(inputs.shape, tf.float32)).structured_outputs
-        return keras.KerasTensor(tuple(traced.shape), dtype=self.compute_dtype if traced.dtype.is_floating else
-                                 traced.dtype.name)
+        specs = tf.nest.map_structure(lambda x: tf.TensorSpec(x.shape, tf.float32 if "float" in str(x.dtype)
+                                                              else tf.as_dtype(x.dtype)), inputs)
+        traced = probe.get_concrete_function(specs).structured_outputs
+        return tf.nest.map_structure(lambda t: keras.KerasTensor(
+            tuple(t.shape), dtype=self.compute_dtype if t.dtype.is_floating else t.dtype.name), traced)
 
     def get_config(self):
         return {**super().get_config(), "handle": self.handle, "output_key": self.output_key,
@@ -100,6 +106,11 @@ def load_module(handle: str):
     try:
         return hub.load(os.path.expanduser(handle) if not is_url else handle)
     except Exception as err:  # network errors, 404s, a folder without saved_model.pb
+        if "Op type not registered" in str(err):  # a BERT preprocessor: TensorFlow Text's ops
+            raise ConfigError(f"model.handle={handle} needs ops TensorFlow does not have by itself "
+                              f"({str(err).splitlines()[0][:200]}).",
+                              fix='pip install "tfx_hydra[text]" (TensorFlow Text, the version matching TensorFlow)'
+                              ) from None
         cache = os.environ.get("TFHUB_CACHE_DIR")
         where = (f"TFHUB_CACHE_DIR={cache}" if cache
                  else "set TFHUB_CACHE_DIR to a folder: unset, TF Hub caches in a temporary folder")

@@ -131,7 +131,12 @@ class MlflowTracker:
         import tensorflow as tf
         from mlflow.models import Model, infer_signature
 
-        example_inputs = np.asarray(example_inputs, dtype="float32")
+        example_inputs = np.asarray(example_inputs)
+        if example_inputs.dtype.kind in "OSU":  # text: the strings as str, which MLflow's schema reads as string
+            example_inputs = np.asarray([v.decode() if isinstance(v, bytes) else str(v) for v in example_inputs],
+                                        dtype=object)
+        else:
+            example_inputs = example_inputs.astype("float32")
         outputs = model(example_inputs, training=False)  # one array, or named ones (a task's decision beside it)
         outputs = {k: np.asarray(v) for k, v in outputs.items()} if isinstance(outputs, dict) else np.asarray(outputs)
         signature = infer_signature(example_inputs, outputs)
