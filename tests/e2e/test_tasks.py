@@ -152,3 +152,41 @@ def test_a_bad_label_is_one_error_naming_its_row_and_the_run_fails(tmp_path):
     assert f"DataError: task=binary: {table}, row 5, has label 3, not 0 or 1." in done.stderr, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     assert [r.info.status for r in mlflow_runs(tmp_path)] == ["FAILED"]
+
+
+def write_tagged_images(folder: Path, count: int = 120, seed: int = 0) -> Path:
+    """folder/images/<n>.png, 16x16 RGB, and folder/tags.csv: each image shows what its tags say (red: a red
+    tint; bar: a bright horizontal bar; dot: a bright square), any of them or none."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    (folder / "images").mkdir(parents=True)
+    rows = ["file,tags"]
+    for n in range(count):
+        tags = [t for t in ("bar", "dot", "red") if rng.random() < 0.5]
+        image = rng.integers(0, 60, size=(16, 16, 3)).astype("uint8")
+        if "red" in tags:
+            image[..., 0] = 220
+        if "bar" in tags:
+            image[7:9, :, :] = 255
+        if "dot" in tags:
+            image[2:5, 11:14, :] = 255
+        Image.fromarray(image).save(folder / "images" / f"{n:03d}.png")
+        rows.append(f"{n:03d}.png,{';'.join(tags)}")
+    (folder / "tags.csv").write_text("\n".join(rows) + "\n")
+    return folder
+
+
+def test_the_multilabel_images_recipe_tags_images_from_a_csv(tmp_path):
+    data = write_tagged_images(tmp_path / "data")
+    done = run_cli_in_process(["experiment=multilabel_images", f"data.directory={data / 'images'}",
+                               f"data.labels_csv={data / 'tags.csv'}", "data.num_classes=3",
+                               "data.input_shape=[16,16,3]", "data.augmentation.flip=null",
+                               "optimizer.learning_rate=0.01", "trainer.tensorboard=false",
+                               "export.mlflow_model=false"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "3 labels\n" in done.stdout
+    (run,) = mlflow_runs(tmp_path)
+    assert run.data.tags["task"] == "multilabel" and run.data.metrics["test_f1_macro"] > 0.8
+    serve = tf.saved_model.load(run.data.tags["export.savedmodel.path"]).signatures["serving_default"]
+    assert set(serve.structured_outputs) == {"probabilities", "labels"}

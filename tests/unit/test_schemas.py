@@ -70,6 +70,8 @@ PRESET_NEEDS = {
                                            "data.input_shape=[10]"],
     ("experiment", "text_classification"): ["data.directory=/data/reviews", "data.num_classes=2"],
     ("experiment", "bert_text"): ["data.directory=/data/reviews", "data.num_classes=2"],
+    ("experiment", "multilabel_images"): ["data.directory=/data/images", "data.labels_csv=/data/tags.csv",
+                                          "data.num_classes=5"],
     ("experiment", "tfrecord_multi_worker"): ["data.train_files=/data/train-*.tfrecord", "data.input_shape=[28,28]",
                                               "data.num_classes=10"],
 }

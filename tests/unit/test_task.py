@@ -5,6 +5,7 @@ does not fit a task said before anything is built."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -201,3 +202,37 @@ def test_each_task_writes_its_reports(trained, tmp_path):
     regression = json.loads((tmp_path / "regression" / "regression_report.json").read_text())
     assert regression["rmse"] >= regression["mae"] > 0 and regression["r2"] > 0.5
     assert written["regression"][:2] == ["predicted_vs_true.png", "residuals.png"]
+
+
+def test_an_image_folder_of_two_classes_is_a_binary_task_and_of_three_is_refused(tmp_path):
+    from PIL import Image
+
+    from tfx_hydra.data import image_folder
+
+    for name in ("cat", "dog", "owl"):
+        (tmp_path / name).mkdir()
+        for i in range(6):
+            Image.new("RGB", (8, 8), (40 * i, 0, 0)).save(tmp_path / name / f"{i}.png")
+    with pytest.raises(DataError, match=r"task=binary: .* has 3 class folders; a binary task has two"):
+        image_folder(str(tmp_path), [8, 8, 3], 1, batch_size=4, seed=0, task="binary")
+    shutil.rmtree(tmp_path / "owl")
+    data = image_folder(str(tmp_path), [8, 8, 3], 1, batch_size=4, seed=0, task="binary", test_split=0.3)
+    assert data.spec.task.name == "binary" and data.train.element_spec[1].shape.as_list() == [None, 1]
+    assert set(np.unique(labels_of(data.train))) == {0.0, 1.0}
+
+
+def test_the_tfrecord_converter_writes_each_tasks_labels_and_the_reader_takes_them(tmp_path):
+    from tfx_hydra.data import tfrecord
+    from tfx_hydra.data.to_tfrecord import main as to_tfrecord
+
+    assert to_tfrecord([str(tmp_path), "task=regression", "data=synthetic", "data.input_shape=[3]",
+                        "data.num_classes=2", "data.num_examples=400"]) == 0
+    files = {split: str(tmp_path / f"{split}-*.tfrecord") for split in ("train", "validation", "test")}
+    written = (tmp_path / "data" / f"{tmp_path.name}.yaml").read_text()
+    assert f"data={tmp_path.name} task=regression" in written
+    data = tfrecord(files["train"], files["test"], [3], 2, batch_size=8, seed=0, validation_files=files["validation"],
+                    task="regression")
+    expected = synthetic([3], 2, 400, 8, 42, task="regression")  # the seed the converter composed
+    assert np.allclose(np.sort(labels_of(data.train), axis=0), np.sort(labels_of(expected.train), axis=0))
+    with pytest.raises(DataError, match=r"does not parse as data.inputs_key=inputs, data.label_key=label"):
+        tfrecord(files["train"], files["test"], [3], 2, batch_size=8, seed=0, task="classification")

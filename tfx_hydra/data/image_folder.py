@@ -20,6 +20,7 @@ from tfx_hydra.data.pipeline import (
 )
 from tfx_hydra.data.splits import Split, split_three_ways, split_two_ways
 from tfx_hydra.errors import ConfigError, DataError
+from tfx_hydra.task import get as get_task
 from tfx_hydra.validation import require_choice, require_fraction
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif")
@@ -27,9 +28,11 @@ IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif")
 
 def image_folder(directory, input_shape, num_classes, batch_size, seed, test_directory=None, resize=True,
                  validation_split=0.1, test_split=0.2, normalization="scale", augmentation=None,
-                 **pipeline) -> Datasets:
+                 task="classification", labels_csv=None, label_delimiter=";", **pipeline) -> Datasets:
     """`directory/<class name>/<image>` (classes in sorted order, as Keras' image_dataset_from_directory
-    names them), decoded in parallel and resized to input_shape's height and width. Splits without a
+    names them; two folders are task=binary's 0 and 1), decoded in parallel and resized to input_shape's
+    height and width. task=multilabel: the images anywhere under `directory`, their tags in `labels_csv`
+    (columns `file`, relative to `directory`, and `tags`, split at `label_delimiter`). Splits without a
     folder of their own are held out of `directory`, stratified and seeded.
     `augmentation` (flip, rotation, zoom) applies Keras' preprocessing layers to training batches only."""
     import tensorflow as tf
@@ -40,13 +43,25 @@ def image_folder(directory, input_shape, num_classes, batch_size, seed, test_dir
     if len(shape) not in (2, 3) or (len(shape) == 3 and shape[2] not in (1, 3, 4)):
         raise ConfigError(f"data.input_shape={list(shape)} is not an image shape: expected [height, width] (gray) "
                           "or [height, width, channels] with 1, 3 or 4 channels.", fix="data.input_shape=[64,64,3]")
-    classes, paths, labels = list_image_folder("data.directory", directory)
-    if len(classes) != num_classes:
+    kind = get_task(task)
+    if task == "multilabel" or labels_csv:
+        if test_directory:
+            raise ConfigError("data.test_directory with data.labels_csv: tagged images are one folder.",
+                              fix="data.test_directory=null (the test split is held out: data.test_split)")
+        classes, paths, labels = tagged_images(directory, labels_csv, label_delimiter)
+    else:
+        classes, paths, labels = list_image_folder("data.directory", directory)
+    if task == "binary" and len(classes) != 2:
+        raise DataError(f"task=binary: {directory} has {len(classes)} class folders; a binary task has two (the "
+                        "first in sorted order is 0).", fix="two class folders, or task=classification")
+    if task == "classification" and len(classes) != num_classes:
         raise DataError(f"data.num_classes={num_classes} does not match {directory}: it has {len(classes)} class "
                         f"folders ({', '.join(classes[:10])}{', ...' if len(classes) > 10 else ''}).",
                         fix=f"data.num_classes={len(classes)}")
+    labels = kind.labels(labels, "data.directory", int(num_classes))
     if test_directory:
         test_classes, test_paths, test_labels = list_image_folder("data.test_directory", test_directory)
+        test_labels = kind.labels(test_labels, "data.test_directory", int(num_classes))
         if test_classes != classes:
             raise DataError(f"data.test_directory={test_directory} has classes {test_classes}, "
                             f"data.directory has {classes}.", fix="give both folders the same class folders")
@@ -59,7 +74,7 @@ def image_folder(directory, input_shape, num_classes, batch_size, seed, test_dir
     if not resize:
         check_image_sizes(np.concatenate([s.x for s in held.values()]), shape)
     scale = PIXEL_SCALE if normalization == "scale" else 1.0
-    spec = DataSpec(shape, int(num_classes), input_scale=scale)
+    spec = DataSpec(shape, int(num_classes), input_scale=scale, task=kind)
 
     def load(path, label):
         data = tf.io.read_file(path)
@@ -99,6 +114,31 @@ def list_image_folder(key: str, directory: str) -> tuple[list[str], np.ndarray, 
         raise DataError(f"{key}={directory} has no images in class sub-folders ({', '.join(IMAGE_EXTENSIONS)}).",
                         fix=f"lay it out as {directory}/<class name>/<image>.png")
     return classes, np.asarray(paths), np.asarray(labels, dtype="int64")
+
+
+def tagged_images(directory: str, labels_csv: str | None, delimiter: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(tag names in sorted order, image paths, multi-hot rows) from `labels_csv`'s `file` and `tags` columns."""
+    from tfx_hydra.data.csv import read_csv
+
+    if not labels_csv:
+        raise ConfigError("task=multilabel on images needs their tags: data.labels_csv.",
+                          fix="data.labels_csv=/abs/path/tags.csv (columns: file, tags; tags such as cat;dog)")
+    header, rows = read_csv("data.labels_csv", labels_csv)
+    if not {"file", "tags"} <= set(header):
+        raise DataError(f"data.labels_csv={labels_csv} has columns {', '.join(header)}; it needs `file` and `tags`.",
+                        fix="a header row: file,tags")
+    files, tags = [row[header.index("file")] for row in rows], [row[header.index("tags")] for row in rows]
+    paths = [os.path.join(directory, file) for file in files]
+    for number, path in enumerate(paths, start=2):
+        if not os.path.isfile(path):
+            raise DataError(f"{labels_csv}, row {number}: {path} is not a file.",
+                            fix="file names relative to data.directory")
+    split = [[t.strip() for t in value.split(delimiter) if t.strip()] for value in tags]
+    names = sorted({t for row in split for t in row})
+    hot = np.zeros((len(paths), len(names)), dtype="float32")
+    for row, found in enumerate(split):
+        hot[row, [names.index(t) for t in found]] = 1
+    return names, np.asarray(paths), hot
 
 
 def check_image_sizes(paths: np.ndarray, shape: tuple[int, ...]) -> None:

@@ -27,6 +27,7 @@ from tfx_hydra.data.pipeline import (
     streamed_datasets,
 )
 from tfx_hydra.errors import DataError
+from tfx_hydra.task import get as get_task
 from tfx_hydra.validation import require_choice, require_fraction
 
 FEATURE_KINDS = ("image", "dense")
@@ -34,9 +35,11 @@ FEATURE_KINDS = ("image", "dense")
 
 def tfrecord(train_files, test_files, input_shape, num_classes, batch_size, seed, validation_files=None,
              validation_split=0.1, test_split=0.2, kind="dense", inputs_key="inputs", label_key="label",
-             normalization="scale", raw_scale=1.0, **pipeline) -> Datasets:
+             normalization="scale", raw_scale=1.0, task="classification", **pipeline) -> Datasets:
     """TFRecord files of tf.train.Examples: `inputs_key` holds the input (float values for
-    kind=dense, encoded PNG/JPEG bytes for kind=image) and `label_key` an integer class.
+    kind=dense, encoded PNG/JPEG bytes for kind=image) and `label_key` the label: an integer class
+    (classification), or num_classes floats (binary: one 0/1; multilabel: a multi-hot row; regression:
+    the targets), as data.to_tfrecord writes them. The first record's label is checked against the task.
 
     Splits without files of their own are carved off the training files' first records
     (validation_split / test_split of them), in file order, before shuffling.
@@ -47,7 +50,7 @@ def tfrecord(train_files, test_files, input_shape, num_classes, batch_size, seed
     require_choice("data.kind", kind, FEATURE_KINDS)
     require_choice("data.normalization", normalization, FILE_NORMALIZATIONS)
     scale = (PIXEL_SCALE if kind == "image" else raw_scale) if normalization == "scale" else 1.0
-    spec = DataSpec(tuple(int(d) for d in input_shape), int(num_classes), input_scale=scale)
+    spec = DataSpec(tuple(int(d) for d in input_shape), int(num_classes), input_scale=scale, task=get_task(task))
     sources = {"train": expand_globs("data.train_files", train_files),
                "validation": expand_globs("data.validation_files", validation_files) if validation_files else None,
                "test": expand_globs("data.test_files", test_files) if test_files else None}
@@ -156,7 +159,8 @@ def carve_splits(counts: dict[str, int], validation_split: float, test_split: fl
 
 
 def example_parser(kind: str, inputs_key: str, label_key: str, spec: DataSpec):
-    """tf.train.Example bytes -> (float32 input of the spec's shape, scaled; int64 label).
+    """tf.train.Example bytes -> (float32 input of the spec's shape, scaled; the task's label: an int64 class,
+    or num_classes float32 values).
     Dense records parse in batches (`parse.batched`): per example, parsing 784 floats capped
     streaming at ~10k examples/s on 2 cores, well under what a small model trains at."""
     import tensorflow as tf
@@ -166,7 +170,9 @@ def example_parser(kind: str, inputs_key: str, label_key: str, spec: DataSpec):
         features = {inputs_key: tf.io.FixedLenFeature([size], tf.float32)}
     else:
         features = {inputs_key: tf.io.FixedLenFeature([], tf.string)}
-    features[label_key] = tf.io.FixedLenFeature([], tf.int64)
+    classes = spec.task.name == "classification"
+    features[label_key] = (tf.io.FixedLenFeature([], tf.int64) if classes
+                           else tf.io.FixedLenFeature([spec.num_classes], tf.float32))
 
     def parse_dense_batch(records):
         examples = tf.io.parse_example(records, features)
@@ -200,7 +206,7 @@ def check_first_example(path: str, parse, spec: DataSpec, inputs_key: str, label
     try:
         record = next(iter(tf.data.TFRecordDataset(path).take(1)))
         inputs, label = parse(record[tf.newaxis]) if getattr(parse, "batched", False) else parse(record)
-        label = tf.reshape(label, [-1])[0]
+        label = tf.reshape(label, [-1]).numpy()
     except StopIteration:
         raise DataError(f"the TFRecord file {path} is empty.", fix="leave it out of data.train_files") from None
     except (tf.errors.InvalidArgumentError, ValueError) as err:
@@ -211,6 +217,8 @@ def check_first_example(path: str, parse, spec: DataSpec, inputs_key: str, label
             fix="declare the keys, data.kind (dense | image) and data.input_shape the files were written with "
             "(to_tfrecord writes them into the data option it writes beside the files)",
         ) from None
-    if not 0 <= int(label) < spec.num_classes:
-        raise DataError(f"data.num_classes={spec.num_classes} does not match the data: {path} has label {int(label)}.",
-                        fix=f"data.num_classes={int(label) + 1} or more")
+    if spec.task.name != "classification":
+        spec.task.labels(label[np.newaxis], f"the first record of {path}", spec.num_classes)
+    elif not 0 <= int(label[0]) < spec.num_classes:
+        raise DataError(f"data.num_classes={spec.num_classes} does not match the data: {path} has label "
+                        f"{int(label[0])}.", fix=f"data.num_classes={int(label[0]) + 1} or more")

@@ -74,16 +74,19 @@ def convert(output_dir: str, shards: int, overrides: list[str]) -> str:
     option = option_name(output_dir)
     os.makedirs(os.path.join(output_dir, "data"), exist_ok=True)
     with open(os.path.join(output_dir, "data", f"{option}.yaml"), "w", encoding="utf-8") as file:
+        task = "" if spec.task.name == "classification" else f" task={spec.task.name}"
         file.write(f"# data={option}: {counts['train']} train, {counts['validation']} validation, {counts['test']} "
                    f"test examples, written from data={cfg.data._target_.rsplit('.', 1)[-1]}.\n"
-                   f"# python -m tfx_hydra hydra.searchpath=[file://{output_dir}] data={option}\n")
+                   f"# python -m tfx_hydra hydra.searchpath=[file://{output_dir}] data={option}{task}\n")
         file.write(OmegaConf.to_yaml(OmegaConf.create({"defaults": ["tfrecord", "_self_"], **reader})))
-    command = " ".join(["python -m tfx_hydra data=tfrecord"] +
+    command = " ".join(["python -m tfx_hydra data=tfrecord" + ("" if spec.task.name == "classification"
+                                                              else f" task={spec.task.name}")] +
                        [f"data.{k}={format_value(v)}" for k, v in reader.items() if k not in ("kind", "normalization")])
     note = "" if uniform_scale else ("\n(the source standardized per feature: the files hold raw values; "
                                      "add your own normalization)")
+    task = "" if spec.task.name == "classification" else f" task={spec.task.name}"
     return (f"wrote {counts} examples to {output_dir}\nread them with the data option written beside them:\n"
-            f"  python -m tfx_hydra hydra.searchpath=[file://{output_dir}] data={option}\n"
+            f"  python -m tfx_hydra hydra.searchpath=[file://{output_dir}] data={option}{task}\n"
             f"or with every value spelled out:\n  {command}{note}")
 
 
@@ -109,9 +112,12 @@ def write_split(dataset, spec, prefix: str, shards: int) -> int:
         for inputs, labels in dataset:
             raw = (inputs.numpy().astype("float64") / scale + offset).astype("float32")
             for x, y in zip(raw, labels.numpy()):
+                label = (tf.train.Feature(int64_list=tf.train.Int64List(value=[int(y)]))
+                         if spec.task.name == "classification"  # a class; other tasks' labels are floats
+                         else tf.train.Feature(float_list=tf.train.FloatList(value=np.reshape(y, -1))))
                 example = tf.train.Example(features=tf.train.Features(feature={
                     "inputs": tf.train.Feature(float_list=tf.train.FloatList(value=x.reshape(-1))),
-                    "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(y)])),
+                    "label": label,
                 }))
                 writers[count % shards].write(example.SerializeToString())
                 count += 1
