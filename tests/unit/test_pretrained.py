@@ -4,6 +4,7 @@ PyPI, keras.applications with local weights, unfreezing for fine-tuning; resnet_
 from __future__ import annotations
 
 import hashlib
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -14,7 +15,7 @@ import pytest
 import tensorflow as tf
 from hydra.utils import instantiate
 
-from tests.helpers import compose, save_tiny_hub_model
+from tests.helpers import compose, save_tiny_hub_model, save_tiny_text_hub_models
 from tfx_hydra.data import digits
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.models import BACKBONE, cnn, hub, keras_app, resnet_small, unfreeze_backbone
@@ -211,3 +212,19 @@ def test_keras_app_imagenet_weights_download_or_say_how_to_work_offline():
         assert "model.weights=/abs/path/<architecture>_notop.weights.h5" in message
     else:
         assert model(np.zeros((1, 32, 32, 3), "float32")).shape == (1, 10)
+
+
+def test_hub_text_loads_its_encoder_and_preprocessor_urls_from_tfhub_cache_dir(tmp_path, monkeypatch):
+    """model=hub_text's tfhub.dev handles (a small BERT and its preprocessing model), already in
+    TFHUB_CACHE_DIR as TF Hub keys them: the real loading code, with no network. Raw strings in."""
+
+    cfg = compose(["model=hub_text", "data=text_folder", "data.directory=/data/reviews", "data.num_classes=2"])
+    preprocess, encoder = save_tiny_text_hub_models(tmp_path / "made")
+    for handle, folder in ((cfg.model.preprocess_handle, preprocess), (cfg.model.handle, encoder)):
+        assert handle.startswith("https://tfhub.dev/tensorflow/")
+        shutil.copytree(folder, tmp_path / hashlib.sha1(handle.encode()).hexdigest())
+    monkeypatch.setenv("TFHUB_CACHE_DIR", str(tmp_path))
+    model = instantiate(cfg.model)
+    outputs = model(tf.constant(["a great film", "dull and sad"]))
+    assert outputs.shape == (2, 2) and np.allclose(np.sum(outputs, axis=-1), 1.0, atol=1e-5)
+    assert model.get_layer(BACKBONE).trainable is False  # frozen until the fine-tuning phase

@@ -236,3 +236,20 @@ def test_the_tfrecord_converter_writes_each_tasks_labels_and_the_reader_takes_th
     assert np.allclose(np.sort(labels_of(data.train), axis=0), np.sort(labels_of(expected.train), axis=0))
     with pytest.raises(DataError, match=r"does not parse as data.inputs_key=inputs, data.label_key=label"):
         tfrecord(files["train"], files["test"], [3], 2, batch_size=8, seed=0, task="classification")
+
+
+@pytest.mark.parametrize("name", ["binary", "regression"])
+def test_every_tasks_head_computes_in_float32_under_mixed_precision(name):
+    import keras
+
+    task = get(name, standardize_targets=True)
+    data = require_datasets(synthetic([4], 1, 64, 8, 0, task=name), "synthetic", task)
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        model = in_target_units(mlp("m", [4], 1, units=8, head=task.head), data.spec)
+        outputs = model(np.ones((2, 4), "float32"))
+        assert model.get_layer("dense_0").compute_dtype == "float16" and outputs.dtype == "float32"
+        if name == "regression":  # the targets' units are float32 too: float16 would round targets in the hundreds
+            assert model.get_layer("target_units").compute_dtype == "float32"
+    finally:
+        keras.config.set_dtype_policy("float32")
