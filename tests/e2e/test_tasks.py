@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 from tests.helpers import cli_env, mlflow_client, mlflow_runs, serve_on_a_free_port, stop_server
-from tests.helpers.in_process import run_cli_in_process
+from tests.helpers.in_process import run_cli_in_process, run_in_process
 from tests.helpers.search import parent_and_children, study_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_tasks")]
@@ -190,3 +190,18 @@ def test_the_multilabel_images_recipe_tags_images_from_a_csv(tmp_path):
     assert run.data.tags["task"] == "multilabel" and run.data.metrics["test_f1_macro"] > 0.8
     serve = tf.saved_model.load(run.data.tags["export.savedmodel.path"]).signatures["serving_default"]
     assert set(serve.structured_outputs) == {"probabilities", "labels"}
+
+
+def test_a_regression_run_is_reproduced_from_its_id_with_its_task(tmp_path):
+    from tfx_hydra import reproduce
+
+    done = run_cli_in_process(["task=regression", *SMALL, "data.num_classes=2", "trainer.deterministic=true",
+                               "export=none", "export.mlflow_model=false"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (original,) = mlflow_runs(tmp_path)
+    again = run_in_process(reproduce.main, ["tfx-hydra-reproduce", original.info.run_id], cwd=tmp_path)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    (copy,) = [r for r in mlflow_runs(tmp_path) if r.info.run_id != original.info.run_id]
+    assert copy.data.tags["reproduced_from"] == original.info.run_id and copy.data.tags["task"] == "regression"
+    for key in ("val_loss", "test_mae", "test_rmse", "test_r2"):  # the same task, data and seed: the same numbers
+        assert copy.data.metrics[key] == pytest.approx(original.data.metrics[key], rel=1e-5), key

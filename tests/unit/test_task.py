@@ -253,3 +253,17 @@ def test_every_tasks_head_computes_in_float32_under_mixed_precision(name):
             assert model.get_layer("target_units").compute_dtype == "float32"
     finally:
         keras.config.set_dtype_policy("float32")
+
+
+def test_an_npz_holds_any_tasks_labels(tmp_path):
+    from tfx_hydra.data import keras_dataset
+
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 255, size=(80, 4, 4)).astype("uint8")
+    tags = (rng.random((80, 3)) < 0.5).astype("uint8")
+    np.savez(tmp_path / "tags.npz", x_train=x[:60], y_train=tags[:60], x_test=x[60:], y_test=tags[60:])
+    data = keras_dataset("mnist", str(tmp_path / "tags.npz"), [4, 4], 3, batch_size=8, seed=0, task="multilabel")
+    assert data.spec.task.name == "multilabel" and labels_of(data.test).tolist() == tags[60:].tolist()
+    np.savez(tmp_path / "bad.npz", x_train=x[:60], y_train=tags[:60] * 2, x_test=x[60:], y_test=tags[60:])
+    with pytest.raises(DataError, match=r"task=multilabel: example \d+ of the train split has 2 for label"):
+        keras_dataset("mnist", str(tmp_path / "bad.npz"), [4, 4], 3, batch_size=8, seed=0, task="multilabel")
