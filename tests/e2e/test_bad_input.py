@@ -113,7 +113,7 @@ CASES = {
         "trainer.early_stopping.monitor=val_acc is not a metric logged every epoch",
         "Fix: one of: loss, accuracy, val_loss, val_accuracy"]),
     "a loss for other targets": (["trainer.loss=mse"], [
-        "trainer.loss=mse expects targets shaped like the model's outputs",
+        "trainer.loss=mse does not fit task=classification: it expects targets shaped like the model's outputs",
         "Fix: trainer.loss=sparse_categorical_crossentropy"]),
     "tracking uri that is a bare path": (["tracking.uri=mlflow.db"], [
         "tracking.uri=mlflow.db is not a store URI MLflow takes", "Fix: tracking.uri=sqlite:///mlflow.db"]),

@@ -42,7 +42,7 @@ def test_evaluating_the_export_reproduces_the_runs_test_metrics(tmp_path):
                            f"DataError: the model at {folder} takes inputs of shape [8, 8], but data=synthetic gives "
                            "examples of shape [16, 16]."),
                           (["data=synthetic", "data.num_classes=3"],
-                           f"DataError: the model at {folder} predicts 10 classes, but data=synthetic has 3.")):
+                           f"DataError: the model at {folder} predicts 10 classes, but data=synthetic has 3 classes.")):
         done = run_cli_in_process(["mode=evaluate", f"export.source={folder}", *data], cwd=tmp_path)
         assert done.returncode == 1 and message in done.stderr, done.stderr[-3000:]
         assert "Fix: evaluate it on the data it was trained on" in done.stderr and "Traceback" not in done.stderr
