@@ -122,6 +122,7 @@ def test_a_regression_sweep_minimises_untold_and_a_search_prunes_on_val_mae(tmp_
     best = min(children, key=lambda c: c.data.metrics["val_loss"])
     assert parent.data.tags["sweep.best_run_id"] == best.info.run_id  # the lowest val_loss, not the highest
     assert parent.data.metrics["best_val_loss"] == best.data.metrics["val_loss"]
+    assert "best val_loss" in grid.stdout  # the sweep's table names the task's objective
 
     search = tmp_path / "search"
     search.mkdir()
