@@ -1,5 +1,8 @@
 """optimizer: conf/optimizer/ built for this run: the learning rate scaled with the replicas if
-asked, gradient accumulation, loss scaling for mixed_float16.
+asked, gradient accumulation, loss scaling for mixed_float16, and weight decay kept off biases and
+normalisation parameters (Keras 3's weight decay is decoupled, as AdamW's paper means it, for every
+optimizer; decaying a bias or a batch-norm scale only hurts, so they are excluded unless
+optimizer.decay_biases_and_norms=true).
 
 The `_target_` of conf/optimizer/*.yaml is a Keras optimizer class itself; this module adds
 what depends on the run (replicas, precision, the fine-tuning phase). Its numbers are
@@ -38,8 +41,24 @@ def build_optimizer(optimizer_cfg: DictConfig, settings: Settings, policy: str, 
         arguments["learning_rate"] = arguments.get("learning_rate", optimizer_cfg.learning_rate) * replicas
     if trainer.grad_accum_steps > 1:
         arguments["gradient_accumulation_steps"] = trainer.grad_accum_steps
-    optimizer = build(optimizer_cfg, "optimizer", **arguments)
+    optimizer = build(keras_arguments(optimizer_cfg), "optimizer", **arguments)
+    if optimizer.weight_decay and not optimizer_cfg.get("decay_biases_and_norms", False):
+        optimizer.exclude_from_weight_decay(var_names=list(NOT_DECAYED))  # before the optimizer is built
     return apply_loss_scaling(optimizer, policy, settings.precision.loss_scale)
+
+
+# tfx_hydra's own keys in conf/optimizer/ (not the Keras class's arguments)
+OWN_KEYS = ("decay_biases_and_norms",)
+# what decay would shrink for nothing: Dense and Conv biases, normalisation layers' scale and offset
+NOT_DECAYED = ("bias", "gamma", "beta")
+
+
+def keras_arguments(optimizer_cfg: DictConfig) -> DictConfig:
+    """The optimizer's node without tfx_hydra's own keys: what the Keras class is called with."""
+    from omegaconf import OmegaConf
+
+    resolved = OmegaConf.to_container(optimizer_cfg, resolve=True)  # its interpolations read the whole config
+    return OmegaConf.create({k: v for k, v in resolved.items() if k not in OWN_KEYS})
 
 
 def finetune_learning_rate(optimizer_cfg: DictConfig, settings: Settings, current_optimizer) -> float:

@@ -42,6 +42,7 @@ OPTIMIZER_RANGES = {  # key: (lowest, highest, lowest allowed, highest allowed, 
     "beta_2": (0.0, 1.0, True, False, "0.999"),
     "epsilon": (0.0, None, False, None, "1e-07"),
     "weight_decay": (0.0, None, True, None, "0.004"),
+    "rho": (0.0, 1.0, True, False, "0.9"),
     "clipnorm": (0.0, None, False, None, "1.0"),
     "clipvalue": (0.0, None, False, None, "1.0"),
     "global_clipnorm": (0.0, None, False, None, "1.0"),
@@ -55,9 +56,10 @@ def validate_optimizer(node: DictConfig) -> None:
         if value is None or isinstance(value, DictConfig):
             continue
         require_range(f"optimizer.{key}", value, low, high, example, low_inclusive=low_ok, high_inclusive=bool(high_ok))
-    if isinstance(node, DictConfig) and "nesterov" in node and not isinstance(node.nesterov, bool):
-        raise ConfigError(f"optimizer.nesterov={show(node.nesterov)}: expected true or false.",
-                          fix="optimizer.nesterov=false")
+    for switch in ("nesterov", "decay_biases_and_norms", "amsgrad", "centered", "relative_step"):
+        if isinstance(node, DictConfig) and switch in node and not isinstance(node[switch], bool):
+            raise ConfigError(f"optimizer.{switch}={show(node[switch])}: expected true or false.",
+                              fix=f"optimizer.{switch}=false")
 
 
 EXPORT_SWITCHES = {"strict": bool, "mlflow_model": bool}
