@@ -18,10 +18,10 @@ from tfx_hydra.data.pipeline import (
     options_from,
     streamed_datasets,
 )
-from tfx_hydra.data.splits import Split, split_three_ways, split_two_ways
+from tfx_hydra.data.splits import split_three_ways, with_test_folder
 from tfx_hydra.errors import ConfigError, DataError
 from tfx_hydra.task import get as get_task
-from tfx_hydra.validation import require_choice, require_fraction
+from tfx_hydra.validation import require_choice
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif")
 
@@ -51,24 +51,13 @@ def image_folder(directory, input_shape, num_classes, batch_size, seed, test_dir
         classes, paths, labels = tagged_images(directory, labels_csv, label_delimiter)
     else:
         classes, paths, labels = list_image_folder("data.directory", directory)
-    if task == "binary" and len(classes) != 2:
-        raise DataError(f"task=binary: {directory} has {len(classes)} class folders; a binary task has two (the "
-                        "first in sorted order is 0).", fix="two class folders, or task=classification")
-    if task == "classification" and len(classes) != num_classes:
-        raise DataError(f"data.num_classes={num_classes} does not match {directory}: it has {len(classes)} class "
-                        f"folders ({', '.join(classes[:10])}{', ...' if len(classes) > 10 else ''}).",
-                        fix=f"data.num_classes={len(classes)}")
+    require_class_folders(directory, classes, num_classes, task)
     labels = kind.labels(labels, "data.directory", int(num_classes))
     if test_directory:
         test_classes, test_paths, test_labels = list_image_folder("data.test_directory", test_directory)
         test_labels = kind.labels(test_labels, "data.test_directory", int(num_classes))
-        if test_classes != classes:
-            raise DataError(f"data.test_directory={test_directory} has classes {test_classes}, "
-                            f"data.directory has {classes}.", fix="give both folders the same class folders")
-        require_fraction("data.validation_split", validation_split)
-        train_paths, val_paths, train_labels, val_labels = split_two_ways(paths, labels, validation_split, seed)
-        held = {"train": Split(train_paths, train_labels), "validation": Split(val_paths, val_labels),
-                "test": Split(test_paths, test_labels)}
+        require_same_class_folders(test_directory, test_classes, classes)
+        held = with_test_folder(paths, labels, test_paths, test_labels, validation_split, seed)
     else:
         held = split_three_ways(paths, labels, test_split, validation_split, seed)
     if not resize:
@@ -114,6 +103,24 @@ def list_image_folder(key: str, directory: str) -> tuple[list[str], np.ndarray, 
         raise DataError(f"{key}={directory} has no images in class sub-folders ({', '.join(IMAGE_EXTENSIONS)}).",
                         fix=f"lay it out as {directory}/<class name>/<image>.png")
     return classes, np.asarray(paths), np.asarray(labels, dtype="int64")
+
+
+def require_class_folders(directory: str, classes: list[str], num_classes: int, task: str) -> None:
+    """A folder of class folders (images or texts) holds the declared classes; two for task=binary."""
+    if task == "binary" and len(classes) != 2:
+        raise DataError(f"task=binary: {directory} has {len(classes)} class folders; a binary task has two (the "
+                        f"first in sorted order is 0: {', '.join(classes[:3])}).",
+                        fix="two class folders, or task=classification")
+    if task == "classification" and len(classes) != num_classes:
+        raise DataError(f"data.num_classes={num_classes} does not match {directory}: it has {len(classes)} class "
+                        f"folders ({', '.join(classes[:10])}{', ...' if len(classes) > 10 else ''}).",
+                        fix=f"data.num_classes={len(classes)}")
+
+
+def require_same_class_folders(test_directory: str, test_classes: list[str], classes: list[str]) -> None:
+    if test_classes != classes:
+        raise DataError(f"data.test_directory={test_directory} has classes {test_classes}, "
+                        f"data.directory has {classes}.", fix="give both folders the same class folders")
 
 
 def tagged_images(directory: str, labels_csv: str | None, delimiter: str) -> tuple[list[str], np.ndarray, np.ndarray]:

@@ -61,6 +61,13 @@ def split_two_ways(x, y, fraction, seed):
     return train_test_split(x, y, test_size=fraction, random_state=seed)
 
 
+def with_test_folder(x, y, test_x, test_y, validation_split: float, seed) -> dict[str, Split]:
+    """Sources whose test split is a folder of its own: validation held out of the rest, stratified, seeded."""
+    require_fraction("data.validation_split", validation_split)
+    train_x, val_x, train_y, val_y = split_two_ways(x, y, validation_split, seed)
+    return {"train": Split(train_x, train_y), "validation": Split(val_x, val_y), "test": Split(test_x, test_y)}
+
+
 def hold_out_validation(x_train, y_train, x_test, y_test, validation_split: float) -> dict[str, Split]:
     """Sources with a fixed test split: validation is the training split's tail (0: the test split)."""
     test = Split(x_test, y_test)

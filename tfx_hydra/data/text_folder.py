@@ -9,10 +9,11 @@ import os
 
 import numpy as np
 
+from tfx_hydra.data.image_folder import require_class_folders, require_same_class_folders
 from tfx_hydra.data.pipeline import Datasets, from_arrays, options_from
-from tfx_hydra.data.splits import Split, split_three_ways, split_two_ways
+from tfx_hydra.data.splits import split_three_ways, with_test_folder
 from tfx_hydra.errors import DataError
-from tfx_hydra.validation import require_choice, require_fraction, require_path
+from tfx_hydra.validation import require_choice, require_path
 
 TEXT_INPUTS = ("text",)
 
@@ -25,22 +26,11 @@ def text_folder(directory, num_classes, batch_size, seed, input_shape=(), test_d
     options = options_from(batch_size, seed, pipeline)
     require_choice("data.inputs", inputs, TEXT_INPUTS)
     classes, texts, labels = read_text_folder("data.directory", directory, encoding)
-    if task == "classification" and len(classes) != num_classes:
-        raise DataError(f"data.num_classes={num_classes} does not match {directory}: it has {len(classes)} class "
-                        f"folders ({', '.join(classes[:10])}).", fix=f"data.num_classes={len(classes)}")
-    if task == "binary" and len(classes) != 2:
-        raise DataError(f"task=binary: {directory} has {len(classes)} class folders; a binary task has two "
-                        f"(the first in sorted order is 0: {', '.join(classes[:3])}).",
-                        fix="two class folders, or task=classification")
+    require_class_folders(directory, classes, num_classes, task)
     if test_directory:
         test_classes, test_texts, test_labels = read_text_folder("data.test_directory", test_directory, encoding)
-        if test_classes != classes:
-            raise DataError(f"data.test_directory={test_directory} has classes {test_classes}, "
-                            f"data.directory has {classes}.", fix="give both folders the same class folders")
-        require_fraction("data.validation_split", validation_split)
-        train_x, val_x, train_y, val_y = split_two_ways(texts, labels, validation_split, seed)
-        splits = {"train": Split(train_x, train_y), "validation": Split(val_x, val_y),
-                  "test": Split(test_texts, test_labels)}
+        require_same_class_folders(test_directory, test_classes, classes)
+        splits = with_test_folder(texts, labels, test_texts, test_labels, validation_split, seed)
     else:
         splits = split_three_ways(texts, labels, test_split, validation_split, seed)
     return from_arrays(splits, input_shape, num_classes, options, "none", named=os.path.basename(

@@ -34,10 +34,6 @@ class Task:
         the split and example, or the file and row."""
         raise NotImplementedError
 
-    def width_of(self, y: np.ndarray) -> int:
-        """The model's output width these labels ask for (regression: the number of targets)."""
-        return 1 if y.ndim == 1 else int(y.shape[1])
-
     def describe(self, width: int) -> str:
         """The labels as the data step says them: '10 classes', '1 target'."""
         raise NotImplementedError
@@ -68,6 +64,29 @@ class Task:
     def report(self, values: np.ndarray, labels: np.ndarray, folder: str) -> list[str]:
         """The run's plots and tables of the test split (files written into `folder`)."""
         raise NotImplementedError
+
+
+class Thresholded(Task):
+    """Sigmoid tasks (binary, multilabel): each output a probability, a 0/1 decision from task.threshold on,
+    served as `probabilities` and the decision (named by `decision`)."""
+
+    head = "sigmoid"
+    output = "probabilities"
+    decision: ClassVar[str]
+
+    def serving(self, values):
+        import tensorflow as tf
+
+        return {"probabilities": values, self.decision: tf.cast(values >= self.threshold, tf.int64)}
+
+    def decided(self, values):
+        return (np.asarray(values) >= self.threshold).astype("int64")
+
+    def keras_decision(self, values):
+        import keras
+
+        decided = keras.ops.cast(keras.ops.greater_equal(values, self.threshold), "int32")
+        return {"probabilities": values, self.decision: decided}
 
 
 def row_error(task: str, split: str, row: int, first_row: int | None, what: str, fix: str) -> DataError:

@@ -9,13 +9,12 @@ import os
 
 import numpy as np
 
-from tfx_hydra.task.base import Task, require_numbers, row_error
+from tfx_hydra.task.base import Thresholded, require_numbers, row_error
 
 
-class Binary(Task):
+class Binary(Thresholded):
     name = "binary"
-    head = "sigmoid"
-    output = "probabilities"
+    decision = "class"
     quality_name = "accuracy"
     label_dtype = "float32"
 
@@ -39,20 +38,6 @@ class Binary(Task):
 
     def describe(self, width):
         return "binary labels (0/1)"
-
-    def serving(self, values):
-        import tensorflow as tf
-
-        return {"probabilities": values, "class": tf.cast(values >= self.threshold, tf.int64)}
-
-    def decided(self, values):
-        return (np.asarray(values) >= self.threshold).astype("int64")
-
-    def keras_decision(self, values):
-        import keras
-
-        decided = keras.ops.cast(keras.ops.greater_equal(values, self.threshold), "int32")
-        return {"probabilities": values, "class": decided}
 
     def quality(self, values, labels):
         return float(np.mean(self.decided(values).reshape(-1) == np.asarray(labels).reshape(-1)))

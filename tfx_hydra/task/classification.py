@@ -39,9 +39,6 @@ class Classification(Task):
                             f"[{int(y.min())}, {int(y.max())}].", fix=f"data.num_classes={int(y.max()) + 1}")
         return y.astype(self.label_dtype)
 
-    def width_of(self, y):
-        return int(y.max()) + 1 if len(y) else 0
-
     def describe(self, width):
         return f"{width} classes"
 

@@ -9,13 +9,12 @@ import os
 import numpy as np
 
 from tfx_hydra.errors import DataError
-from tfx_hydra.task.base import Task, require_numbers, row_error
+from tfx_hydra.task.base import Thresholded, require_numbers, row_error
 
 
-class Multilabel(Task):
+class Multilabel(Thresholded):
     name = "multilabel"
-    head = "sigmoid"
-    output = "probabilities"
+    decision = "labels"
     quality_name = "accuracy"  # per label: the share of 0/1 decisions that are right
     label_dtype = "float32"
 
@@ -38,25 +37,8 @@ class Multilabel(Task):
                             "only 0 and 1", fix="one 0/1 per label (1: the label applies)")
         return y.astype(self.label_dtype)
 
-    def width_of(self, y):
-        return int(y.shape[1]) if y.ndim == 2 else 1
-
     def describe(self, width):
         return f"{width} labels"
-
-    def serving(self, values):
-        import tensorflow as tf
-
-        return {"probabilities": values, "labels": tf.cast(values >= self.threshold, tf.int64)}
-
-    def decided(self, values):
-        return (np.asarray(values) >= self.threshold).astype("int64")
-
-    def keras_decision(self, values):
-        import keras
-
-        decided = keras.ops.cast(keras.ops.greater_equal(values, self.threshold), "int32")
-        return {"probabilities": values, "labels": decided}
 
     def quality(self, values, labels):
         return float(np.mean(self.decided(values) == np.asarray(labels)))

@@ -31,9 +31,6 @@ class Regression(Task):
                             "finite numbers", fix="drop or fill the examples with missing targets")
         return y
 
-    def width_of(self, y):
-        return 1 if np.asarray(y).ndim == 1 else int(np.asarray(y).shape[1])
-
     def describe(self, width):
         return f"{width} target{'s' if width != 1 else ''}"
 
