@@ -15,6 +15,7 @@ from tfx_hydra.errors import ConfigError
 VALIDATION, TEST = "val_", "test_"
 EPOCH_SECONDS, EXAMPLES_PER_SEC = "epoch_seconds", "examples_per_sec"  # per epoch, added by the epoch clock
 EPOCH_TIMING = (EPOCH_SECONDS, EXAMPLES_PER_SEC)
+LEARNING_RATE = "lr"  # the rate the epoch's last update used (lr_schedule), logged per epoch, not shown on its line
 TRAIN_PHASE, FINETUNE_PHASE = "train", "finetune"
 PARAMETERS = "parameters"  # the model's number of weights, logged once at the end
 OBJECTIVE = "objective"  # what run() returned to a sweeper (sweep.metric's final value), logged on every run
@@ -43,7 +44,8 @@ def end_of_run_names(trainer) -> list[str]:
     compiled = compiled_names(trainer.metrics)
     names = [f"{VALIDATION}{n}" for n in compiled] + compiled + [f"{TEST}{n}" for n in compiled]
     phases = [TRAIN_PHASE, FINETUNE_PHASE] if trainer.finetune_epochs else [TRAIN_PHASE]
-    return names + [*EPOCH_TIMING] + [name for phase in phases for name in phase_timing(phase)] + [PARAMETERS]
+    timings = [name for phase in phases for name in phase_timing(phase)]
+    return names + [*EPOCH_TIMING, LEARNING_RATE] + timings + [PARAMETERS]
 
 
 def end_of_run(last_epoch: dict[str, float], timings: dict[str, float], test: dict[str, float],

@@ -18,27 +18,28 @@ from omegaconf import DictConfig
 
 from tfx_hydra.config import build
 from tfx_hydra.errors import ConfigError
+from tfx_hydra.lr_schedule import build_schedule
 from tfx_hydra.precision import apply_loss_scaling
 from tfx_hydra.schemas import Settings
 
 
 def build_optimizer(optimizer_cfg: DictConfig, settings: Settings, policy: str, replicas: int,
-                    learning_rate: float | None = None) -> tuple[Any, bool]:
+                    learning_rate: float | None = None, updates_per_epoch: int | None = None,
+                    epochs: int | None = None) -> tuple[Any, bool]:
     """The optimizer `optimizer_cfg` describes, and whether Keras should scale the loss itself
-    (`auto_scale_loss` of model.compile). `learning_rate`: the fine-tuning phase's."""
+    (`auto_scale_loss` of model.compile). `learning_rate`: the fine-tuning phase's. With the phase's
+    `updates_per_epoch` and `epochs`, the rate follows lr_schedule (settings.lr_schedule) from it."""
     trainer = settings.trainer
     arguments: dict[str, Any] = {}
-    if learning_rate is not None:
-        arguments["learning_rate"] = float(learning_rate)
-    else:
-        configured = optimizer_cfg.get("learning_rate")
-        if isinstance(configured, int) and not isinstance(configured, bool):
-            arguments["learning_rate"] = float(configured)  # Keras rejects an int (optimizer.learning_rate=1)
-    if trainer.scale_lr_with_replicas and replicas > 1:
-        if optimizer_cfg.get("learning_rate") is None:
-            raise ConfigError("trainer.scale_lr_with_replicas=true needs optimizer.learning_rate to scale.",
-                              fix="optimizer.learning_rate=0.001, or trainer.scale_lr_with_replicas=false")
-        arguments["learning_rate"] = arguments.get("learning_rate", optimizer_cfg.learning_rate) * replicas
+    peak = peak_learning_rate(optimizer_cfg, settings, replicas, learning_rate)
+    if peak is not None:
+        arguments["learning_rate"] = peak
+    schedule = getattr(settings, "lr_schedule", None)
+    if schedule is not None and updates_per_epoch and epochs:
+        if peak is None:
+            raise ConfigError(f"lr_schedule={schedule.name} needs optimizer.learning_rate: the rate it starts from.",
+                              fix="optimizer.learning_rate=0.001")
+        arguments["learning_rate"] = build_schedule(schedule, peak, updates_per_epoch, epochs)
     if trainer.grad_accum_steps > 1:
         arguments["gradient_accumulation_steps"] = trainer.grad_accum_steps
     optimizer = build(keras_arguments(optimizer_cfg), "optimizer", **arguments)
@@ -59,6 +60,19 @@ def keras_arguments(optimizer_cfg: DictConfig) -> DictConfig:
 
     resolved = OmegaConf.to_container(optimizer_cfg, resolve=True)  # its interpolations read the whole config
     return OmegaConf.create({k: v for k, v in resolved.items() if k not in OWN_KEYS})
+
+
+def peak_learning_rate(optimizer_cfg: DictConfig, settings: Settings, replicas: int,
+                       learning_rate: float | None = None) -> float | None:
+    """The rate the phase trains at (a schedule's peak): the fine-tuning phase's, or optimizer.learning_rate,
+    times the replicas with trainer.scale_lr_with_replicas; None: the optimizer's own default."""
+    configured = learning_rate if learning_rate is not None else optimizer_cfg.get("learning_rate")
+    if settings.trainer.scale_lr_with_replicas and replicas > 1:
+        if optimizer_cfg.get("learning_rate") is None:
+            raise ConfigError("trainer.scale_lr_with_replicas=true needs optimizer.learning_rate to scale.",
+                              fix="optimizer.learning_rate=0.001, or trainer.scale_lr_with_replicas=false")
+        return float(configured) * replicas
+    return None if configured is None or isinstance(configured, DictConfig) else float(configured)
 
 
 def finetune_learning_rate(optimizer_cfg: DictConfig, settings: Settings, current_optimizer) -> float:

@@ -26,6 +26,8 @@ def plot_training_curves(history: dict[str, Sequence[float]], path: str) -> str:
     # the training metrics that have a validation twin (throughput and timings are not curves to compare)
     names = [k for k in history
              if not k.startswith("val_") and history.get(k) and (k == "loss" or f"val_{k}" in history)]
+    if len(set(history.get("lr") or [])) > 1:  # a schedule's rate, beside the curves it shaped
+        names.append("lr")
     figure, axes = plt.subplots(1, max(1, len(names)), figsize=(5 * max(1, len(names)), 4), squeeze=False)
     for axis, name in zip(axes[0], names):
         epochs = range(1, len(history[name]) + 1)

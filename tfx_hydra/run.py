@@ -31,12 +31,13 @@ from tfx_hydra.data.preflight import check_data_config
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.export import check_exporters, evaluate_saved_model, export_model, resolve_export_source
 from tfx_hydra.hardware import setup_hardware
+from tfx_hydra.lr_schedule import LrScheduleConfig
 from tfx_hydra.models.adapt import adapt_to_training_split
 from tfx_hydra.models.contract import require_fits_data, require_keras_model
 from tfx_hydra.models.heads import in_target_units
 from tfx_hydra.precision import resolve_policy, set_precision
 from tfx_hydra.schemas import Settings
-from tfx_hydra.settings import validate
+from tfx_hydra.settings import validate, validate_section
 from tfx_hydra.strategy import Setup, is_chief, plan_batches
 
 
@@ -75,7 +76,7 @@ def run(cfg: DictConfig) -> float | list[float] | sweeps.PrunedResult:
             require_fits_data(model, datasets)
             adapt_to_training_split(model, datasets)  # a vocabulary, a normalization: from the training split only
             records.record_model(tracker, model, output_dir)
-            trainer.compile_model(model, cfg.optimizer, settings, setup, tracker)
+            trainer.compile_model(model, cfg.optimizer, settings, setup, tracker, num_train=datasets.num_train)
 
         try:
             history = trainer.fit_phases(model, datasets, cfg.optimizer, settings, setup, tracker, output_dir,
@@ -98,6 +99,7 @@ def run(cfg: DictConfig) -> float | list[float] | sweeps.PrunedResult:
 def preflight(cfg: DictConfig) -> Settings:
     """Everything that can be checked without TensorFlow, checked before it is imported."""
     settings = validate(cfg)
+    settings.lr_schedule = validate_section(cfg, "lr_schedule", LrScheduleConfig) if "lr_schedule" in cfg else None
     require_importable_targets(OmegaConf.to_container(cfg, resolve=False))
     sweeps.require_multirun_for_search(cfg)
     if cfg.mode == "train":

@@ -270,6 +270,7 @@ class Settings:
     tracking: TrackingConfig
     sweep: SweepConfig
     task: TaskConfig = field(default_factory=TaskConfig)
+    lr_schedule: Any = None  # lr_schedule.LrScheduleConfig: kept with its package, checked in preflight
 
     def __post_init__(self) -> None:
         require_loss_fits_task(self.trainer.loss, self.task.name)

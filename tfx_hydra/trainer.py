@@ -24,9 +24,11 @@ from tfx_hydra.config import choice
 from tfx_hydra.console import native_lines_to_log
 from tfx_hydra.debug import NUMERICS_MARK, judge_overfit, non_finite_op, say_numerics_clean, say_profile
 from tfx_hydra.errors import TrainingError
+from tfx_hydra.lr_schedule import describe as describe_schedule
+from tfx_hydra.lr_schedule import updates_per_epoch
 from tfx_hydra.metrics import FINETUNE_PHASE, PARAMETERS, TEST, TRAIN_PHASE, end_of_run, phase_timing
 from tfx_hydra.models import count_params, require_backbone, unfreeze_backbone
-from tfx_hydra.optimizer import build_optimizer, finetune_learning_rate
+from tfx_hydra.optimizer import build_optimizer, finetune_learning_rate, peak_learning_rate
 from tfx_hydra.schemas import Settings, TrainerConfig
 from tfx_hydra.strategy import BatchPlan, Setup
 from tfx_hydra.sweeps.hparams_search.pruned import EpochReports, Pruned
@@ -39,17 +41,22 @@ FINETUNE_BACKUP = "finetune"  # phase two's backup, inside the run's backup fold
 # --- compile -------------------------------------------------------------------------------
 
 def compile_model(model, optimizer_cfg: DictConfig, settings: Settings, setup: Setup, tracker: Tracker,
-                  learning_rate: float | None = None) -> None:
-    """Compile with the configured optimizer (scaled, accumulated, loss-scaled as asked), loss,
-    metrics, XLA and steps_per_execution; say so when XLA was asked for and Keras turned it off."""
+                  learning_rate: float | None = None, num_train: int | None = None) -> None:
+    """Compile with the configured optimizer (scaled, accumulated, loss-scaled as asked, its rate on
+    lr_schedule over the phase's `num_train` examples a epoch), loss, metrics, XLA and steps_per_execution;
+    say so when XLA was asked for and Keras turned it off."""
     import keras
 
     trainer, hardware = settings.trainer, setup.hardware
+    epochs = trainer.finetune_epochs if learning_rate is not None else trainer.epochs
+    per_epoch = updates_per_epoch(num_train, setup.plan.global_size, trainer.grad_accum_steps) if num_train else None
     optimizer, auto_scale_loss = build_optimizer(optimizer_cfg, settings, setup.policy, setup.plan.replicas,
-                                                 learning_rate)
-    rate = float(keras.ops.convert_to_numpy(optimizer.learning_rate))
+                                                 learning_rate, per_epoch, epochs)
+    peak = peak_learning_rate(optimizer_cfg, settings, setup.plan.replicas, learning_rate)
+    rate = peak if peak is not None else float(keras.ops.convert_to_numpy(optimizer.learning_rate))
     if learning_rate is None:  # the fine-tuning phase says its own rate (start_finetuning)
         log.info(f"optimizer: {choice('optimizer') or type(optimizer).__name__}, learning rate {rate:g}"
+                 + describe_schedule(getattr(settings, "lr_schedule", None))
                  + (f", {trainer.grad_accum_steps} batches per update" if trainer.grad_accum_steps > 1 else ""))
     wanted_xla = hardware.xla if trainer.jit_compile == "auto" else trainer.jit_compile
     model.compile(optimizer=optimizer, loss=compiled.loss(trainer.loss), metrics=compiled.metrics(trainer.metrics),
@@ -95,7 +102,7 @@ def fit_phases(model, datasets, optimizer_cfg: DictConfig, settings: Settings, s
                             users=users)
         if trainer.finetune_epochs:
             with setup.strategy.scope():
-                start_finetuning(model, optimizer_cfg, settings, setup, tracker)
+                start_finetuning(model, optimizer_cfg, settings, setup, tracker, datasets.num_train)
             history = merge_histories(history, train(model, datasets, trainer, tracker, setup.plan,
                                                      os.path.join(backup_dir, FINETUNE_BACKUP), tensorboard_dir,
                                                      phase=FINETUNE_PHASE, pruning=pruning, users=users))
@@ -240,14 +247,15 @@ def remove_backup(backup_dir: str, chief: bool) -> None:
 
 # --- fine-tuning (transfer learning) -------------------------------------------------------------
 
-def start_finetuning(model, optimizer_cfg: DictConfig, settings: Settings, setup: Setup, tracker: Tracker) -> None:
+def start_finetuning(model, optimizer_cfg: DictConfig, settings: Settings, setup: Setup, tracker: Tracker,
+                     num_train: int | None = None) -> None:
     """Unfreeze the backbone (or its top trainer.finetune_layers layers) and recompile at
     trainer.finetune_lr (default: a tenth of the first phase's): a fresh optimizer, so the
     large first-phase steps do not carry momentum into the pretrained weights."""
     trainer = settings.trainer
     trainable = unfreeze_backbone(model, trainer.finetune_layers)
     learning_rate = finetune_learning_rate(optimizer_cfg, settings, model.optimizer)
-    compile_model(model, optimizer_cfg, settings, setup, tracker, learning_rate=learning_rate)
+    compile_model(model, optimizer_cfg, settings, setup, tracker, learning_rate=learning_rate, num_train=num_train)
     log.info(f"fine-tuning: backbone unfrozen ({trainable} trainable weights), learning rate {learning_rate:g}, "
              f"{trainer.finetune_epochs} more epochs")
     tracker.set_tags({"finetune.layers": trainer.finetune_layers or "all",

@@ -59,3 +59,17 @@ class RecordingTracker:
 
     def end(self, status: str, error: str | None = None) -> None:
         self.ended = (status, error)
+
+
+class StopAfterEpoch(RecordingTracker):
+    """Raises once epoch `stop` (zero-based) has been backed up: the tracking callback runs last, so this is
+    a process killed after an epoch's backup, before its metrics reached MLflow."""
+
+    def __init__(self, stop):
+        super().__init__()
+        self.stop = stop
+
+    def log_epoch(self, epoch, logs):
+        if epoch == self.stop:
+            raise RuntimeError("stopped here")
+        super().log_epoch(epoch, logs)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.helpers.fakes import RecordingTracker
+from tests.helpers.fakes import RecordingTracker, StopAfterEpoch
 from tests.helpers.planted import loss_nan_when, mlp_with_nan_after
 from tests.helpers.training import ADAM, batches_per_epoch, compiled, settings_with, setup_with
 from tfx_hydra.callbacks import NonFiniteGuard, non_finite_weights
@@ -140,18 +140,6 @@ def test_the_weight_check_finds_a_nan_planted_in_a_trainable_weight():
         guard.on_epoch_end(0)
     with pytest.raises(TrainingError, match=r"weights became NaN/inf at the end of training"):
         guard.on_train_end()
-
-
-class StopAfterEpoch(RecordingTracker):
-    """Raises once epoch `stop` (zero-based) has been backed up: the tracking callback runs last."""
-    def __init__(self, stop):
-        super().__init__()
-        self.stop = stop
-
-    def log_epoch(self, epoch, logs):
-        if epoch == self.stop:
-            raise RuntimeError("stopped here")
-        super().log_epoch(epoch, logs)
 
 
 def test_a_backup_at_or_past_the_last_epoch_is_refused_before_training(data, tmp_path):

@@ -30,7 +30,8 @@ LAYERS = [
     ("steps", {"tfx_hydra.hardware", "tfx_hydra.strategy", "tfx_hydra.data", "tfx_hydra.models", "tfx_hydra.optimizer",
                "tfx_hydra.trainer", "tfx_hydra.export", "tfx_hydra.callbacks", "tfx_hydra.records", "tfx_hydra.debug",
                "tfx_hydra.plots", "tfx_hydra.environment", "tfx_hydra.keras_compat", "tfx_hydra.sweeps",
-               "tfx_hydra.code_state", "tfx_hydra.compiled", "tfx_hydra.task"}),
+               "tfx_hydra.code_state", "tfx_hydra.compiled", "tfx_hydra.task",
+               "tfx_hydra.lr_schedule"}),
     ("tracking", {"tfx_hydra.tracking"}),
     # the vocabulary every layer speaks (precision.py spells the dtype policies the schemas check; it
     # imports Keras only inside the function that sets one)

@@ -20,7 +20,7 @@ FINETUNING = ["model=hub", "data=synthetic", "data.num_examples=256", "trainer.e
 def test_the_names_cover_each_kind_and_fine_tuning_only_when_it_runs():
     plain = end_of_run_names(TrainerConfig(metrics=["accuracy"]))
     assert {"val_accuracy", "val_loss", "accuracy", "loss", "test_accuracy", "test_loss", "epoch_seconds",
-            "examples_per_sec", "train_seconds", "train_examples_per_sec", "parameters"} == set(plain)
+            "examples_per_sec", "lr", "train_seconds", "train_examples_per_sec", "parameters"} == set(plain)
     assert {"finetune_seconds", "finetune_examples_per_sec"} <= set(end_of_run_names(TrainerConfig(finetune_epochs=2)))
     assert summary_names({"loss": 1, "test_loss": 2, "val_loss": 3, "train_seconds": 4}) == ["test_loss", "val_loss"]
 

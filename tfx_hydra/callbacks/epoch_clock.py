@@ -1,4 +1,5 @@
-"""EpochClock: each epoch's wall time and examples/s, in its logs and on the terminal."""
+"""EpochClock: each epoch's wall time and examples/s, in its logs and on the terminal; and the learning rate
+the epoch ended at (`lr`, in its logs: a schedule's rate, per epoch, in MLflow and the training curves)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import time
 import keras
 
 from tfx_hydra.console import epoch_line
-from tfx_hydra.metrics import EPOCH_SECONDS, EPOCH_TIMING, EXAMPLES_PER_SEC
+from tfx_hydra.metrics import EPOCH_SECONDS, EPOCH_TIMING, EXAMPLES_PER_SEC, LEARNING_RATE
 
 
 class EpochClock(keras.callbacks.Callback):
@@ -32,5 +33,9 @@ class EpochClock(keras.callbacks.Callback):
         if logs is not None:
             logs[EPOCH_SECONDS] = seconds
             logs[EXAMPLES_PER_SEC] = self.num_examples / seconds if seconds > 0 else 0.0
+            optimizer = getattr(self.model, "optimizer", None)
+            if optimizer is not None:
+                logs[LEARNING_RATE] = float(keras.ops.convert_to_numpy(optimizer.learning_rate))
         if self.verbose:
-            epoch_line(epoch, self.epochs, logs or {}, self.num_examples, seconds, hidden=EPOCH_TIMING)
+            hidden = (*EPOCH_TIMING, LEARNING_RATE)
+            epoch_line(epoch, self.epochs, logs or {}, self.num_examples, seconds, hidden=hidden)
