@@ -155,7 +155,7 @@ def test_eight_parallel_jobs_on_one_fresh_sqlite_store_land_with_every_metric(tm
         "python -m tfx_hydra -m hydra/launcher=parallel hydra.launcher.n_jobs=4 model.units=16,32,48,64 "
         "optimizer.learning_rate=0.01,0.001 trainer.epochs=2 data.limit=200 export=none export.mlflow_model=false "
         "tracking.system_metrics.interval=1")
-    per_epoch = {"loss", "accuracy", "val_loss", "val_accuracy", "examples_per_sec", "epoch_seconds"}
+    per_epoch = {"loss", "accuracy", "val_loss", "val_accuracy", "examples_per_sec", "epoch_seconds", "lr"}
     once = {"test_loss", "test_accuracy", "train_seconds", "train_examples_per_sec", "objective", "parameters"}
     with sqlite3.connect(tmp_path / "mlflow.db") as db:  # every metric row, counted in the store itself
         rows = db.execute("SELECT run_uuid, key, step FROM metrics WHERE key NOT LIKE 'system/%'").fetchall()
