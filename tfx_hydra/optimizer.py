@@ -42,14 +42,17 @@ def build_optimizer(optimizer_cfg: DictConfig, settings: Settings, policy: str, 
         arguments["learning_rate"] = build_schedule(schedule, peak, updates_per_epoch, epochs)
     if trainer.grad_accum_steps > 1:
         arguments["gradient_accumulation_steps"] = trainer.grad_accum_steps
+    ema = optimizer_cfg.get("ema") or {}
+    if ema.get("enabled", False):  # Keras averages every update and puts the average in the weights when fit ends
+        arguments |= {"use_ema": True, "ema_momentum": float(ema.get("momentum", 0.99))}
     optimizer = build(keras_arguments(optimizer_cfg), "optimizer", **arguments)
     if optimizer.weight_decay and not optimizer_cfg.get("decay_biases_and_norms", False):
         optimizer.exclude_from_weight_decay(var_names=list(NOT_DECAYED))  # before the optimizer is built
     return apply_loss_scaling(optimizer, policy, settings.precision.loss_scale)
 
 
-# tfx_hydra's own keys in conf/optimizer/ (not the Keras class's arguments)
-OWN_KEYS = ("decay_biases_and_norms",)
+# tfx_hydra's own keys in conf/optimizer/ (not the Keras class's arguments; ema becomes use_ema, ema_momentum)
+OWN_KEYS = ("decay_biases_and_norms", "ema")
 # what decay would shrink for nothing: Dense and Conv biases, normalisation layers' scale and offset
 NOT_DECAYED = ("bias", "gamma", "beta")
 

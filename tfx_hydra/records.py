@@ -1,13 +1,12 @@
-"""records: what a run records and says beside its metrics, step by step (ARCHITECTURE.md's tracking contract).
-
-Step-level, not tracking plumbing: it reads what the steps chose and hands it to the Tracker.
+"""records: what a run records and says beside its metrics, step by step (ARCHITECTURE.md's tracking
+contract). Step-level, not tracking plumbing: it reads what the steps chose and hands it to the Tracker.
 
     launch_tags    before anything runs: the overrides and the command that launches this run again
     run_name       what the MLflow UI lists the run as: 'mlp-digits 13:42:07'
     record_launch  the config, Hydra's saved configs, git state and packages: before any training
     record_setup   what the hardware, precision and strategy steps chose (and why), the environment
     record_model   the model summary and its parameter counts
-    record_plots   training curves and the test split's confusion matrix
+    record_plots   training curves and the task's reports of the test split
     record_evaluated_model / _split   mode=evaluate: which model, from which run, on which split
 
 TensorFlow and MLflow are imported inside the functions (through the tracker).
@@ -292,3 +291,10 @@ def weights_sha256(model) -> str:
     for weights in model.get_weights():
         digest.update(np.ascontiguousarray(weights).tobytes())
     return digest.hexdigest()[:16]
+
+
+def weights_said(model) -> str:
+    """The summary's weights row: their fingerprint, and whether they are optimizer.ema's average."""
+    optimizer = getattr(model.optimizer, "inner_optimizer", model.optimizer)  # under loss scaling: the inner one
+    ema = f" (the EMA of the weights, momentum {optimizer.ema_momentum:g})" if optimizer.use_ema else ""
+    return weights_sha256(model) + ema

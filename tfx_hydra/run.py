@@ -92,7 +92,7 @@ def run(cfg: DictConfig) -> float | list[float] | sweeps.PrunedResult:
             trial.completed(tracker, history)
 
     ui = tracker.ui_command if job is None else None  # a sweep ends with its own, once
-    print_summary(metrics, tracker.run_id, exports, ui, output_dir, records.weights_sha256(model))
+    print_summary(metrics, tracker.run_id, exports, ui, output_dir, records.weights_said(model))
     return objective
 
 

@@ -56,6 +56,12 @@ def validate_optimizer(node: DictConfig) -> None:
         if value is None or isinstance(value, DictConfig):
             continue
         require_range(f"optimizer.{key}", value, low, high, example, low_inclusive=low_ok, high_inclusive=bool(high_ok))
+    ema = node.get("ema") if isinstance(node, DictConfig) else None
+    if isinstance(ema, DictConfig):
+        if not isinstance(ema.get("enabled", False), bool):
+            raise ConfigError(f"optimizer.ema.enabled={show(ema.enabled)}: expected true or false.",
+                              fix="optimizer.ema.enabled=true")
+        require_range("optimizer.ema.momentum", ema.get("momentum", 0.99), 0.0, 1.0, 0.99, high_inclusive=False)
     for switch in ("nesterov", "decay_biases_and_norms", "amsgrad", "centered", "relative_step"):
         if isinstance(node, DictConfig) and switch in node and not isinstance(node[switch], bool):
             raise ConfigError(f"optimizer.{switch}={show(node[switch])}: expected true or false.",

@@ -78,6 +78,7 @@ def compile_model(model, optimizer_cfg: DictConfig, settings: Settings, setup: S
     tracker.set_tags({"xla": "on" if model.jit_compile else "off", "xla.note": xla_note,
                       lr_tag: rate,
                       "optimizer.gradient_accumulation_steps": trainer.grad_accum_steps,
+                      "optimizer.ema": bool(getattr(optimizer, "use_ema", False)),
                       "optimizer.loss_scale": type(model.optimizer).__name__ == "LossScaleOptimizer"})
 
 

@@ -103,3 +103,22 @@ def test_global_clipnorm_bounds_each_update_under_loss_scaling_and_accumulation(
     finally:
         keras.config.set_dtype_policy("float32")
     assert int(model.optimizer.iterations) == 1 and 0 < moved <= 0.01 * 1.001
+
+
+def test_with_ema_the_model_ends_training_holding_the_average_it_is_evaluated_and_exported_with(data, tmp_path):
+    from tfx_hydra.export.savedmodel import SavedModelExport
+    from tfx_hydra.records import weights_said
+
+    node = OmegaConf.create({"_target_": "keras.optimizers.Adam", "learning_rate": 0.01,
+                             "ema": {"enabled": True, "momentum": 0.9}})
+    model = mlp(name="mlp", input_shape=[8, 8], num_classes=10, dropout=0.0)
+    tracker = RecordingTracker()
+    compile_model(model, node, settings_with(TrainerConfig(steps_per_execution=1)), setup_with(), tracker)
+    assert tracker.tags["optimizer.ema"] is True and model.optimizer.ema_momentum == 0.9
+    model.fit(data.train, epochs=2, verbose=0)
+    averages = model.optimizer._model_variables_moving_average
+    for weight, average in zip(model.trainable_variables, averages):
+        np.testing.assert_array_equal(np.asarray(weight), np.asarray(average))  # the average replaced the weights
+    export = SavedModelExport(str(tmp_path), "mlp")(model, data)  # and is what the export serves
+    assert export.metrics["export.savedmodel.max_abs_diff"] <= 1e-5
+    assert weights_said(model).endswith("(the EMA of the weights, momentum 0.9)")
