@@ -48,6 +48,16 @@ class EarlyStoppingConfig:
 
 
 @dataclass
+class KeepBestConfig:
+    enabled: bool = False
+    monitor: str = "val_loss"     # any metric logged every epoch
+    mode: str = "auto"            # auto (min for a loss, else max) | min | max
+
+    def __post_init__(self) -> None:
+        require_choice("trainer.keep_best.mode", self.mode, EARLY_STOPPING_MODES)
+
+
+@dataclass
 class TrainerConfig:
     epochs: int = 5
     batch_size: Any = 32  # global batch, or "auto" (the hardware profile's per-replica batch x replicas)
@@ -61,6 +71,7 @@ class TrainerConfig:
     deterministic: bool = False
     backup: bool = True
     early_stopping: EarlyStoppingConfig = field(default_factory=EarlyStoppingConfig)
+    keep_best: KeepBestConfig = field(default_factory=KeepBestConfig)
     finetune_epochs: int = 0
     finetune_lr: Optional[float] = None
     finetune_layers: Optional[int] = None
@@ -96,10 +107,10 @@ class TrainerConfig:
         for index, callback in enumerate(self.callbacks):
             require_target(f"trainer.callbacks[{index}]", callback, "{_target_: myproj.callbacks.Log}")
         monitored = epoch_names(self.metrics)
-        if self.early_stopping.enabled and self.early_stopping.monitor not in monitored:
-            raise ConfigError(f"trainer.early_stopping.monitor={self.early_stopping.monitor} is not a metric logged "
-                              f"every epoch (trainer.metrics={list(self.metrics)}).",
-                              fix=f"one of: {', '.join(monitored)}")
+        for key, watch in (("early_stopping", self.early_stopping), ("keep_best", self.keep_best)):
+            if watch.enabled and watch.monitor not in monitored:
+                raise ConfigError(f"trainer.{key}.monitor={watch.monitor} is not a metric logged every epoch "
+                                  f"(trainer.metrics={list(self.metrics)}).", fix=f"one of: {', '.join(monitored)}")
 
 
 @dataclass

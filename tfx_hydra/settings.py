@@ -30,6 +30,11 @@ def validate(cfg: DictConfig) -> Settings:
     if "optimizer" in cfg:
         validate_optimizer(cfg.optimizer)
     validate_export_switches(cfg.get("export"))
+    ema = OmegaConf.select(cfg, "optimizer.ema.enabled", default=False)
+    if ema is True and sections["trainer"].keep_best.enabled:
+        raise ConfigError("trainer.keep_best and optimizer.ema both choose the weights a run ends with: the best "
+                          "epoch's, or the average's.", fix="one of them: trainer.keep_best.enabled=false or "
+                          "optimizer.ema.enabled=false")
     return Settings(seed=seed, **sections)
 
 

@@ -129,7 +129,7 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     import keras
     import tensorflow as tf
 
-    from tfx_hydra.callbacks import EpochBackup, EpochClock, EpochProgress, NonFiniteGuard, terminal_console
+    from tfx_hydra.callbacks import EpochBackup, EpochClock, EpochProgress, KeepBest, NonFiniteGuard, terminal_console
 
     first_epoch, last_epoch = ((trainer.epochs, trainer.epochs + trainer.finetune_epochs) if phase == FINETUNE_PHASE
                                else (0, trainer.epochs))
@@ -149,6 +149,9 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
         callbacks.append(keras.callbacks.EarlyStopping(monitor=stopping.monitor, patience=stopping.patience,
                                                        mode=stopping.mode,
                                                        restore_best_weights=stopping.restore_best_weights))
+    if trainer.keep_best.enabled:  # its best-so-far beside the backup, so a resumed run still has it
+        keeping = KeepBest(trainer.keep_best.monitor, trainer.keep_best.mode, backup_dir if trainer.backup else None)
+        callbacks.append(keeping)
     if trainer.backup and backup_dir:  # an epoch is backed up once everything but tracking has seen it
         finetuning = phase == FINETUNE_PHASE
         callbacks.append(EpochBackup(backup_dir, last_epoch, catch_up=tracker.log_missing_epochs,
@@ -184,6 +187,9 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
         if progress:  # Ctrl-C or an error mid-epoch (Keras then ends no epoch): the bar is erased before any
             progress.stop()  # line is said, and is not drawn again under the next one (a search's summary)
     seconds = time.perf_counter() - started
+    if trainer.keep_best.enabled and keeping.best_epoch is not None:
+        tracker.set_tags({f"{phase}.best_epoch": keeping.best_epoch + 1, f"{phase}.best_{keeping.monitor}":
+                          keeping.best_value})
     losses = history.history.get("loss", [])  # finite: NonFiniteGuard saw each epoch's running loss
     if trainer.check_numerics:
         say_numerics_clean(len(losses), datasets.num_train, tracker)

@@ -6,6 +6,7 @@
     epoch_clock.py      EpochClock: each epoch's seconds and examples/s, and its line on the terminal
     epoch_progress.py   EpochProgress: a progress bar inside the epoch, on an interactive terminal only
     tensorboard.py      TensorBoardWithGraph: TensorBoard with the op-level graph
+    keep_best.py        KeepBest: the best epoch's weights put back when training ends (trainer.keep_best)
 
 At an epoch's end they run in the order the trainer lists them: the guard first (a diverged
 epoch is neither shown, logged nor backed up), the tracking write last (an epoch reaches MLflow
@@ -16,8 +17,9 @@ which costs seconds that config validation and `--help` never pay.
 from tfx_hydra.callbacks.epoch_backup import EpochBackup
 from tfx_hydra.callbacks.epoch_clock import EpochClock
 from tfx_hydra.callbacks.epoch_progress import EpochProgress, terminal_console
+from tfx_hydra.callbacks.keep_best import KeepBest
 from tfx_hydra.callbacks.nonfinite_guard import NonFiniteGuard, all_finite_check, floating_weights, non_finite_weights
 from tfx_hydra.callbacks.tensorboard import TensorBoardWithGraph
 
-__all__ = ["EpochBackup", "EpochClock", "EpochProgress", "NonFiniteGuard", "TensorBoardWithGraph", "all_finite_check",
-           "floating_weights", "non_finite_weights", "terminal_console"]
+__all__ = ["EpochBackup", "EpochClock", "EpochProgress", "KeepBest", "NonFiniteGuard", "TensorBoardWithGraph",
+           "all_finite_check", "floating_weights", "non_finite_weights", "terminal_console"]

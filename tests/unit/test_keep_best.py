@@ -1,0 +1,83 @@
+"""trainer.keep_best: the run ends with its best epoch's weights (what it then evaluates and exports), not
+the last epoch's; the best-so-far survives a kill; it cannot be combined with EMA; its monitor is checked."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from tests.helpers import compose
+from tests.helpers.fakes import RecordingTracker, StopAfterEpoch
+from tests.helpers.training import settings_with, setup_with
+from tfx_hydra.errors import ConfigError
+from tfx_hydra.models import mlp
+from tfx_hydra.schemas import KeepBestConfig, TrainerConfig
+from tfx_hydra.settings import validate
+from tfx_hydra.trainer import compile_model, train
+
+ADAM = OmegaConf.create({"_target_": "keras.optimizers.Adam", "learning_rate": 0.01})
+
+
+class Scramble(keras.callbacks.Callback):
+    """A planted fault (a callback of the user's, run after ours): at the start of epoch `at`, heavy noise on
+    every weight, so the epochs after it are worse than the best one before it."""
+
+    def __init__(self, at: int):
+        super().__init__()
+        self.at = at
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if epoch == self.at:
+            rng = np.random.default_rng(0)
+            self.model.set_weights([w + rng.normal(0, 3.0, w.shape).astype(w.dtype) for w in self.model.get_weights()])
+
+
+def model_for(settings):
+    model = mlp(name="mlp", input_shape=[8, 8], num_classes=10, dropout=0.0)
+    compile_model(model, ADAM, settings, setup_with(), RecordingTracker())
+    return model
+
+
+def validation_loss(model, data) -> float:
+    return float(model.evaluate(data.validation, verbose=0, return_dict=True)["loss"])
+
+
+def test_the_run_ends_with_the_best_epochs_weights_not_the_last(data):
+    keras.utils.set_random_seed(3)
+    settings = settings_with(TrainerConfig(epochs=8, verbose=False, backup=False,
+                                           keep_best=KeepBestConfig(enabled=True, monitor="val_loss")))
+    tracker = RecordingTracker()
+    model = model_for(settings)
+    history = train(model, data, settings.trainer, tracker, users=[Scramble(at=5)]).history["val_loss"]
+    best = int(np.argmin(history))
+    assert best != len(history) - 1, history  # the setup makes a later epoch worse: else the test proves nothing
+    assert validation_loss(model, data) == pytest.approx(history[best], rel=1e-5)  # the best epoch's model
+    assert tracker.tags["train.best_epoch"] == best + 1 and tracker.tags["train.best_val_loss"] == history[best]
+
+
+def test_the_best_so_far_survives_a_kill_and_the_resumed_run_still_ends_with_it(data, tmp_path):
+    keras.utils.set_random_seed(3)
+    settings = settings_with(TrainerConfig(epochs=8, verbose=False,
+                                           keep_best=KeepBestConfig(enabled=True, monitor="val_loss")))
+    killed = StopAfterEpoch(5)
+    with pytest.raises(RuntimeError, match="stopped here"):
+        train(model_for(settings), data, settings.trainer, killed, backup_dir=str(tmp_path / "backup"),
+              users=[Scramble(at=4)])
+    before = [logs["val_loss"] for _, logs in killed.epochs]  # epochs 0-4, as MLflow got them
+    resumed = RecordingTracker()
+    model = model_for(settings)
+    train(model, data, settings.trainer, resumed, backup_dir=str(tmp_path / "backup"), users=[Scramble(at=6)])
+    after = [logs["val_loss"] for _, logs in resumed.epochs]  # epochs 6-7 (5 was backed up before the kill)
+    best = resumed.tags["train.best_val_loss"]
+    assert best == min(before + after) and best in before  # the best came before the kill, and is kept
+    assert resumed.tags["train.best_epoch"] <= 5
+    assert validation_loss(model, data) == pytest.approx(best, rel=1e-5)
+
+
+def test_keep_best_with_ema_and_an_unlogged_monitor_are_preflight_errors():
+    with pytest.raises(ConfigError, match=r"trainer.keep_best and optimizer.ema both choose the weights"):
+        validate(compose(["trainer.keep_best.enabled=true", "optimizer.ema.enabled=true"]))
+    with pytest.raises(ConfigError, match=r"trainer.keep_best.monitor=val_auc is not a metric logged every epoch"):
+        validate(compose(["trainer.keep_best.enabled=true", "trainer.keep_best.monitor=val_auc"]))

@@ -1,0 +1,52 @@
+"""KeepBest: the best epoch's weights (trainer.keep_best), put back into the model when training ends, so the
+test split is evaluated and every export is written with them; independent of early stopping, which may
+stop later or never.
+
+The best-so-far is written beside the run's backup (best.weights.h5 and best.json: its epoch and value)
+each time it improves, so a run killed and resumed still knows it; without a backup it is kept in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import keras
+import numpy as np
+
+BEST_WEIGHTS, BEST_RECORD = "best.weights.h5", "best.json"
+
+
+class KeepBest(keras.callbacks.Callback):
+    def __init__(self, monitor: str, mode: str, folder: str | None) -> None:
+        super().__init__()
+        self.monitor, self.folder = monitor, folder
+        self.better = np.less if mode == "min" or (mode == "auto" and "loss" in monitor) else np.greater
+        self.best_epoch: int | None = None
+        self.best_value: float | None = None
+        self._weights = None
+
+    def on_train_begin(self, logs=None):
+        record = os.path.join(self.folder, BEST_RECORD) if self.folder else None
+        if record and os.path.exists(record):  # a resumed run: the best so far, from before the kill
+            with open(record, encoding="utf-8") as file:
+                saved = json.load(file)
+            self.best_epoch, self.best_value = saved["epoch"], saved["value"]
+
+    def on_epoch_end(self, epoch, logs=None):
+        value = (logs or {}).get(self.monitor)
+        if value is None or (self.best_value is not None and not self.better(value, self.best_value)):
+            return
+        self.best_epoch, self.best_value = epoch, float(value)
+        self._weights = self.model.get_weights()
+        if self.folder:
+            os.makedirs(self.folder, exist_ok=True)
+            self.model.save_weights(os.path.join(self.folder, BEST_WEIGHTS))
+            with open(os.path.join(self.folder, BEST_RECORD), "w", encoding="utf-8") as file:
+                json.dump({"epoch": epoch, "value": self.best_value, "monitor": self.monitor}, file)
+
+    def on_train_end(self, logs=None):
+        if self._weights is not None:
+            self.model.set_weights(self._weights)
+        elif self.folder and os.path.exists(os.path.join(self.folder, BEST_WEIGHTS)):  # the best was before the kill
+            self.model.load_weights(os.path.join(self.folder, BEST_WEIGHTS))
