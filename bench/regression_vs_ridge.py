@@ -73,7 +73,7 @@ def ridge_rmse(table: Path, seed: int) -> dict[str, float]:
     def rmse(model, split):
         return float(np.sqrt(mean_squared_error(split.y.ravel(), model.predict(scaled(split)).ravel())))
 
-    alphas = [0.01, 0.1, 1.0, 3.0, 10.0, 30.0, 100.0]
+    alphas = [float(a) for a in np.logspace(-3, 3, 25)]  # 0.001 .. 1000, four a decade
     best = min(alphas, key=lambda a: rmse(Ridge(alpha=a).fit(scaled(train), train.y.ravel()), validation))
     ridge = Ridge(alpha=best).fit(scaled(train), train.y.ravel())
     baseline = float(np.sqrt(np.mean((test.y.ravel() - train.y.mean()) ** 2)))
