@@ -81,3 +81,21 @@ def test_keep_best_with_ema_and_an_unlogged_monitor_are_preflight_errors():
         validate(compose(["trainer.keep_best.enabled=true", "optimizer.ema.enabled=true"]))
     with pytest.raises(ConfigError, match=r"trainer.keep_best.monitor=val_auc is not a metric logged every epoch"):
         validate(compose(["trainer.keep_best.enabled=true", "trainer.keep_best.monitor=val_auc"]))
+
+
+@pytest.mark.parametrize("monitor, better", [("val_loss", "lower"), ("val_accuracy", "higher"),
+                                             ("val_mae", "lower"), ("val_auc", "higher")])
+def test_mode_auto_takes_each_metrics_own_direction(monitor, better):
+    """Not by its name alone: val_mae (no 'loss' in it) is best low, val_auc high, as Keras' metrics say."""
+    from tfx_hydra.callbacks import KeepBest
+    from tfx_hydra.data import synthetic
+
+    data = synthetic([4], 1, 64, 16, 0, task="binary")
+    model = mlp(name="mlp", input_shape=[4], num_classes=1, head="sigmoid")
+    model.compile("adam", "binary_crossentropy", metrics=[keras.metrics.BinaryAccuracy(name="accuracy"),
+                                                          keras.metrics.MeanAbsoluteError(name="mae"),
+                                                          keras.metrics.AUC(name="auc")])
+    model.fit(data.train.take(1), verbose=0)  # the compiled metrics are built
+    keeping = KeepBest(monitor, "auto", None)
+    keeping.set_model(model)
+    assert keeping.direction() is (np.less if better == "lower" else np.greater)

@@ -20,13 +20,14 @@ BEST_WEIGHTS, BEST_RECORD = "best.weights.h5", "best.json"
 class KeepBest(keras.callbacks.Callback):
     def __init__(self, monitor: str, mode: str, folder: str | None) -> None:
         super().__init__()
-        self.monitor, self.folder = monitor, folder
-        self.better = np.less if mode == "min" or (mode == "auto" and "loss" in monitor) else np.greater
+        self.monitor, self.mode, self.folder = monitor, mode, folder
+        self.better = None  # np.less or np.greater: from the mode, or (auto) from the metric, once the model is set
         self.best_epoch: int | None = None
         self.best_value: float | None = None
         self._weights = None
 
     def on_train_begin(self, logs=None):
+        self.better = self.direction()
         record = os.path.join(self.folder, BEST_RECORD) if self.folder else None
         if record and os.path.exists(record):  # a resumed run: the best so far, from before the kill
             with open(record, encoding="utf-8") as file:
@@ -44,6 +45,16 @@ class KeepBest(keras.callbacks.Callback):
             self.model.save_weights(os.path.join(self.folder, BEST_WEIGHTS))
             with open(os.path.join(self.folder, BEST_RECORD), "w", encoding="utf-8") as file:
                 json.dump({"epoch": epoch, "value": self.best_value, "monitor": self.monitor}, file)
+
+    def direction(self):
+        """mode=auto as Keras' EarlyStopping decides it: a loss goes down; a compiled metric goes the way it
+        says (`_direction`: AUC, accuracy, R² up; MAE, RMSE down)."""
+        if self.mode != "auto":
+            return np.less if self.mode == "min" else np.greater
+        name = self.monitor.removeprefix("val_")
+        metrics = [m for group in getattr(self.model, "metrics", []) for m in getattr(group, "metrics", [group])]
+        found = next((m for m in metrics if m.name == name and hasattr(m, "_direction")), None)
+        return np.greater if found is not None and found._direction == "up" else np.less
 
     def on_train_end(self, logs=None):
         if self._weights is not None:
