@@ -129,7 +129,15 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     import keras
     import tensorflow as tf
 
-    from tfx_hydra.callbacks import EpochBackup, EpochClock, EpochProgress, KeepBest, NonFiniteGuard, terminal_console
+    from tfx_hydra.callbacks import (
+        EpochBackup,
+        EpochClock,
+        EpochProgress,
+        KeepBest,
+        MissedInterrupt,
+        NonFiniteGuard,
+        terminal_console,
+    )
 
     first_epoch, last_epoch = ((trainer.epochs, trainer.epochs + trainer.finetune_epochs) if phase == FINETUNE_PHASE
                                else (0, trainer.epochs))
@@ -138,6 +146,7 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     console = terminal_console() if trainer.verbose else None
     progress = EpochProgress(console, datasets.num_train, epochs) if console else None
     callbacks = [  # at an epoch's end, in this order: a diverged epoch is neither shown, logged nor backed up
+        MissedInterrupt(),  # a Ctrl-C lost in a finalizer, raised again at the batch's end
         *([progress] if progress else []),  # gone before the epoch's line
         NonFiniteGuard(steps, backup_dir if trainer.backup else None),
         EpochClock(datasets.num_train, epochs, trainer.verbose),

@@ -189,6 +189,32 @@ def test_a_resume_logs_the_backed_up_epochs_mlflow_never_got_and_no_epoch_twice(
 
 # --- EpochProgress -------------------------------------------------------------------------------
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the dropped interrupt, as planted
+def test_a_ctrl_c_a_finalizer_swallowed_mid_epoch_stops_the_fit_at_that_batch(data):
+    """Fault injection: Ctrl-C lands in a finalizer at batch 3 (Python drops the KeyboardInterrupt there);
+    the fit must still stop at that batch, not train on."""
+    from tests.unit.process.test_signals import CtrlCInAFinalizer
+    from tfx_hydra.process import interrupt_on_signals, restore_handlers
+
+    seen = []
+
+    class DropsAnObjectAtBatch3(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            seen.append(batch)
+            if batch == 3:
+                CtrlCInAFinalizer()
+
+    model = compiled_with_loss("sparse_categorical_crossentropy", TrainerConfig())
+    previous = interrupt_on_signals()
+    try:
+        with pytest.raises(KeyboardInterrupt, match="SIGINT"):
+            train(model, data, TrainerConfig(epochs=2, verbose=False, tensorboard=False), RecordingTracker(),
+                  users=[DropsAnObjectAtBatch3()])
+    finally:
+        restore_handlers(previous)
+    assert seen == [0, 1, 2, 3]  # stopped at the batch the interrupt was lost in
+
+
 def test_the_progress_bar_moves_once_per_steps_per_execution_bundle_and_is_gone_after_the_epoch():
     import io
 

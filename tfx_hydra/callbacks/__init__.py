@@ -7,6 +7,7 @@
     epoch_progress.py   EpochProgress: a progress bar inside the epoch, on an interactive terminal only
     tensorboard.py      TensorBoardWithGraph: TensorBoard with the op-level graph
     keep_best.py        KeepBest: the best epoch's weights put back when training ends (trainer.keep_best)
+    missed_interrupt.py MissedInterrupt: a Ctrl-C a finalizer swallowed, raised again after the batch
 
 At an epoch's end they run in the order the trainer lists them: the guard first (a diverged
 epoch is neither shown, logged nor backed up), the tracking write last (an epoch reaches MLflow
@@ -18,8 +19,9 @@ from tfx_hydra.callbacks.epoch_backup import EpochBackup
 from tfx_hydra.callbacks.epoch_clock import EpochClock
 from tfx_hydra.callbacks.epoch_progress import EpochProgress, terminal_console
 from tfx_hydra.callbacks.keep_best import KeepBest
+from tfx_hydra.callbacks.missed_interrupt import MissedInterrupt
 from tfx_hydra.callbacks.nonfinite_guard import NonFiniteGuard, all_finite_check, floating_weights, non_finite_weights
 from tfx_hydra.callbacks.tensorboard import TensorBoardWithGraph
 
-__all__ = ["EpochBackup", "EpochClock", "EpochProgress", "KeepBest", "NonFiniteGuard", "TensorBoardWithGraph",
-           "all_finite_check", "floating_weights", "non_finite_weights", "terminal_console"]
+__all__ = ["EpochBackup", "EpochClock", "EpochProgress", "KeepBest", "MissedInterrupt", "NonFiniteGuard",
+           "TensorBoardWithGraph", "all_finite_check", "floating_weights", "non_finite_weights", "terminal_console"]

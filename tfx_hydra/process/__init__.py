@@ -1,6 +1,7 @@
 """process: what the machine does to a run's process, said the way a user can act on.
 
-    signals.py  Ctrl-C and SIGTERM end a run KILLED, never in the middle of a write (`uninterrupted`)
+    signals.py  Ctrl-C and SIGTERM end a run KILLED, never in the middle of a write (`uninterrupted`),
+                and never lost in a finalizer (`raise_missed_interrupt`)
     faults.py   a full disk said once, with where it happened and where else files can go; any
                 error said as one line for a run's `error` tag
     long_lived.py  TensorFlow's first import paused from and then frozen out of the garbage collector
@@ -10,7 +11,14 @@ but errors.py.
 """
 
 from tfx_hydra.process.faults import as_disk_full, describe_error, disk_full_error, disk_full_said, full_disk_path
-from tfx_hydra.process.signals import Interrupted, interrupt_on_signals, restore_handlers, uninterrupted
+from tfx_hydra.process.signals import (
+                                      Interrupted,
+                                      interrupt_on_signals,
+                                      interrupt_received,
+                                      raise_missed_interrupt,
+                                      restore_handlers,
+                                      uninterrupted,
+)
 
 __all__ = ["Interrupted", "as_disk_full", "describe_error", "disk_full_error", "disk_full_said", "full_disk_path",
-           "interrupt_on_signals", "restore_handlers", "uninterrupted"]
+           "interrupt_on_signals", "interrupt_received", "raise_missed_interrupt", "restore_handlers", "uninterrupted"]

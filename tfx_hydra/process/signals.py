@@ -3,6 +3,12 @@
 During a run both signals raise `Interrupted` (a KeyboardInterrupt) at once, unless an
 `uninterrupted()` section is open (a store write, the per-epoch backup): then the signal
 waits until the section is done.
+
+Python drops an exception raised inside a finalizer (a `__del__`, a weakref callback: it prints
+"Exception ignored in ..." and goes on), and TensorFlow frees iterators and tensors by the
+thousand each epoch, so now and then a Ctrl-C lands in one and is lost. The handler records every
+signal it raises until the run has received it; `raise_missed_interrupt()` raises it again, after
+each batch (callbacks/missed_interrupt.py) and before a run is closed FINISHED.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ class Interrupted(KeyboardInterrupt):
         return 128 + SIGNAL_NUMBERS.get(self.signal_name, signal.SIGINT)
 
 
-_deferred = {"depth": 0, "pending": None}  # uninterrupted() sections open, and a signal that waits for them
+# uninterrupted() sections open; a signal that waits for them; a signal raised that the run has not received
+_deferred = {"depth": 0, "pending": None, "raised": None}
 
 
 def interrupt_on_signals() -> dict | None:
@@ -46,12 +53,24 @@ def interrupt_on_signals() -> dict | None:
         if _deferred["depth"]:
             _deferred["pending"] = _deferred["pending"] or name
             return
+        _deferred["raised"] = name
         raise Interrupted(name)
     return {signum: signal.signal(signum, interrupt) for signum in INTERRUPTING_SIGNALS}
 
 
+def interrupt_received() -> None:
+    """The run has the interrupt (its KeyboardInterrupt reached the run's handler): nothing to raise again."""
+    _deferred["raised"] = None
+
+
+def raise_missed_interrupt() -> None:
+    """Raise again a signal whose KeyboardInterrupt a finalizer swallowed (see the module's docstring)."""
+    if _deferred["raised"]:
+        raise Interrupted(_deferred["raised"])
+
+
 def restore_handlers(previous: dict | None) -> None:
-    _deferred["pending"] = None  # the run is over: a signal held for it has done its work
+    _deferred["pending"] = _deferred["raised"] = None  # the run is over: a signal held for it has done its work
     for signum, handler in (previous or {}).items():
         signal.signal(signum, handler)
 
@@ -72,4 +91,5 @@ def uninterrupted() -> Iterator[None]:
         _deferred["depth"] -= 1
     if _deferred["depth"] == 0 and _deferred["pending"]:
         name, _deferred["pending"] = _deferred["pending"], None
+        _deferred["raised"] = name
         raise Interrupted(name)

@@ -13,7 +13,14 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from tfx_hydra.process.faults import as_disk_full, describe_error, disk_full_said
-from tfx_hydra.process.signals import Interrupted, interrupt_on_signals, restore_handlers, uninterrupted
+from tfx_hydra.process.signals import (
+    Interrupted,
+    interrupt_on_signals,
+    interrupt_received,
+    raise_missed_interrupt,
+    restore_handlers,
+    uninterrupted,
+)
 from tfx_hydra.schemas import TrackingConfig
 from tfx_hydra.tracking.lost_runs import close_lost_runs, process_tags
 from tfx_hydra.tracking.mlflow_tracker import MlflowTracker
@@ -65,7 +72,9 @@ def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str], r
         with system_metrics(tracker.run_id, uri, sampled.interval if sampled.enabled else None,
                             resumed=tracker.resumed_backup_dir is not None):
             yield tracker
+        raise_missed_interrupt()  # a Ctrl-C a finalizer swallowed ends the run KILLED, not FINISHED
     except KeyboardInterrupt as err:
+        interrupt_received()
         name = err.args[0] if err.args else "SIGINT"
         if tracker is not None:
             end_quietly(tracker, "KILLED", f"interrupted ({name})")

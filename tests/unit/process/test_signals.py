@@ -34,3 +34,34 @@ def test_a_signal_during_a_store_write_waits_for_it_then_ends_the_run_killed(tmp
     assert run.data.tags["error"] == f"interrupted ({signal.Signals(signum).name})"
     assert [m.value for m in client.get_metric_history(run.info.run_id, "loss")] == [0.5]
     assert {sig: signal.getsignal(sig) for sig in before} == before  # the run's handlers were its own only
+
+
+class CtrlCInAFinalizer:
+    """Fault injection: Ctrl-C arriving while Python runs a finalizer (TensorFlow frees iterators and
+    tensors through __del__ by the thousand): Python prints the KeyboardInterrupt and drops it."""
+
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGINT)
+        sum(range(100))  # bytecode after the signal: its handler runs here, inside the finalizer
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the dropped interrupt, as planted
+def test_a_ctrl_c_a_finalizer_swallowed_still_ends_the_run_killed_not_finished(tmp_path):
+    went_on = []
+    with pytest.raises(KeyboardInterrupt, match="SIGINT"):
+        with tracked_run(TrackingConfig(), str(tmp_path), tags={}):
+            CtrlCInAFinalizer()  # freed at once: the interrupt is raised inside __del__ and dropped
+            went_on.append(True)
+    assert went_on  # the finalizer did swallow it
+    (run,) = mlflow_runs(tmp_path)
+    assert run.info.status == "KILLED" and run.data.tags["error"] == "interrupted (SIGINT)"
+
+
+def test_an_interrupt_the_run_received_is_not_raised_again_by_the_next_run(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        with tracked_run(TrackingConfig(), str(tmp_path), tags={}):
+            os.kill(os.getpid(), signal.SIGINT)
+            sum(range(100))
+    with tracked_run(TrackingConfig(), str(tmp_path), tags={}):
+        pass
+    assert sorted(run.info.status for run in mlflow_runs(tmp_path)) == ["FINISHED", "KILLED"]
