@@ -8,9 +8,10 @@ here: preflight runs before it is imported.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from tfx_hydra.errors import ConfigError
+from tfx_hydra.errors import ConfigError, show
 
 VALIDATION, TEST = "val_", "test_"
 EPOCH_SECONDS, EXAMPLES_PER_SEC = "epoch_seconds", "examples_per_sec"  # per epoch, added by the epoch clock
@@ -74,6 +75,14 @@ OTHER_KERAS_LOSSES = ("categorical_crossentropy", "categorical_focal_crossentrop
                       *{loss for losses in TASK_LOSSES.values() for loss in losses})
 
 
+def require_trainer_fits_task(trainer, task: str) -> None:
+    """trainer.loss, .label_smoothing and .class_weight, each checked against the task's labels."""
+    require_loss_fits_task(trainer.loss, task)
+    require_smoothing_fits_loss(trainer.label_smoothing, trainer.loss, task)
+    require_class_weight(trainer.class_weight)
+    require_class_weight_fits_task(trainer.class_weight, task)
+
+
 def require_loss_fits_task(loss: Any, task: str) -> None:
     """A Keras loss name that cannot train `task`'s labels and head, named with the ones that can."""
     if loss in OTHER_KERAS_LOSSES and loss not in TASK_LOSSES[task]:
@@ -90,3 +99,53 @@ TASK_LOSS_REASONS = {
     "multilabel": "the data gives multi-hot rows and the model one sigmoid per label.",
     "regression": "the data gives numeric targets and the model a linear output.",
 }
+
+
+# trainer.label_smoothing softens the targets of a cross-entropy: the binary ones take it in Keras, the
+# sparse categorical one through tfx_hydra.losses (Keras' takes none). A loss of the user's takes its own.
+SMOOTHABLE_LOSSES = ("sparse_categorical_crossentropy", *CROSSENTROPIES)
+
+
+def require_smoothing_fits_loss(smoothing: float, loss: Any, task: str) -> None:
+    """Label smoothing asked for a loss that has no labels to soften (or is the user's own)."""
+    if not smoothing or loss in SMOOTHABLE_LOSSES:
+        return
+    if isinstance(loss, Mapping):
+        raise ConfigError(f"trainer.label_smoothing={smoothing:g} is applied to the built-in cross-entropies; "
+                          f"trainer.loss is your own ({loss.get('_target_')}): smooth inside it.",
+                          fix="trainer.label_smoothing=0 and a label_smoothing argument of your loss's")
+    what = "regression's targets are numbers, not labels" if task == "regression" else "it is not a cross-entropy"
+    fits = [name for name in SMOOTHABLE_LOSSES if name in TASK_LOSSES[task]]
+    raise ConfigError(f"trainer.label_smoothing={smoothing:g} softens a cross-entropy's targets, but trainer.loss="
+                      f"{loss} (task={task}) has none to soften: {what}.",
+                      fix="trainer.label_smoothing=0" + (f", or trainer.loss={fits[0]}" if fits else ""))
+
+
+# trainer.class_weight weighs each training example by its class (Keras' fit(class_weight=)): one class per
+# example, so the tasks whose label is one class.
+BALANCED = "balanced"
+CLASS_WEIGHTED_TASKS = ("classification", "binary")
+
+
+def require_class_weight(value: Any) -> None:
+    """null, `balanced`, or a map from class index (0, 1, ...) to a positive weight."""
+    if value is None or value == BALANCED:
+        return
+    example = "{0:1.0,1:5.0}"
+    if not isinstance(value, Mapping) or not value:
+        raise ConfigError(f"trainer.class_weight={show(value)} is not one of: null, balanced, or a map from class "
+                          "index to weight.", fix=f"trainer.class_weight=balanced (or trainer.class_weight={example})")
+    for key, weight in value.items():
+        if not str(key).isdigit():
+            raise ConfigError(f"trainer.class_weight has the key {key!r}: keys are class indices (0, 1, ...), as "
+                              "the labels are.", fix=f"trainer.class_weight={example}")
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight <= 0:
+            raise ConfigError(f"trainer.class_weight.{key}={show(weight)} is not a positive number.",
+                              fix=f"trainer.class_weight={example}")
+
+
+def require_class_weight_fits_task(value: Any, task: str) -> None:
+    if value is not None and task not in CLASS_WEIGHTED_TASKS:
+        why = ("an example has several labels" if task == "multilabel" else "its targets are numbers, not classes")
+        raise ConfigError(f"trainer.class_weight weighs each example by its class, and a task={task} example "
+                          f"has no one class: {why}.", fix="trainer.class_weight=null")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
 from tfx_hydra.errors import ConfigError, show
-from tfx_hydra.metrics import TASKS, epoch_names, require_loss_fits_task
+from tfx_hydra.metrics import TASKS, epoch_names, require_trainer_fits_task
 from tfx_hydra.precision import POLICIES
 from tfx_hydra.validation import (
     require_choice,
@@ -72,6 +72,8 @@ class TrainerConfig:
     backup: bool = True
     early_stopping: EarlyStoppingConfig = field(default_factory=EarlyStoppingConfig)
     keep_best: KeepBestConfig = field(default_factory=KeepBestConfig)
+    label_smoothing: float = 0.0  # the cross-entropy's targets pulled this far towards uniform (losses.py)
+    class_weight: Any = None  # null | balanced | {class index: weight} (class_weight.py)
     finetune_epochs: int = 0
     finetune_lr: Optional[float] = None
     finetune_layers: Optional[int] = None
@@ -99,6 +101,7 @@ class TrainerConfig:
         require_positive_or_auto("trainer.batch_size", self.batch_size, 32)
         require_positive_or_auto("trainer.steps_per_execution", self.steps_per_execution, 1)
         require_positive("trainer.grad_accum_steps", self.grad_accum_steps, 1)
+        require_range("trainer.label_smoothing", self.label_smoothing, 0.0, 1.0, 0.1, high_inclusive=False)
         require_choice("trainer.jit_compile", self.jit_compile, JIT_CHOICES)
         require_target("trainer.loss", self.loss, "{_target_: myproj.losses.focal}", allow_name=True)
         for index, metric in enumerate(self.metrics):
@@ -284,7 +287,7 @@ class Settings:
     lr_schedule: Any = None  # lr_schedule.LrScheduleConfig: kept with its package, checked in preflight
 
     def __post_init__(self) -> None:
-        require_loss_fits_task(self.trainer.loss, self.task.name)
+        require_trainer_fits_task(self.trainer, self.task.name)
 
 
 SECTIONS = {

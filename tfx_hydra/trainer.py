@@ -20,6 +20,7 @@ import time
 from omegaconf import DictConfig
 
 from tfx_hydra import compiled
+from tfx_hydra.class_weight import class_weights
 from tfx_hydra.config import choice
 from tfx_hydra.console import native_lines_to_log
 from tfx_hydra.debug import NUMERICS_MARK, judge_overfit, non_finite_op, say_numerics_clean, say_profile
@@ -47,6 +48,8 @@ def compile_model(model, optimizer_cfg: DictConfig, settings: Settings, setup: S
     say so when XLA was asked for and Keras turned it off."""
     import keras
 
+    from tfx_hydra.losses import smoothed
+
     trainer, hardware = settings.trainer, setup.hardware
     epochs = trainer.finetune_epochs if learning_rate is not None else trainer.epochs
     per_epoch = updates_per_epoch(num_train, setup.plan.global_size, trainer.grad_accum_steps) if num_train else None
@@ -59,7 +62,8 @@ def compile_model(model, optimizer_cfg: DictConfig, settings: Settings, setup: S
                  + describe_schedule(getattr(settings, "lr_schedule", None))
                  + (f", {trainer.grad_accum_steps} batches per update" if trainer.grad_accum_steps > 1 else ""))
     wanted_xla = hardware.xla if trainer.jit_compile == "auto" else trainer.jit_compile
-    model.compile(optimizer=optimizer, loss=compiled.loss(trainer.loss), metrics=compiled.metrics(trainer.metrics),
+    model.compile(optimizer=optimizer, loss=smoothed(compiled.loss(trainer.loss), trainer.label_smoothing),
+                  metrics=compiled.metrics(trainer.metrics),
                   jit_compile=wanted_xla,
                   steps_per_execution=setup.plan.steps_per_execution, auto_scale_loss=auto_scale_loss,
                   run_eagerly=trainer.run_eagerly)
@@ -97,16 +101,18 @@ def fit_phases(model, datasets, optimizer_cfg: DictConfig, settings: Settings, s
     backup_dir = choose_backup_dir(tracker, output_dir, setup.chief)
     tensorboard_dir = os.path.join(output_dir, "tensorboard") if setup.chief else None
     history, users = None, compiled.user_callbacks(trainer.callbacks)  # one instance each, for both phases
+    weights = class_weights(trainer.class_weight, datasets, tracker)
     try:
         if not finetuning_backup_exists(backup_dir, trainer):
             history = train(model, datasets, trainer, tracker, setup.plan, backup_dir, tensorboard_dir, pruning=pruning,
-                            users=users)
+                            users=users, class_weight=weights)
         if trainer.finetune_epochs:
             with setup.strategy.scope():
                 start_finetuning(model, optimizer_cfg, settings, setup, tracker, datasets.num_train)
             history = merge_histories(history, train(model, datasets, trainer, tracker, setup.plan,
                                                      os.path.join(backup_dir, FINETUNE_BACKUP), tensorboard_dir,
-                                                     phase=FINETUNE_PHASE, pruning=pruning, users=users))
+                                                     phase=FINETUNE_PHASE, pruning=pruning, users=users,
+                                                     class_weight=weights))
     except Pruned:
         remove_backup(backup_dir, setup.chief)
         raise
@@ -121,11 +127,12 @@ def fit_phases(model, datasets, optimizer_cfg: DictConfig, settings: Settings, s
 
 def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: BatchPlan | None = None,
           backup_dir: str | None = None, tensorboard_dir: str | None = None, phase: str = TRAIN_PHASE,
-          pruning: EpochReports | None = None, users: list | None = None):
+          pruning: EpochReports | None = None, users: list | None = None, class_weight: dict | None = None):
     """One phase's model.fit, with the callbacks in the order their work needs (see callbacks/).
     phase="finetune" runs trainer.finetune_epochs more epochs, numbered on from the first phase.
     `pruning` (a search trial's EpochReports): its TrialPruning goes after tracking, so a pruned
-    epoch is in MLflow too. `users`: trainer.callbacks, built; they run after ours."""
+    epoch is in MLflow too. `users`: trainer.callbacks, built; they run after ours. `class_weight`: each
+    class's weight in the training loss (class_weight.py)."""
     import keras
     import tensorflow as tf
 
@@ -136,6 +143,7 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
         KeepBest,
         MissedInterrupt,
         NonFiniteGuard,
+        TensorBoardWithGraph,
         terminal_console,
     )
 
@@ -152,7 +160,7 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
         EpochClock(datasets.num_train, epochs, trainer.verbose),
     ]
     if trainer.tensorboard and tensorboard_dir:
-        callbacks.append(tensorboard_callback(trainer, tensorboard_dir))
+        callbacks.append(TensorBoardWithGraph.from_config(trainer, tensorboard_dir))
     stopping = trainer.early_stopping
     if stopping.enabled:
         callbacks.append(keras.callbacks.EarlyStopping(monitor=stopping.monitor, patience=stopping.patience,
@@ -182,8 +190,8 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     try:
         with native:
             history = model.fit(datasets.train, validation_data=datasets.validation, epochs=last_epoch,
-                                initial_epoch=first_epoch, callbacks=callbacks, shuffle=False,
-                                verbose=0)  # the pipeline shuffles, seeded
+                                initial_epoch=first_epoch, callbacks=callbacks, class_weight=class_weight,
+                                shuffle=False, verbose=0)  # the pipeline shuffles, seeded
     except tf.errors.ResourceExhaustedError as err:
         raise out_of_memory(err, trainer, plan) from None
     except tf.errors.InvalidArgumentError as err:
@@ -208,16 +216,6 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
         history.timings = {seconds_name: seconds, throughput_name: datasets.num_train * len(losses) / seconds}
         tracker.log_metrics(history.timings)
     return history
-
-
-def tensorboard_callback(trainer: TrainerConfig, log_dir: str):
-    """Epoch scalars, weight histograms every `tensorboard_histogram_freq` epochs, the op graph,
-    and a profile of `tensorboard_profile_batches` ([first, last]) if asked."""
-    from tfx_hydra.callbacks import TensorBoardWithGraph
-
-    profile = trainer.tensorboard_profile_batches
-    return TensorBoardWithGraph(log_dir=log_dir, histogram_freq=trainer.tensorboard_histogram_freq,
-                                write_graph=True, update_freq="epoch", profile_batch=tuple(profile) if profile else 0)
 
 
 def out_of_memory(err, trainer: TrainerConfig, plan: BatchPlan | None) -> TrainingError:

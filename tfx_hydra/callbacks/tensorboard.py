@@ -17,6 +17,14 @@ class TensorBoardWithGraph(keras.callbacks.TensorBoard):
     and showed no step time and no input-pipeline share. Each profiled batch is marked here as
     Keras 2 and TensorFlow's guide mark a step: `Trace("train", step_num=..., _r=1)`."""
 
+    @classmethod
+    def from_config(cls, trainer, log_dir: str) -> "TensorBoardWithGraph":
+        """From trainer.tensorboard_*: epoch scalars, weight histograms every `tensorboard_histogram_freq`
+        epochs, the op graph, and a profile of `tensorboard_profile_batches` ([first, last]) if asked."""
+        profile = trainer.tensorboard_profile_batches
+        return cls(log_dir=log_dir, histogram_freq=trainer.tensorboard_histogram_freq, write_graph=True,
+                   update_freq="epoch", profile_batch=tuple(profile) if profile else 0)
+
     def on_train_batch_begin(self, batch, logs=None):
         super().on_train_batch_begin(batch, logs)
         if getattr(self, "_batch_trace_context", None) is not None:  # Keras' marker for this batch: ours instead
