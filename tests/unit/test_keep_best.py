@@ -57,6 +57,21 @@ def test_the_run_ends_with_the_best_epochs_weights_not_the_last(data):
     assert tracker.tags["train.best_epoch"] == best + 1 and tracker.tags["train.best_val_loss"] == history[best]
 
 
+def test_a_metric_best_high_keeps_its_highest_epoch_on_a_model_never_run_before(data):
+    """The direction of val_accuracy is read from the compiled metric once Keras has built it (on the first
+    batch): read at train begin it was unknown, taken as best low, and the worst epoch was kept (CPU run)."""
+    keras.utils.set_random_seed(3)
+    settings = settings_with(TrainerConfig(epochs=8, verbose=False, backup=False,
+                                           keep_best=KeepBestConfig(enabled=True, monitor="val_accuracy")))
+    tracker, model = RecordingTracker(), model_for(settings)  # compiled, never fitted: metrics unbuilt
+    history = train(model, data, settings.trainer, tracker, users=[Scramble(at=5)]).history["val_accuracy"]
+    best = int(np.argmax(history))
+    assert best != len(history) - 1 and history[best] > min(history), history
+    assert float(model.evaluate(data.validation, verbose=0, return_dict=True)["accuracy"]) == pytest.approx(
+        history[best], abs=1e-6)
+    assert tracker.tags["train.best_epoch"] == best + 1
+
+
 def test_the_best_so_far_survives_a_kill_and_the_resumed_run_still_ends_with_it(data, tmp_path):
     keras.utils.set_random_seed(3)
     settings = settings_with(TrainerConfig(epochs=8, verbose=False,

@@ -21,13 +21,12 @@ class KeepBest(keras.callbacks.Callback):
     def __init__(self, monitor: str, mode: str, folder: str | None) -> None:
         super().__init__()
         self.monitor, self.mode, self.folder = monitor, mode, folder
-        self.better = None  # np.less or np.greater: from the mode, or (auto) from the metric, once the model is set
+        self.better = None  # np.less or np.greater: from the mode, or (auto) from the metric, at the first epoch's end
         self.best_epoch: int | None = None
         self.best_value: float | None = None
         self._weights = None
 
     def on_train_begin(self, logs=None):
-        self.better = self.direction()
         record = os.path.join(self.folder, BEST_RECORD) if self.folder else None
         if record and os.path.exists(record):  # a resumed run: the best so far, from before the kill
             with open(record, encoding="utf-8") as file:
@@ -36,6 +35,8 @@ class KeepBest(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         value = (logs or {}).get(self.monitor)
+        if self.better is None:  # not at train begin: Keras builds the compiled metrics (their direction) on the
+            self.better = self.direction()  # first batch, and an unbuilt `accuracy` read as best low
         if value is None or (self.best_value is not None and not self.better(value, self.best_value)):
             return
         self.best_epoch, self.best_value = epoch, float(value)
