@@ -187,15 +187,15 @@ def setup_lines(setup: Setup) -> list[str]:
             f"{plan.steps_per_execution} step{'s' if plan.steps_per_execution > 1 else ''} per call"]
 
 
-def record_data(tracker: Tracker, datasets) -> None:
+def record_data(tracker: Tracker, datasets, fold_tags: dict[str, str] | None = None) -> None:
     """What the data step read: the split sizes, the inputs and the classes, said and tagged; each
-    split as an MLflow dataset with its digest (the run page's Datasets)."""
-    spec = datasets.spec
-    named = choice("data") or "data"
-    log.info(f"data: {named}, {datasets.num_train:,} train / {datasets.num_validation:,} validation / "
+    split as an MLflow dataset with its digest (the run page's Datasets). `fold_tags`: a cv=kfold job's fold."""
+    spec, fold_tags, named = datasets.spec, fold_tags or {}, choice("data") or "data"
+    fold = f" (cv fold {fold_tags['cv.fold']} of {fold_tags['cv.folds']})" if fold_tags else ""
+    log.info(f"data: {named}, {datasets.num_train:,} train / {datasets.num_validation:,} validation{fold} / "
              f"{datasets.num_test:,} test examples; inputs {tuple(spec.input_shape)}, "
              f"{spec.task.describe(spec.num_classes)}")
-    tracker.set_tags({"task": spec.task.name, "data.num_train": datasets.num_train,
+    tracker.set_tags({**fold_tags, "task": spec.task.name, "data.num_train": datasets.num_train,
                       "data.num_validation": datasets.num_validation, "data.num_test": datasets.num_test,
                       "data.input_shape": str(tuple(spec.input_shape)),
                       "data.num_classes": spec.num_classes})

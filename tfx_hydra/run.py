@@ -23,7 +23,7 @@ import os
 
 from omegaconf import DictConfig, OmegaConf
 
-from tfx_hydra import records, sweeps, task, tracking, trainer
+from tfx_hydra import cv, records, sweeps, task, tracking, trainer
 from tfx_hydra.config import build, require_importable_targets
 from tfx_hydra.console import print_summary
 from tfx_hydra.data.pipeline import require_datasets
@@ -68,9 +68,11 @@ def run(cfg: DictConfig) -> float | list[float] | sweeps.PrunedResult:
         setup = Setup(hardware, policy, strategy, plan_batches(settings.trainer, hardware, strategy), chief)
         records.record_setup(tracker, setup, precision_warnings)
 
-        datasets = require_datasets(build(cfg.data, "data", batch_size=setup.plan.global_size), cfg.data._target_,
-                                    task.from_config(settings.task))
-        records.record_data(tracker, datasets)
+        with cv.folding(settings.cv, settings.seed):  # a cv=kfold job's fold of the training and validation data
+            datasets = require_datasets(build(cfg.data, "data", batch_size=setup.plan.global_size), cfg.data._target_,
+                                        task.from_config(settings.task))
+        cv.require_folded(datasets, settings.cv, cfg.data._target_)
+        records.record_data(tracker, datasets, cv.tags(settings.cv))
         with strategy.scope():  # variables (model and optimizer) live where the strategy puts them
             model = in_target_units(require_keras_model(build(cfg.model, "model"), cfg.model._target_), datasets.spec)
             require_fits_data(model, datasets)
@@ -100,6 +102,7 @@ def preflight(cfg: DictConfig) -> Settings:
     """Everything that can be checked without TensorFlow, checked before it is imported."""
     settings = validate(cfg)
     settings.lr_schedule = validate_section(cfg, "lr_schedule", LrScheduleConfig) if "lr_schedule" in cfg else None
+    settings.cv = validate_section(cfg, "cv", cv.CvConfig) if "cv" in cfg else None
     require_importable_targets(OmegaConf.to_container(cfg, resolve=False))
     sweeps.require_multirun_for_search(cfg)
     if cfg.mode == "train":

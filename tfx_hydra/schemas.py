@@ -1,9 +1,8 @@
 """Schemas for the settings that are not objects: trainer, hardware, precision, tracking, sweep.
 
-Dataclasses only: settings.validate(cfg) merges the user's values into them, so OmegaConf checks
-the types, and each dataclass's `__post_init__` (which `OmegaConf.to_object` calls) checks ranges
-and choices with validation.py's one vocabulary. Object configs (data, model, optimizer,
-strategy, export) are checked by the factories they instantiate.
+Dataclasses only: settings.validate(cfg) merges the user's values into them, so OmegaConf checks the types,
+and each dataclass's `__post_init__` (which `OmegaConf.to_object` calls) checks ranges and choices with
+validation.py's one vocabulary. Object configs (data, model, optimizer, ...) are checked by their factories.
 """
 
 from __future__ import annotations
@@ -285,6 +284,7 @@ class Settings:
     sweep: SweepConfig
     task: TaskConfig = field(default_factory=TaskConfig)
     lr_schedule: Any = None  # lr_schedule.LrScheduleConfig: kept with its package, checked in preflight
+    cv: Any = None  # cv.CvConfig: likewise
 
     def __post_init__(self) -> None:
         require_trainer_fits_task(self.trainer, self.task.name)

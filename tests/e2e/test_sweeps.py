@@ -7,6 +7,7 @@ the parent, failures counted."""
 from __future__ import annotations
 
 import csv
+import statistics
 
 import pytest
 
@@ -129,3 +130,26 @@ def test_the_slurm_launcher_off_a_cluster_is_one_message_and_leaves_no_parent(tm
                                   "node"), done.stderr
     assert "hydra/launcher=local_gpus" in done.stderr and "Traceback" not in done.stderr
     assert mlflow_runs(tmp_path) == [] and not (tmp_path / "multirun").exists()
+
+
+def test_kfold_runs_a_job_per_fold_and_the_parent_reports_mean_and_std(tmp_path):
+    done = run_cli_in_process(["cv=kfold", "cv.folds=3", *FAST, "trainer.tensorboard=false"], cwd=tmp_path,
+                              multirun=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    parent, children = parent_and_children(tmp_path)
+    assert [c.data.tags["cv.fold"] for c in children] == ["0", "1", "2"] and parent.data.tags["sweep.planned"] == "3"
+    digests = [{i.dataset.name: i.dataset.digest for i in c.inputs.dataset_inputs} for c in children]
+    validation = [next(d for name, d in found.items() if "validation" in name) for found in digests]
+    test = [next(d for name, d in found.items() if "test" in name) for found in digests]
+    assert len(set(validation)) == 3 and len(set(test)) == 1  # a fold each; the test split the same for all
+    from sklearn.datasets import load_digits
+
+    pool = len(load_digits().target) - int(children[0].data.tags["data.num_test"])  # training + validation
+    assert sum(int(c.data.tags["data.num_validation"]) for c in children) == pool  # the folds cover the pool
+    for metric in ("val_accuracy", "test_accuracy", "val_loss"):
+        values = [c.data.metrics[metric] for c in children]
+        assert parent.data.metrics[f"cv_mean_{metric}"] == pytest.approx(statistics.mean(values))
+        assert parent.data.metrics[f"cv_std_{metric}"] == pytest.approx(statistics.stdev(values))
+    mean, std = parent.data.metrics["cv_mean_val_accuracy"], parent.data.metrics["cv_std_val_accuracy"]
+    assert f"cross-validation  │ val_accuracy {mean:.4f} ± {std:.4f}, test_accuracy" in done.stdout
+    assert "(3 folds)" in done.stdout

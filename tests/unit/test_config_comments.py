@@ -22,7 +22,7 @@ def listed_options() -> dict[str, list[str]]:
 def test_every_group_in_the_defaults_list_has_its_options_listed_as_they_are_on_disk():
     listed = listed_options()
     assert set(listed) == {"hardware", "precision", "strategy", "data", "model", "optimizer", "trainer", "tracking",
-                           "export", "task", "lr_schedule", "experiment", "hparams_search", "debug"}
+                           "export", "task", "cv", "lr_schedule", "experiment", "hparams_search", "debug"}
     for group, options in listed.items():
         on_disk = sorted(path.stem for path in (REPO / "conf" / group).glob("*.yaml"))
         assert sorted(options) == on_disk, \

@@ -14,6 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from tfx_hydra.cv import folded
 from tfx_hydra.data.finite import require_finite_stream
 from tfx_hydra.data.splits import Split, normalize_arrays, target_figures
 from tfx_hydra.errors import ConfigError, DataError
@@ -69,6 +70,7 @@ class Datasets:
     num_validation: int
     num_test: int
     reads: dict[str, Any] = dataclasses.field(default_factory=dict)  # split -> lineage.DataRead: what was read
+    folded: bool = False  # training and validation re-cut into a cv=kfold job's fold (cv.py)
 
 
 @dataclass(frozen=True)
@@ -192,6 +194,8 @@ def from_arrays(splits: dict[str, Split], input_shape, num_classes, options: Pip
     from tfx_hydra.data.lineage import array_reads
 
     task = get_task(task) if isinstance(task, str) else task
+    as_read = splits
+    splits = folded(splits, task.name)  # this job's fold of a cv=kfold sweep; else as they are
     if options.limit is not None:
         splits["train"] = Split(splits["train"].x[:options.limit], splits["train"].y[:options.limit])
     text = splits["train"].x.dtype.kind in "OUS"  # raw strings: no scaling, no float cast
@@ -215,8 +219,8 @@ def from_arrays(splits: dict[str, Split], input_shape, num_classes, options: Pip
 
     count = {name: examples_read(options, len(split.x)) for name, split in splits.items()}
     return Datasets(train=pipeline("train", True), validation=pipeline("validation", False),
-                    test=pipeline("test", False), spec=spec, num_train=count["train"],
-                    num_validation=count["validation"], num_test=count["test"], reads=reads)
+                    test=pipeline("test", False), spec=spec, num_train=count["train"], num_test=count["test"],
+                    num_validation=count["validation"], reads=reads, folded=splits is not as_read)
 
 
 def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spec: DataSpec,
@@ -279,11 +283,8 @@ def check_against_spec(name: str, shape: Sequence[int], count: int, spec: DataSp
     if count == 0:
         raise DataError(f"the {name} split is empty.", fix="use more data or smaller split fractions")
     if tuple(shape) != spec.input_shape:
-        raise DataError(
-            f"data.input_shape={list(spec.input_shape)} does not match the data: {name} examples have shape "
-            f"{list(shape)}.",
-            fix=f"data.input_shape={list(shape)}".replace(" ", ""),
-        )
+        raise DataError(f"data.input_shape={list(spec.input_shape)} does not match the data: {name} examples have "
+                        f"shape {list(shape)}.", fix=f"data.input_shape={list(shape)}".replace(" ", ""))
 
 
 def checked_examples(options: PipelineOptions) -> int | None:
@@ -294,7 +295,5 @@ def checked_examples(options: PipelineOptions) -> int | None:
 
 def require_a_batch(num_train: int, batch_size: int) -> None:
     if num_train < batch_size:
-        raise DataError(
-            f"the training split has {num_train} examples, fewer than one batch (trainer.batch_size={batch_size}).",
-            fix=f"trainer.batch_size={max(1, num_train)} or more data (data.limit=null)",
-        )
+        raise DataError(f"the training split has {num_train} examples, fewer than one batch (trainer.batch_size="
+                        f"{batch_size}).", fix=f"trainer.batch_size={max(1, num_train)} or more data (data.limit=null)")

@@ -158,15 +158,17 @@ def short_value(text: str) -> str:
 
 
 def planned_jobs(config: DictConfig) -> int | None:
-    """How many jobs the sweep will launch: the grid's size for Hydra's basic sweeper, n_trials for
+    """How many jobs the sweep will launch: the grid's size for Hydra's basic sweeper (its `params`, as
+    cv=kfold's folds, and the command line's, as it expands them), n_trials for
     Optuna's; None for a sweeper that does not say."""
     sweeper = str(config.hydra.sweeper.get("_target_", ""))
     if sweeper.endswith("BasicSweeper"):
         from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
+        params = [f"{key}={value}" for key, value in (config.hydra.sweeper.get("params") or {}).items()]
         try:  # the basic sweeper's own expansion of the grid (an internal helper: a count, never a failure)
-            parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+            parsed = OverridesParser.create().parse_overrides([*params, *config.hydra.overrides.task])
             return sum(len(batch) for batch in BasicSweeper.split_arguments(parsed, None))
         except Exception:  # noqa: BLE001
             return None

@@ -1,12 +1,13 @@
-"""A sweep's parent MLflow run: made (or taken up again) before any job, found by every job through
-a record in the sweep dir, and closed by the launching process.
+"""A sweep's parent MLflow run: made (or taken up again) before any job, found by every job through a
+record in the sweep dir, and closed by the launching process.
 
-When the sweep ends, the parent gets the jobs' count by status, the best objective
-(`sweep.metric`, `sweep.direction`) with a tag naming the best child, and a table and plot
-comparing the jobs (summary.py: sweep_summary.txt/.csv/.png in the sweep dir, and as the parent's
-artifacts). A child still RUNNING whose process is gone (a killed worker) is closed KILLED
-first, so no job of a finished sweep stays RUNNING. `children` is the one query for a parent's
-child runs: every question about the jobs goes through it.
+When the sweep ends, the parent gets the jobs' count by status, the best objective (`sweep.metric`,
+`sweep.direction`) with a tag naming the best child, and a table and plot comparing the jobs
+(summary.py: sweep_summary.txt/.csv/.png in the sweep dir, and as the parent's artifacts); a cv=kfold
+sweep's parent also gets each val_/test_ metric's mean and std over the folds. A child still RUNNING
+whose process is gone (a killed worker) is closed KILLED first, so no job of a finished sweep stays
+RUNNING. `children` is the one query for a parent's child runs: every question about the jobs goes
+through it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 from typing import Any
 
 from tfx_hydra import tracking
+from tfx_hydra.cv import fold_statistics
 from tfx_hydra.metrics import OBJECTIVE
 from tfx_hydra.process import describe_error
 from tfx_hydra.sweeps.summary import (
@@ -135,12 +137,16 @@ class Parent:
         if best is not None:
             tags |= {"sweep.best_run_id": best["run_id"], "sweep.best_run_name": best["name"]}
             metrics[f"best_{self.metric}"] = best["objective"]
+        folds = fold_statistics(children(self.client, self.run_id))  # a cv=kfold sweep: per configuration
+        if len(folds) == 1:  # one configuration cross-validated: its mean and std are the sweep's result
+            for name, (mean, std, _) in next(iter(folds.values())).items():
+                metrics |= {f"cv_mean_{name}": mean, f"cv_std_{name}": std}
         if note:
             tags["error"] = note
         tracking.send_batch(self.client, self.run_id, tags=tags.items(),
                             metrics=[(k, v, tracking.now_ms(), 0) for k, v in metrics.items()])
         summary = summary_table(jobs, counts, self.metric, self.direction, best, self.run_id, self.sweep_dir,
-                                status, self.planned)
+                                status, self.planned, folds)
         with open(os.path.join(self.sweep_dir, SUMMARY_TXT), "w", encoding="utf-8") as text:
             text.write(summary + "\n")
         if jobs:

@@ -50,7 +50,7 @@ SWEEP_ROWS_SHOWN = 20  # a longer sweep lists its best jobs; sweep_summary.csv h
 
 def summary_table(jobs: list[dict[str, Any]], counts: dict[str, int], metric: str, direction: str,
                   best: dict[str, Any] | None, parent_run_id: str, sweep_dir: str, status: str,
-                  planned: int | None) -> str:
+                  planned: int | None, folds: dict[str, dict] | None = None) -> str:
     """A sweep's end, as a single run's: the counts (by status), the best job and its objective, the
     parent run, where the sweep dir is; then one line per job (number, status, objective, what sets it apart)."""
     pruned = sum(j.get("state") == "PRUNED" for j in jobs)
@@ -62,6 +62,7 @@ def summary_table(jobs: list[dict[str, Any]], counts: dict[str, int], metric: st
                  ("best run", best["run_id"])]
     else:
         rows.append(("best job", f"none: no job finished with a {metric}"))
+    rows += cross_validation_rows(folds or {}, metric)
     rows += [("parent run", parent_run_id), ("sweep dir", sweep_dir)]
     title = "tfx_hydra: sweep complete" if status == "FINISHED" else f"tfx_hydra: sweep ended {status}"
     listed = jobs if len(jobs) <= SWEEP_ROWS_SHOWN else _best_first(jobs, direction)[:SWEEP_ROWS_SHOWN]
@@ -79,6 +80,21 @@ def summary_table(jobs: list[dict[str, Any]], counts: dict[str, int], metric: st
                       job["name"] or "")
     more = f"\n({len(jobs) - len(listed)} more jobs in sweep_summary.csv)" if len(listed) < len(jobs) else ""
     return render_text(key_value_table(title, rows)) + "\n" + render_text(table) + more
+
+
+def cross_validation_rows(folds: dict[str, dict], metric: str) -> list[tuple[str, str]]:
+    """A cv=kfold sweep's result: `metric` and its test_ twin as mean ± std over the folds, a row per
+    configuration, named by the overrides that set it apart (cv.fold left out)."""
+    shared = set.intersection(*(set(key.split()) for key in folds)) if folds else set()
+    rows = []
+    for configuration, figures in folds.items():
+        shown = [f"{name} {format_value(figures[name][0])} ± {format_value(figures[name][1])}"
+                 for name in dict.fromkeys([metric, metric.replace("val_", "test_", 1)]) if name in figures]
+        count = max((n for _, _, n in figures.values()), default=0)
+        own = " ".join(o for o in configuration.split() if o not in shared)
+        label = "cross-validation" if len(folds) == 1 else f"cv {own}"
+        rows.append((label, ", ".join(shown) + f" ({count} folds)"))
+    return rows
 
 
 def _best_first(jobs: list[dict[str, Any]], direction: str) -> list[dict[str, Any]]:

@@ -67,6 +67,7 @@ def plan(config: DictConfig, params: dict[str, Any], arguments: list[str]) -> Se
     """The search this command asks for, or the ConfigError that says what is wrong with it."""
     settings = read(config)
     sweep = validate_section(config, "sweep")
+    require_no_folds(config)
     space, fixed = search_space.parse(params, arguments)
     if not space:
         raise ConfigError("the search has nothing to search: hydra.sweeper.params is empty and no override sweeps.",
@@ -92,6 +93,14 @@ def plan(config: DictConfig, params: dict[str, Any], arguments: list[str]) -> Se
     if existing is not None:  # a resumed study must be the same search, said before its parent run is touched
         studies.require_same_search(existing, settings.study_name, sweep.directions, space, search.compared_overrides)
     return search
+
+
+def require_no_folds(config: DictConfig) -> None:
+    """A trial is one job: k folds per trial (their mean as its objective) is not something the search runs."""
+    if (config.get("cv") or {}).get("name") == "kfold":
+        raise ConfigError("cv=kfold cannot run inside hparams_search: a trial is one job, and its folds would be "
+                          "searched over as if they were a hyperparameter.", fix="search without cv, then "
+                          "cross-validate the best trial's config: python -m tfx_hydra -m cv=kfold <its overrides>")
 
 
 def require_prunable(metrics: list[str], compiled: list[str]) -> None:
