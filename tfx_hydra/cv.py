@@ -83,7 +83,9 @@ def folded(splits: dict, task: str) -> dict:
     x, y = np.concatenate([train.x, validation.x]), np.concatenate([train.y, validation.y])
     held = fold_indices(y, cv.folds, cv.fold, seed, stratified=cv.stratified and task in STRATIFIED_TASKS)
     kept = np.setdiff1d(np.arange(len(y)), held)
-    return {**splits, "train": Split(x[kept], y[kept]), "validation": Split(x[held], y[held])}
+    w = None if train.w is None else np.concatenate([train.w, validation.w])
+    return {**splits, "train": Split(x[kept], y[kept], None if w is None else w[kept]),
+            "validation": Split(x[held], y[held], None if w is None else w[held])}
 
 
 def fold_indices(y, folds: int, fold: int, seed: int, stratified: bool):

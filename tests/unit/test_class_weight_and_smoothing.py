@@ -13,7 +13,7 @@ from tests.helpers.training import settings_with, setup_with
 from tfx_hydra.class_weight import class_weights
 from tfx_hydra.data.pipeline import PipelineOptions, from_arrays
 from tfx_hydra.data.splits import Split
-from tfx_hydra.errors import ConfigError
+from tfx_hydra.errors import ConfigError, DataError
 from tfx_hydra.export.keras import KerasExport
 from tfx_hydra.losses import SmoothedSparseCrossentropy
 from tfx_hydra.models import mlp
@@ -153,3 +153,57 @@ def test_binary_takes_smoothing_and_class_weights():
     Settings(seed=0, trainer=TrainerConfig(label_smoothing=0.1, class_weight="balanced", loss="binary_crossentropy"),
              hardware=HardwareConfig(), precision=PrecisionConfig(), tracking=TrackingConfig(enabled=False),
              sweep=SweepConfig(), task=binary_task())
+
+
+def write_weighted_csv(path, weights=None):
+    rng = np.random.default_rng(0)
+    n = 200
+    x = rng.normal(size=(n, 3))
+    y = (x[:, 0] > 0).astype(int) + (x[:, 1] > 0.5).astype(int)  # three classes
+    w = np.where(np.arange(n) % 2 == 0, 3.0, 0.0) if weights is None else weights
+    rows = ["a,b,c,label,weight"] + [f"{a:.4f},{b:.4f},{c:.4f},{label},{weight:g}"
+                                     for (a, b, c), label, weight in zip(x, y, w)]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_a_csv_weight_column_weighs_each_training_rows_loss_and_nothing_else(tmp_path):
+    from tfx_hydra.data import csv
+
+    table = write_weighted_csv(tmp_path / "weighted.csv")
+    data = csv(str(table), "label", [3], 3, 16, 0, weight_column="weight", normalization="none")
+    assert data.spec.input_shape == (3,)  # the weight is not a feature
+    assert len(data.train.element_spec) == 3 and len(data.validation.element_spec) == 2
+    trainer = TrainerConfig(epochs=1, verbose=False, tensorboard=False, backup=False)
+    model = still_mlp(data, trainer)
+    x, y, w = (np.concatenate(part) for part in zip(*[(np.asarray(a), np.asarray(b), np.asarray(c))
+                                                      for a, b, c in data.train]))
+    assert set(np.unique(w)) == {0.0, 3.0}
+    losses = -np.log(model.predict(x, verbose=0).astype(np.float64)[np.arange(len(y)), y])
+    history = train(model, data, trainer, RecordingTracker())
+    assert history.history["loss"][0] == pytest.approx(np.mean(w * losses), rel=1e-4)
+    xv, yv = inputs_and_labels(data.validation)
+    pv = model.predict(xv, verbose=0).astype(np.float64)
+    assert history.history["val_loss"][0] == pytest.approx(np.mean(-np.log(pv[np.arange(len(yv)), yv])), rel=1e-4)
+
+
+@pytest.mark.parametrize("weights, message", [
+    (np.r_[np.ones(199), -1.0], r"row 201, column weight: weight -1 is not a finite number >= 0"),
+    (np.zeros(200), r"every weight in column weight is 0"),
+])
+def test_bad_weights_are_a_data_error_naming_the_row(tmp_path, weights, message):
+    from tfx_hydra.data import csv
+
+    with pytest.raises(DataError, match=message):
+        csv(str(write_weighted_csv(tmp_path / "bad.csv", weights)), "label", [3], 3, 16, 0, weight_column="weight")
+    with pytest.raises(DataError, match=r"data.weight_column=w is not a column"):
+        csv(str(write_weighted_csv(tmp_path / "ok.csv")), "label", [3], 3, 16, 0, weight_column="w")
+
+
+def test_class_weights_and_a_weight_column_together_are_refused_before_anything_runs():
+    from tests.helpers import compose
+    from tfx_hydra.settings import validate
+
+    with pytest.raises(ConfigError, match=r"both weigh the training examples.*\n  Fix: one of them"):
+        validate(compose(["data=csv", "data.path=/x.csv", "data.input_shape=[3]", "data.num_classes=3",
+                          "data.weight_column=weight", "trainer.class_weight=balanced"]))

@@ -98,3 +98,16 @@ def test_fold_statistics_are_the_mean_and_sample_std_per_configuration_of_finish
     assert (mean, std, n) == pytest.approx((statistics.mean([.9, .8, .7]), statistics.stdev([.9, .8, .7]), 3))
     assert found["cv=kfold model.units=64"]["test_accuracy"] == (0.5, 0.0, 1)  # the FAILED fold is left out
     assert "loss" not in found["cv=kfold model.units=32"]  # validation and test metrics only
+
+
+def test_sample_weights_stay_with_their_rows_through_the_folds():
+    from tfx_hydra.cv import folded
+
+    weighed = splits()
+    for split in weighed.values():
+        split.w = split.x[:, 1].copy()  # each row's weight is its own second feature
+    with folding(CvConfig(name="kfold", folds=4, fold=2), seed=0):
+        cut = folded(weighed, "classification")
+    for name in ("train", "validation"):
+        assert np.array_equal(cut[name].w, cut[name].x[:, 1])
+    assert len(cut["train"].w) + len(cut["validation"].w) == 100 and cut["test"] is weighed["test"]

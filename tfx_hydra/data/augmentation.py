@@ -31,9 +31,9 @@ def augmenter(augmentation: dict[str, Any], shape: tuple[int, ...], seed: int | 
         layers.append(keras.layers.RandomZoom(zoom, seed=seed))
     augment = keras.Sequential(layers, name="augmentation")
 
-    def apply(image, label):
+    def apply(image, label, *weight):  # a training split with sample weights keeps them
         batched = image[tf.newaxis] if len(shape) == 3 else image[tf.newaxis, ..., tf.newaxis]
         out = augment(batched, training=True)[0]
-        return (out if len(shape) == 3 else tf.squeeze(out, -1)), label
+        return (out if len(shape) == 3 else tf.squeeze(out, -1)), label, *weight
 
     return apply

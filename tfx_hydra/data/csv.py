@@ -11,7 +11,7 @@ import numpy as np
 
 from tfx_hydra.data.finite import NON_FINITE_FIX
 from tfx_hydra.data.pipeline import Datasets, from_arrays, options_from
-from tfx_hydra.data.splits import split_three_ways
+from tfx_hydra.data.splits import Split, split_three_ways
 from tfx_hydra.errors import DataError
 from tfx_hydra.task import get as get_task
 from tfx_hydra.validation import require_choice, require_path
@@ -21,13 +21,14 @@ CSV_NORMALIZATIONS = ("standardize", "none")
 
 def csv(path, label_column, input_shape, num_classes, batch_size, seed, feature_columns=None, test_split=0.2,
         validation_split=0.1, normalization="standardize", task="classification", label_columns=None,
-        label_delimiter=None, **pipeline) -> Datasets:
+        label_delimiter=None, weight_column=None, **pipeline) -> Datasets:
     """A CSV file with a header: the label and numeric feature columns (all the others unless
     `feature_columns` lists them). The label, by task: a class (integers 0..n-1, or class names numbered
     in sorted order); 0/1 (binary); numbers (regression: `label_column`, or several `label_columns`);
     multi-hot (multilabel: several 0/1 `label_columns`, or one `label_column` of tags separated by
     `label_delimiter`, numbered in sorted order). `standardize` uses the training split's mean and std
-    per column; exports take the CSV's raw values and standardize in their graph."""
+    per column; exports take the CSV's raw values and standardize in their graph. `weight_column`: each
+    example's weight in the training loss (validation and test metrics stay unweighted)."""
     options = options_from(batch_size, seed, pipeline)
     require_choice("data.normalization", normalization, CSV_NORMALIZATIONS)
     header, rows = read_csv("data.path", path)
@@ -39,7 +40,10 @@ def csv(path, label_column, input_shape, num_classes, batch_size, seed, feature_
     if missing:
         raise DataError(f"data.label_columns: {', '.join(missing)} not in {path} (columns: {', '.join(header)}).",
                         fix="list columns the file has")
-    features = list(feature_columns) if feature_columns else [c for c in header if c not in labels]
+    if weight_column is not None and weight_column not in header:
+        raise DataError(f"data.weight_column={weight_column} is not a column of {path} (columns: {', '.join(header)}).",
+                        fix="data.weight_column=<a column of non-negative numbers>, or null")
+    features = list(feature_columns) if feature_columns else [c for c in header if c not in [*labels, weight_column]]
     missing = [c for c in features if c not in header]
     if missing:
         raise DataError(f"data.feature_columns: {', '.join(missing)} not in {path} (columns: {', '.join(header)}).",
@@ -50,10 +54,28 @@ def csv(path, label_column, input_shape, num_classes, batch_size, seed, feature_
     kind = get_task(task)
     y = kind.labels(label_values(path, header, rows, labels, task, label_delimiter), path, int(num_classes),
                     first_row=2)
-    splits = split_three_ways(x, y, test_split, validation_split, seed)
+    if weight_column is None:
+        splits = split_three_ways(x, y, test_split, validation_split, seed)
+    else:  # the weights split with their rows (as the last column), then taken apart again
+        weights = example_weights(path, header, rows, weight_column)
+        joined = split_three_ways(np.concatenate([x, weights[:, None]], axis=1), y, test_split, validation_split, seed)
+        splits = {name: Split(s.x[:, :-1], s.y, s.x[:, -1]) for name, s in joined.items()}
     return from_arrays(splits, input_shape, num_classes, options, normalization,
                        named=os.path.splitext(os.path.basename(path))[0], source=os.path.abspath(path),
                        source_type="local", task=kind)
+
+
+def example_weights(path: str, header: list[str], rows: list[list[str]], column: str) -> np.ndarray:
+    """data.weight_column: a finite, non-negative number per row, not all zero."""
+    weights = numeric_columns(path, header, rows, [column])[:, 0]
+    bad = np.flatnonzero(~np.isfinite(weights) | (weights < 0))
+    if len(bad):
+        raise DataError(f"{path}, row {bad[0] + 2}, column {column}: weight {weights[bad[0]]:g} is not a finite "
+                        "number >= 0.", fix="weights of 0 or more (0 leaves the row out of the training loss)")
+    if not weights.any():
+        raise DataError(f"{path}: every weight in column {column} is 0: nothing would be trained on.",
+                        fix="positive weights, or data.weight_column=null")
+    return weights
 
 
 def label_values(path: str, header: list[str], rows: list[list[str]], columns: list[str], task: str,

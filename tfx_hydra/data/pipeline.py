@@ -197,7 +197,7 @@ def from_arrays(splits: dict[str, Split], input_shape, num_classes, options: Pip
     as_read = splits
     splits = folded(splits, task.name)  # this job's fold of a cv=kfold sweep; else as they are
     if options.limit is not None:
-        splits["train"] = Split(splits["train"].x[:options.limit], splits["train"].y[:options.limit])
+        splits["train"] = splits["train"].first(options.limit)
     text = splits["train"].x.dtype.kind in "OUS"  # raw strings: no scaling, no float cast
     spec = DataSpec(tuple(int(d) for d in input_shape), int(num_classes), task=task,
                     input_dtype="string" if text else "float32")
@@ -210,12 +210,12 @@ def from_arrays(splits: dict[str, Split], input_shape, num_classes, options: Pip
     spec = dataclasses.replace(spec, input_scale=scale, input_offset=offset, **target_figures(task, splits["train"].y))
 
     def pipeline(name: str, training: bool):
-        split = splits[name]
-        dataset = tf.data.Dataset.from_tensor_slices((split.x, split.y))
+        # (x, y), or the training split's (x, y, weight) when the source read weights: fit weighs its loss
+        dataset = tf.data.Dataset.from_tensor_slices(splits[name].arrays(weighed=training))
         # in-memory data has no files to shard: DATA unless the user said otherwise
         shard = "data" if options.shard_policy == "auto" else options.shard_policy
         return finish(dataset, dataclasses.replace(options, shard_policy=shard), training=training,
-                      num_examples=len(split.x), cache_suffix=f".{name}", augment=augment)
+                      num_examples=len(splits[name].x), cache_suffix=f".{name}", augment=augment)
 
     count = {name: examples_read(options, len(split.x)) for name, split in splits.items()}
     return Datasets(train=pipeline("train", True), validation=pipeline("validation", False),

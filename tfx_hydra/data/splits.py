@@ -15,6 +15,14 @@ from tfx_hydra.validation import require_choice, require_fraction
 class Split:
     x: np.ndarray
     y: np.ndarray
+    w: np.ndarray | None = None  # each example's weight in the training loss (csv's data.weight_column)
+
+    def first(self, count: int) -> "Split":
+        return Split(self.x[:count], self.y[:count], None if self.w is None else self.w[:count])
+
+    def arrays(self, weighed: bool) -> tuple:
+        """What tf.data slices: (x, y), or (x, y, w) for a weighed split that has weights."""
+        return (self.x, self.y, self.w) if weighed and self.w is not None else (self.x, self.y)
 
 
 NORMALIZATIONS = ("scale", "standardize", "none")

@@ -86,7 +86,7 @@ class TFLiteExport:
             converter.target_spec.supported_types = [tf.float16]
         if self.quantization == "int8":
             examples = datasets.train.unbatch().take(self.representative_examples).batch(1)
-            converter.representative_dataset = lambda: ([inputs] for inputs, _ in examples)
+            converter.representative_dataset = lambda: ([inputs] for inputs, *_ in examples)
 
     def _predictor(self):
         from ai_edge_litert.interpreter import Interpreter

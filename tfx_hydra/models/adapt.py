@@ -15,7 +15,7 @@ def adapt_to_training_split(model, datasets) -> list[str]:
     adapted = []
     for layer in model._flatten_layers(include_self=False):
         if not_adapted(layer, keras):
-            layer.adapt(datasets.train.map(lambda inputs, labels: inputs))
+            layer.adapt(datasets.train.map(lambda inputs, *labels_and_weights: inputs))
             adapted.append(layer.name)
     return adapted
 
