@@ -17,7 +17,7 @@ import re
 import statistics
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 import numpy as np
@@ -77,15 +77,13 @@ def folded(splits: dict, task: str) -> dict:
     if splits["validation"] is splits["test"]:
         raise DataError("cv=kfold pools the training and validation splits, and this source validates on its "
                         "test split: the test split would be trained on.", fix="data.validation_split=0.1")
-    from tfx_hydra.data.splits import Split
-
     train, validation = splits["train"], splits["validation"]
     x, y = np.concatenate([train.x, validation.x]), np.concatenate([train.y, validation.y])
     held = fold_indices(y, cv.folds, cv.fold, seed, stratified=cv.stratified and task in STRATIFIED_TASKS)
     kept = np.setdiff1d(np.arange(len(y)), held)
     w = None if train.w is None else np.concatenate([train.w, validation.w])
-    return {**splits, "train": Split(x[kept], y[kept], None if w is None else w[kept]),
-            "validation": Split(x[held], y[held], None if w is None else w[held])}
+    return {**splits, "train": replace(train, x=x[kept], y=y[kept], w=None if w is None else w[kept]),
+            "validation": replace(validation, x=x[held], y=y[held], w=None if w is None else w[held])}
 
 
 def fold_indices(y, folds: int, fold: int, seed: int, stratified: bool):

@@ -12,15 +12,8 @@ import os
 from contextlib import contextmanager
 from typing import Iterator
 
+from tfx_hydra.process import signals
 from tfx_hydra.process.faults import as_disk_full, describe_error, disk_full_said
-from tfx_hydra.process.signals import (
-    Interrupted,
-    interrupt_on_signals,
-    interrupt_received,
-    raise_missed_interrupt,
-    restore_handlers,
-    uninterrupted,
-)
 from tfx_hydra.schemas import TrackingConfig
 from tfx_hydra.tracking.lost_runs import close_lost_runs, process_tags
 from tfx_hydra.tracking.mlflow_tracker import MlflowTracker
@@ -63,22 +56,22 @@ def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str], r
     if sweep_job is not None:  # nested under the sweep's parent run in the MLflow UI
         tags |= sweep_job.run_tags()
     tracker = None
-    previous_handlers = interrupt_on_signals()
+    previous_handlers = signals.interrupt_on_signals()
     try:
-        with uninterrupted():  # a run is created (or taken up) whole, or not at all
+        with signals.uninterrupted():  # a run is created (or taken up) whole, or not at all
             tracker = _start_or_resume(client, experiment_id, uri, launch_dir, run_name, tags, resume_key,
                                        offline_dir)
         sampled = config.system_metrics
         with system_metrics(tracker.run_id, uri, sampled.interval if sampled.enabled else None,
                             resumed=tracker.resumed_backup_dir is not None):
             yield tracker
-        raise_missed_interrupt()  # a Ctrl-C a finalizer swallowed ends the run KILLED, not FINISHED
+        signals.raise_missed_interrupt()  # a Ctrl-C a finalizer swallowed ends the run KILLED, not FINISHED
     except KeyboardInterrupt as err:
-        interrupt_received()
+        signals.interrupt_received()
         name = err.args[0] if err.args else "SIGINT"
         if tracker is not None:
             end_quietly(tracker, "KILLED", f"interrupted ({name})")
-        if isinstance(err, Interrupted):
+        if isinstance(err, signals.Interrupted):
             command = sweep_job.resume_command if sweep_job is not None else tags.get("command")
             err.resume_hint = resume_hint(name, tracker, command, in_sweep=sweep_job is not None)
         raise
@@ -92,7 +85,7 @@ def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str], r
     else:
         tracker.end("FINISHED")
     finally:
-        restore_handlers(previous_handlers)
+        signals.restore_handlers(previous_handlers)
 
 
 def resume_hint(signal_name: str, tracker: MlflowTracker | None, command: str | None, in_sweep: bool = False) -> str:
