@@ -35,9 +35,10 @@ def validate(cfg: DictConfig) -> Settings:
         raise ConfigError("trainer.keep_best and optimizer.ema both choose the weights a run ends with: the best "
                           "epoch's, or the average's.", fix="one of them: trainer.keep_best.enabled=false or "
                           "optimizer.ema.enabled=false")
-    if sections["trainer"].class_weight is not None and OmegaConf.select(cfg, "data.weight_column", default=None):
-        raise ConfigError("trainer.class_weight and data.weight_column both weigh the training examples, and Keras "
-                          "takes one or the other.", fix="one of them: fold the class weights into the weight column, "
+    weighed = [f"data.{key}" for key in ("weight_column", "weight_key") if OmegaConf.select(cfg, f"data.{key}")]
+    if sections["trainer"].class_weight is not None and weighed:
+        raise ConfigError(f"trainer.class_weight and {weighed[0]} both weigh the training examples, and Keras takes "
+                          "one or the other.", fix="one of them: fold the class weights into the examples' weights, "
                           "or trainer.class_weight=null")
     return Settings(seed=seed, **sections)
 

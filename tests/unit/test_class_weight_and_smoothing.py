@@ -207,3 +207,30 @@ def test_class_weights_and_a_weight_column_together_are_refused_before_anything_
     with pytest.raises(ConfigError, match=r"both weigh the training examples.*\n  Fix: one of them"):
         validate(compose(["data=csv", "data.path=/x.csv", "data.input_shape=[3]", "data.num_classes=3",
                           "data.weight_column=weight", "trainer.class_weight=balanced"]))
+
+
+def test_a_tfrecord_weight_feature_weighs_the_training_loss_and_nothing_else(tmp_path):
+    import tensorflow as tf
+
+    from tfx_hydra.data import tfrecord
+
+    rng = np.random.default_rng(1)
+    with tf.io.TFRecordWriter(str(tmp_path / "train-0.tfrecord")) as writer:
+        for i in range(240):
+            features = {"inputs": tf.train.Feature(float_list=tf.train.FloatList(value=rng.normal(size=4))),
+                        "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[i % 3])),
+                        "w": tf.train.Feature(float_list=tf.train.FloatList(value=[float(i % 4)]))}
+            writer.write(tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString())
+    data = tfrecord(str(tmp_path / "train-*.tfrecord"), None, [4], 3, 16, 0, weight_key="w")
+    assert len(data.train.element_spec) == 3
+    assert len(data.validation.element_spec) == 2 and len(data.test.element_spec) == 2
+    trainer = TrainerConfig(epochs=1, verbose=False, tensorboard=False, backup=False)
+    model = still_mlp(data, trainer)
+    x, y, w = (np.concatenate(part) for part in zip(*[(np.asarray(a), np.asarray(b), np.asarray(c))
+                                                      for a, b, c in data.train]))
+    assert sorted(np.unique(w)) == [0.0, 1.0, 2.0, 3.0]
+    losses = -np.log(model.predict(x, verbose=0).astype(np.float64)[np.arange(len(y)), y])
+    history = train(model, data, trainer, RecordingTracker())
+    assert history.history["loss"][0] == pytest.approx(np.mean(w * losses), rel=1e-4)
+    with pytest.raises(DataError, match=r"data.label_key=label, data.weight_key=weight"):  # a feature the files lack
+        tfrecord(str(tmp_path / "train-*.tfrecord"), None, [4], 3, 16, 0, weight_key="weight")

@@ -30,6 +30,12 @@ def require_finite_arrays(arrays: dict[str, np.ndarray], source: str) -> None:
                         fix=NON_FINITE_FIX)
 
 
+def checked_examples(options) -> int | None:
+    """How many examples of each split a streamed source checks for NaN/inf before training."""
+    batches = options.check_finite_batches
+    return None if batches is None else batches * options.batch_size
+
+
 def first_non_finite(dataset, examples: int | None):
     """(example index, position, value) of the first example among the first `examples` of an
     unbatched (inputs, label) dataset whose inputs hold NaN/inf, in the dataset's order; or None."""
@@ -38,7 +44,7 @@ def first_non_finite(dataset, examples: int | None):
     if examples is not None:
         dataset = dataset.take(examples)
     seen = 0
-    for inputs, _ in dataset.batch(CHECK_BATCH):
+    for inputs, *_ in dataset.batch(CHECK_BATCH):  # (inputs, label) or (inputs, label, weight)
         finite = tf.reshape(tf.math.is_finite(inputs), (tf.shape(inputs)[0], -1))
         rows = tf.reduce_all(finite, axis=1)
         if not bool(tf.reduce_all(rows)):

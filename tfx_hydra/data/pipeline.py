@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from tfx_hydra.cv import folded
-from tfx_hydra.data.finite import require_finite_stream
+from tfx_hydra.data.finite import checked_examples, require_finite_stream
 from tfx_hydra.data.splits import Split, normalize_arrays, target_figures
 from tfx_hydra.errors import ConfigError, DataError
 from tfx_hydra.task import Classification, Task
@@ -139,6 +139,8 @@ def finish(dataset, options: PipelineOptions, *, training: bool, num_examples: i
     by tf.data, with a warning per epoch and split)."""
     import tensorflow as tf
 
+    if not training and isinstance(dataset.element_spec, tuple) and len(dataset.element_spec) == 3:
+        dataset = dataset.map(lambda inputs, label, weight: (inputs, label))  # metrics are measured unweighted
     if options.limit_batches is not None and num_examples:
         num_examples = examples_read(options, num_examples)
         dataset = dataset.take(num_examples)
@@ -285,12 +287,6 @@ def check_against_spec(name: str, shape: Sequence[int], count: int, spec: DataSp
     if tuple(shape) != spec.input_shape:
         raise DataError(f"data.input_shape={list(spec.input_shape)} does not match the data: {name} examples have "
                         f"shape {list(shape)}.", fix=f"data.input_shape={list(shape)}".replace(" ", ""))
-
-
-def checked_examples(options: PipelineOptions) -> int | None:
-    """How many examples of each split a streamed source checks for NaN/inf before training."""
-    batches = options.check_finite_batches
-    return None if batches is None else batches * options.batch_size
 
 
 def require_a_batch(num_train: int, batch_size: int) -> None:

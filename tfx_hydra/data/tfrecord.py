@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tfx_hydra.data.finite import first_non_finite, non_finite_example
+from tfx_hydra.data.finite import checked_examples, first_non_finite, non_finite_example
 from tfx_hydra.data.lineage import DataRead, common_folder, files_read
 from tfx_hydra.data.pipeline import (
     FILE_NORMALIZATIONS,
@@ -22,7 +22,6 @@ from tfx_hydra.data.pipeline import (
     PIXEL_SCALE,
     Datasets,
     DataSpec,
-    checked_examples,
     options_from,
     streamed_datasets,
 )
@@ -35,11 +34,12 @@ FEATURE_KINDS = ("image", "dense")
 
 def tfrecord(train_files, test_files, input_shape, num_classes, batch_size, seed, validation_files=None,
              validation_split=0.1, test_split=0.2, kind="dense", inputs_key="inputs", label_key="label",
-             normalization="scale", raw_scale=1.0, task="classification", **pipeline) -> Datasets:
+             normalization="scale", raw_scale=1.0, task="classification", weight_key=None, **pipeline) -> Datasets:
     """TFRecord files of tf.train.Examples: `inputs_key` holds the input (float values for
     kind=dense, encoded PNG/JPEG bytes for kind=image) and `label_key` the label: an integer class
     (classification), or num_classes floats (binary: one 0/1; multilabel: a multi-hot row; regression:
     the targets), as data.to_tfrecord writes them. The first record's label is checked against the task.
+    `weight_key`: a float feature, each example's weight in the training loss (the other splits unweighted).
 
     Splits without files of their own are carved off the training files' first records
     (validation_split / test_split of them), in file order, before shuffling.
@@ -56,8 +56,9 @@ def tfrecord(train_files, test_files, input_shape, num_classes, batch_size, seed
                "test": expand_globs("data.test_files", test_files) if test_files else None}
     per_file = {name: record_counts(files) for name, files in sources.items() if files}
     counts = {name: sum(files) for name, files in per_file.items()}
-    parse = example_parser(kind, inputs_key, label_key, spec)
-    check_first_example(sources["train"][0], parse, spec, inputs_key, label_key)
+    parse = example_parser(kind, inputs_key, label_key, spec, weight_key)
+    check_first_example(sources["train"][0], parse, spec, inputs_key, f"{label_key}" + (
+        f", data.weight_key={weight_key}" if weight_key else ""))
     if options.check_finite and kind == "dense":  # decoded images are integers: never NaN
         for name, files in sources.items():
             if files:
@@ -158,9 +159,9 @@ def carve_splits(counts: dict[str, int], validation_split: float, test_split: fl
     return carved
 
 
-def example_parser(kind: str, inputs_key: str, label_key: str, spec: DataSpec):
+def example_parser(kind: str, inputs_key: str, label_key: str, spec: DataSpec, weight_key: str | None = None):
     """tf.train.Example bytes -> (float32 input of the spec's shape, scaled; the task's label: an int64 class,
-    or num_classes float32 values).
+    or num_classes float32 values[; the float32 weight under `weight_key`]).
     Dense records parse in batches (`parse.batched`): per example, parsing 784 floats capped
     streaming at ~10k examples/s on 2 cores, well under what a small model trains at."""
     import tensorflow as tf
@@ -173,16 +174,20 @@ def example_parser(kind: str, inputs_key: str, label_key: str, spec: DataSpec):
     classes = spec.task.name == "classification"
     features[label_key] = (tf.io.FixedLenFeature([], tf.int64) if classes
                            else tf.io.FixedLenFeature([spec.num_classes], tf.float32))
+    if weight_key:
+        features[weight_key] = tf.io.FixedLenFeature([], tf.float32)
+
+    def labelled(inputs, example):
+        return (inputs, example[label_key], example[weight_key]) if weight_key else (inputs, example[label_key])
 
     def parse_dense_batch(records):
         examples = tf.io.parse_example(records, features)
-        inputs = tf.reshape(examples[inputs_key], (-1, *spec.input_shape))
-        return inputs * spec.input_scale, examples[label_key]
+        return labelled(tf.reshape(examples[inputs_key], (-1, *spec.input_shape)) * spec.input_scale, examples)
 
     def parse_image(record):
         example = tf.io.parse_single_example(record, features)
         inputs = decode_image(example[inputs_key], spec.input_shape)
-        return tf.cast(inputs, tf.float32) * spec.input_scale, example[label_key]
+        return labelled(tf.cast(inputs, tf.float32) * spec.input_scale, example)
 
     parse = parse_dense_batch if kind == "dense" else parse_image
     parse.batched = kind == "dense"
@@ -205,7 +210,7 @@ def check_first_example(path: str, parse, spec: DataSpec, inputs_key: str, label
 
     try:
         record = next(iter(tf.data.TFRecordDataset(path).take(1)))
-        inputs, label = parse(record[tf.newaxis]) if getattr(parse, "batched", False) else parse(record)
+        inputs, label, *weight = parse(record[tf.newaxis]) if getattr(parse, "batched", False) else parse(record)
         label = tf.reshape(label, [-1]).numpy()
     except StopIteration:
         raise DataError(f"the TFRecord file {path} is empty.", fix="leave it out of data.train_files") from None
