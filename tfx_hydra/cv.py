@@ -93,7 +93,7 @@ def fold_indices(y, folds: int, fold: int, seed: int, stratified: bool):
 
     labels = np.asarray(y).reshape(len(y), -1)[:, 0]
     if stratified:
-        smallest = np.bincount(np.rint(labels).astype(int)).min(initial=len(labels))
+        smallest = int(np.unique(labels, return_counts=True)[1].min())  # among the classes present
         if smallest < folds:
             raise DataError(f"cv.folds={folds} stratified: a class has only {smallest} examples in the training "
                             "and validation splits, fewer than the folds.",

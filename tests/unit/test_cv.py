@@ -31,6 +31,7 @@ def test_a_class_rarer_than_the_folds_is_refused_when_stratified():
     with pytest.raises(DataError, match=r"a class has only 2 examples.*\n  Fix: cv.folds=2 \(or cv.stratified=false\)"):
         fold_indices(np.array([0] * 20 + [1] * 2), 5, 0, seed=0, stratified=True)
     assert len(fold_indices(np.array([0] * 20 + [1] * 2), 5, 0, seed=0, stratified=False)) in (4, 5)
+    assert len(fold_indices(np.array([0] * 10 + [2] * 10), 5, 0, seed=0, stratified=True)) == 4  # class 1 absent
 
 
 def splits(n_train=80, n_validation=20, n_test=30):
