@@ -155,6 +155,8 @@ def require_sqlite_file(key: str, path: str, what: str, tables: Sequence[str] = 
         with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as connection:
             found = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     except sqlite3.DatabaseError as err:
+        if os.path.exists(f"{path}-journal") and "readonly" in str(err):  # SQLITE_READONLY_ROLLBACK: a writer
+            return  # killed mid-transaction left its hot journal; the store's own connection rolls it back
         raise error(f"{key}: {path} is not an SQLite database ({err}), so it cannot be the {what}; nothing "
                           "was written into it.", fix=fix) from None
     missing = [table for table in tables if table not in found]

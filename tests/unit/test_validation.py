@@ -15,6 +15,7 @@ from tfx_hydra.validation import (
     require_positive,
     require_positive_or_auto,
     require_range,
+    require_sqlite_file,
     require_writable_folder,
 )
 
@@ -88,3 +89,26 @@ def test_paths_a_run_reads_and_writes_are_checked_before_it_starts(tmp_path):
         f"ConfigError: data.cache={a_file}/cache cannot be written: {a_file} is a file.\n"
         "  Fix: data.cache=<a writable folder>")
     require_writable_folder("export.savedmodel.export_dir", "new/sub", str(tmp_path / "new" / "sub"), create=True)
+
+
+def test_a_store_a_killed_writer_left_with_its_hot_journal_is_not_called_damaged(tmp_path):
+    """kill -9 during a write leaves `<db>-journal`; a read-only open cannot roll it back (SQLITE_READONLY_ROLLBACK),
+    which read as 'not an SQLite database' and refused the store for good (a flaky search resume showed it). The
+    store's own, writable connection rolls it back; the check lets it through."""
+    import shutil
+    import sqlite3
+
+    writer = sqlite3.connect(tmp_path / "live.db")
+    writer.execute("CREATE TABLE experiments (x)")
+    writer.executemany("INSERT INTO experiments VALUES (?)", [(i,) for i in range(100)])
+    writer.commit()
+    writer.execute("PRAGMA cache_size=1")  # the transaction spills into the file: its journal is needed
+    writer.execute("BEGIN")
+    writer.executemany("INSERT INTO experiments VALUES (?)", [(str(i) * 50,) for i in range(5000)])
+    for suffix in ("", "-journal"):  # the files as a kill -9 leaves them: mid-transaction, no lock held
+        shutil.copy(tmp_path / f"live.db{suffix}", tmp_path / f"killed.db{suffix}")
+    writer.close()
+    require_sqlite_file("tracking.uri", str(tmp_path / "killed.db"), "MLflow store", tables=["experiments"])
+    reopened = sqlite3.connect(tmp_path / "killed.db")
+    assert reopened.execute("SELECT count(*) FROM experiments").fetchone() == (100,)  # rolled back, whole
+    reopened.close()
