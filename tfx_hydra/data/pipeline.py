@@ -140,7 +140,7 @@ def finish(dataset, options: PipelineOptions, *, training: bool, num_examples: i
     import tensorflow as tf
 
     if not training and isinstance(dataset.element_spec, tuple) and len(dataset.element_spec) == 3:
-        dataset = dataset.map(lambda inputs, label, weight: (inputs, label))  # metrics are measured unweighted
+        dataset = dataset.map(lambda inputs, label, weight: (inputs, label))  # fit weighs its loss; metrics are not
     if options.limit_batches is not None and num_examples:
         num_examples = examples_read(options, num_examples)
         dataset = dataset.take(num_examples)
@@ -212,8 +212,8 @@ def from_arrays(splits: dict[str, Split], input_shape, num_classes, options: Pip
     spec = dataclasses.replace(spec, input_scale=scale, input_offset=offset, **target_figures(task, splits["train"].y))
 
     def pipeline(name: str, training: bool):
-        # (x, y), or the training split's (x, y, weight) when the source read weights: fit weighs its loss
-        dataset = tf.data.Dataset.from_tensor_slices(splits[name].arrays(weighed=training))
+        # (x, y), or (x, y, weight) when the source read weights: finish() keeps them for training only
+        dataset = tf.data.Dataset.from_tensor_slices(splits[name].arrays())
         # in-memory data has no files to shard: DATA unless the user said otherwise
         shard = "data" if options.shard_policy == "auto" else options.shard_policy
         return finish(dataset, dataclasses.replace(options, shard_policy=shard), training=training,

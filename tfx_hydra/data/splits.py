@@ -20,9 +20,9 @@ class Split:
     def first(self, count: int) -> "Split":
         return Split(self.x[:count], self.y[:count], None if self.w is None else self.w[:count])
 
-    def arrays(self, weighed: bool) -> tuple:
-        """What tf.data slices: (x, y), or (x, y, w) for a weighed split that has weights."""
-        return (self.x, self.y, self.w) if weighed and self.w is not None else (self.x, self.y)
+    def arrays(self) -> tuple:
+        """What tf.data slices: (x, y), or (x, y, w) when the split has weights."""
+        return (self.x, self.y) if self.w is None else (self.x, self.y, self.w)
 
 
 NORMALIZATIONS = ("scale", "standardize", "none")

@@ -57,8 +57,7 @@ def tfrecord(train_files, test_files, input_shape, num_classes, batch_size, seed
     per_file = {name: record_counts(files) for name, files in sources.items() if files}
     counts = {name: sum(files) for name, files in per_file.items()}
     parse = example_parser(kind, inputs_key, label_key, spec, weight_key)
-    check_first_example(sources["train"][0], parse, spec, inputs_key, f"{label_key}" + (
-        f", data.weight_key={weight_key}" if weight_key else ""))
+    check_first_example(sources["train"][0], parse, spec, inputs_key, label_key, weight_key)
     if options.check_finite and kind == "dense":  # decoded images are integers: never NaN
         for name, files in sources.items():
             if files:
@@ -204,7 +203,8 @@ def decode_image(data, shape: tuple[int, ...]):
     return image if len(shape) == 3 else tf.squeeze(image, -1)
 
 
-def check_first_example(path: str, parse, spec: DataSpec, inputs_key: str, label_key: str) -> None:
+def check_first_example(path: str, parse, spec: DataSpec, inputs_key: str, label_key: str,
+                        weight_key: str | None = None) -> None:
     """Parse one record now: a wrong feature key or shape is a config mistake, said before training."""
     import tensorflow as tf
 
@@ -218,6 +218,7 @@ def check_first_example(path: str, parse, spec: DataSpec, inputs_key: str, label
         message = getattr(err, "message", str(err)).splitlines()[0]
         raise DataError(
             f"the first record of {path} does not parse as data.inputs_key={inputs_key}, data.label_key={label_key}, "
+            + (f"data.weight_key={weight_key}, " if weight_key else "") +
             f"data.input_shape={list(spec.input_shape)}: {message}",
             fix="declare the keys, data.kind (dense | image) and data.input_shape the files were written with "
             "(to_tfrecord writes them into the data option it writes beside the files)",

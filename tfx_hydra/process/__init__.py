@@ -12,12 +12,12 @@ but errors.py.
 
 from tfx_hydra.process.faults import as_disk_full, describe_error, disk_full_error, disk_full_said, full_disk_path
 from tfx_hydra.process.signals import (
-                                      Interrupted,
-                                      interrupt_on_signals,
-                                      interrupt_received,
-                                      raise_missed_interrupt,
-                                      restore_handlers,
-                                      uninterrupted,
+    Interrupted,
+    interrupt_on_signals,
+    interrupt_received,
+    raise_missed_interrupt,
+    restore_handlers,
+    uninterrupted,
 )
 
 __all__ = ["Interrupted", "as_disk_full", "describe_error", "disk_full_error", "disk_full_said", "full_disk_path",
