@@ -7,6 +7,8 @@ real tracker (tests/unit/test_tracker.py checks both against the protocol).
 
 from __future__ import annotations
 
+import os
+import signal
 from typing import Any
 
 
@@ -73,3 +75,12 @@ class StopAfterEpoch(RecordingTracker):
         if epoch == self.stop:
             raise RuntimeError("stopped here")
         super().log_epoch(epoch, logs)
+
+
+class CtrlCInAFinalizer:
+    """Fault injection: Ctrl-C arriving while Python runs a finalizer (TensorFlow frees iterators and
+    tensors through __del__ by the thousand): Python prints the KeyboardInterrupt and drops it."""
+
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGINT)
+        sum(range(100))  # bytecode after the signal: its handler runs here, inside the finalizer

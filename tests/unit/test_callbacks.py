@@ -193,7 +193,7 @@ def test_a_resume_logs_the_backed_up_epochs_mlflow_never_got_and_no_epoch_twice(
 def test_a_ctrl_c_a_finalizer_swallowed_mid_epoch_stops_the_fit_at_that_batch(data):
     """Fault injection: Ctrl-C lands in a finalizer at batch 3 (Python drops the KeyboardInterrupt there);
     the fit must still stop at that batch, not train on."""
-    from tests.unit.process.test_signals import CtrlCInAFinalizer
+    from tests.helpers.fakes import CtrlCInAFinalizer
     from tfx_hydra.process import interrupt_on_signals, restore_handlers
 
     seen = []

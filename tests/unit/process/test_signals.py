@@ -8,6 +8,7 @@ import signal
 import pytest
 
 from tests.helpers import mlflow_client, mlflow_runs
+from tests.helpers.fakes import CtrlCInAFinalizer
 from tfx_hydra.schemas import TrackingConfig
 from tfx_hydra.tracking import tracked_run
 
@@ -34,15 +35,6 @@ def test_a_signal_during_a_store_write_waits_for_it_then_ends_the_run_killed(tmp
     assert run.data.tags["error"] == f"interrupted ({signal.Signals(signum).name})"
     assert [m.value for m in client.get_metric_history(run.info.run_id, "loss")] == [0.5]
     assert {sig: signal.getsignal(sig) for sig in before} == before  # the run's handlers were its own only
-
-
-class CtrlCInAFinalizer:
-    """Fault injection: Ctrl-C arriving while Python runs a finalizer (TensorFlow frees iterators and
-    tensors through __del__ by the thousand): Python prints the KeyboardInterrupt and drops it."""
-
-    def __del__(self):
-        os.kill(os.getpid(), signal.SIGINT)
-        sum(range(100))  # bytecode after the signal: its handler runs here, inside the finalizer
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the dropped interrupt, as planted
