@@ -44,6 +44,9 @@ def cli_env() -> dict[str, str]:
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     env["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
+    # the tests' `mlflow server` / `mlflow ui` run no server-side jobs: without this, MLflow 3 starts three
+    # job-runner processes (huey consumers) beside each server, each importing MLflow on the tests' two cores
+    env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] = "false"
     return env
 
 
