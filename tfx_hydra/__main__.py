@@ -18,6 +18,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from tfx_hydra.config import composition_error
 from tfx_hydra.console import held_job_error_line, native_lines_to_log, quiet_libraries
+from tfx_hydra.errors import LOST_WORKER_ERRORS  # a lost sweep job: the sweep's own report names it and the resume
 
 
 @hydra.main(version_base="1.3", config_path="pkg://tfx_hydra.conf", config_name="config")
@@ -27,9 +28,6 @@ def hydra_main(cfg: DictConfig) -> float:
     return run(cfg)
 
 
-# What Hydra's launchers raise when a job's process died (joblib tears down its pool, submitit finds
-# no result): the sweep's own report names the lost jobs and the command that resumes.
-LOST_WORKER_ERRORS = ("TerminatedWorkerError", "BrokenProcessPool", "UncompletedJobError", "FailedJobError")
 
 
 def main() -> None:

@@ -15,6 +15,10 @@ from typing import Any
 
 from hydra.errors import CompactHydraException
 
+# What Hydra's launchers raise when a job's process died (joblib tears down its pool, submitit finds
+# no result): by exception name, so that nothing here imports joblib or submitit.
+LOST_WORKER_ERRORS = ("TerminatedWorkerError", "BrokenProcessPool", "UncompletedJobError", "FailedJobError")
+
 
 class TfxHydraError(CompactHydraException):
     """Base class: a mistake in the user's input or environment, not in our code."""

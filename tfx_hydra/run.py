@@ -41,9 +41,11 @@ from tfx_hydra.settings import validate, validate_section
 from tfx_hydra.strategy import Setup, is_chief, plan_batches
 
 
-def run(cfg: DictConfig) -> float | list[float] | sweeps.PrunedResult:
+def run(cfg: DictConfig) -> float | list[float] | sweeps.PrunedResult | sweeps.WorkerReport:
     """Run the experiment `cfg` describes; return the sweep objective (`sweep.metric`: one value,
     or one per metric), or, for a search's trial its pruner stopped, how far it got."""
+    if sweeps.is_search_worker(cfg):  # a search's worker job: it runs trial after trial, each through run()
+        return sweeps.serve_trials(cfg, run)
     settings = preflight(cfg)
     if cfg.mode == "evaluate":
         return evaluate_export(cfg, settings)

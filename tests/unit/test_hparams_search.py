@@ -55,7 +55,10 @@ def test_a_changed_space_says_which_key_changed():
 @pytest.mark.parametrize("values, message", [
     ({"sampler": "grid"}, "hparams_search.sampler=grid is not one of: tpe, random, gp, cmaes, qmc, nsga2"),
     ({"pruner": "asha"}, "hparams_search.pruner=asha is not one of: median, percentile"),
-    ({"n_trials": 0}, "hparams_search.n_trials=0 is not a positive number of trials"),
+    ({"n_trials": 0}, "hparams_search.n_trials=0 is out of range: expected a positive integer"),
+    ({"workers": 0}, r"hparams_search.workers=0 is out of range: expected a positive integer.\n  Fix: "
+                     r"hparams_search.workers=2 \(or null: trials in batches of n_jobs\)"),
+    ({"max_failure_rate": 1.5}, r"hparams_search.max_failure_rate=1.5 is out of range: expected a number \[0, 1\]"),
     ({"grace_period": 5.0, "heartbeat_interval": 10.0}, "grace_period=5.0 must be longer than"),
     ({"study_name": "a/b"}, "is not a name a folder can take"),
 ])

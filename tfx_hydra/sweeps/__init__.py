@@ -14,7 +14,9 @@ runs it. A sweep is one parent MLflow run with a child run per job.
 MLflow or Optuna): Hydra imports the callback and the sweeper for `--help` too.
 """
 
-from tfx_hydra.sweeps.hparams_search import Pruned, PrunedResult, reporting_trial
+from tfx_hydra.sweeps.hparams_search import Pruned, PrunedResult, WorkerReport, reporting_trial
+from tfx_hydra.sweeps.hparams_search import is_worker as is_search_worker
+from tfx_hydra.sweeps.hparams_search import serve as serve_trials
 from tfx_hydra.sweeps.job import (
                                   SweepJob,
                                   current_job,
@@ -25,6 +27,6 @@ from tfx_hydra.sweeps.job import (
                                   require_multirun_for_search,
 )
 
-__all__ = ["Pruned", "PrunedResult", "SweepJob", "current_job", "finished_objective", "objective",
-           "record_objective", "reporting_trial", "require_known_metric",
-           "require_multirun_for_search"]
+__all__ = ["Pruned", "PrunedResult", "SweepJob", "WorkerReport", "current_job", "finished_objective",
+           "is_search_worker", "objective", "record_objective", "reporting_trial", "require_known_metric",
+           "require_multirun_for_search", "serve_trials"]

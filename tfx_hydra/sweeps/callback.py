@@ -114,9 +114,10 @@ class SweepCallback(Callback):
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         record = read_parent_record(str(config.hydra.sweep.dir)) if launch.in_multirun(config) else None
-        if record is None:
+        search = config.get("hparams_search") or {}
+        if record is None or search.get("worker") is not None:  # a search's worker: each of its trials is a job
             return
-        trial = (config.get("hparams_search") or {}).get("trial")  # a search's job: named by its trial
+        trial = search.get("trial")  # a search's job: named by its trial
         num = int(config.hydra.job.num) if trial is None else int(trial)
         name = launch.job_name(num, list(config.hydra.overrides.task), record["swept_keys"], trial=trial is not None)
         announce_job(SweepJob(record["run_id"], num, name, record.get("resume_command", "")))

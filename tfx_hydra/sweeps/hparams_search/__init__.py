@@ -10,7 +10,9 @@ command can reach, so a search resumes after a crash and spreads over machines.
     space.py     hydra.sweeper.params and sweep overrides as Optuna distributions
     study.py     the study: storage, sampler, pruner, the trials it still needs, lost trials
     checks.py    everything checked before the first trial (and before the parent run exists)
-    sweeper.py   OptunaSweeper: Hydra's Sweeper API; ask, launch a batch, tell
+    sweeper.py   OptunaSweeper: Hydra's Sweeper API; ask, launch a batch (or start the workers), tell
+    worker.py    a worker job (hparams_search.workers=N): trials one after another until the study is complete
+    trials.py    asking the study for a trial, telling it how the trial's job ended
     trial.py     a job's side: its live trial, per-epoch pruning, heartbeats
     pruned.py    Pruned (ends a pruned trial's training) and PrunedResult (what its job returns)
     report.py    what the parent run gets: state counts, best and Pareto trials, plots, the best model
@@ -20,5 +22,6 @@ Optuna is imported inside the functions: Hydra imports every sweeper plugin even
 
 from tfx_hydra.sweeps.hparams_search.pruned import Pruned, PrunedResult
 from tfx_hydra.sweeps.hparams_search.trial import reporting_trial
+from tfx_hydra.sweeps.hparams_search.worker import WorkerReport, is_worker, serve
 
-__all__ = ["Pruned", "PrunedResult", "reporting_trial"]
+__all__ = ["Pruned", "PrunedResult", "WorkerReport", "is_worker", "reporting_trial", "serve"]

@@ -23,7 +23,7 @@ from tfx_hydra.sweeps.hparams_search.settings import SearchSettings, is_url, max
 from tfx_hydra.tracking import mask_uri
 
 SWEEPER_TARGET = "hydra_plugins.tfx_hydra_sweeps.OptunaSweeper"
-OWN_KEYS = ("hparams_search.study_name", "hparams_search.trial")  # set per job
+OWN_KEYS = ("hparams_search.study_name", "hparams_search.trial", "hparams_search.worker")  # set per job
 
 
 @dataclass
@@ -50,13 +50,23 @@ class SearchPlan:
 
     def job_overrides(self, number: int, params: dict[str, Any]) -> list[str]:
         """One trial's job: the command's overrides, the trial's values, and where its trial lives."""
-        passed = [o for o in self.fixed if o.split("=", 1)[0].lstrip("+~") not in OWN_KEYS]
+        passed = self.passed()
         # the storage is not passed resolved: the launcher prints every job's overrides, and a URL's
         # password belongs in an ${oc.env:...} the job resolves itself (or in PGPASSWORD)
         own = [f"hparams_search.trial={number}", f"hparams_search.study_name={self.settings.study_name}"]
         if self.register_as:
             own.append("export.register_as=null")
         return [*passed, *(search_space.override(k, v) for k, v in params.items()), *own]
+
+    def worker_overrides(self, worker: str, index: int) -> list[str]:
+        """One worker's job (worker.py): the command's overrides, which worker it is, and a folder of its
+        own beside the trials' (its log: the trials it ran)."""
+        return [*self.passed(), f"hparams_search.worker={worker}",
+                f"hparams_search.study_name={self.settings.study_name}", f"hydra.sweep.subdir=worker_{index}"]
+
+    def passed(self) -> list[str]:
+        """The command's overrides every job gets: all but those set per job."""
+        return [o for o in self.fixed if o.split("=", 1)[0].lstrip("+~") not in OWN_KEYS]
 
 
 def is_search(config: DictConfig) -> bool:

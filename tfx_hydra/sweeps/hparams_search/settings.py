@@ -15,7 +15,7 @@ from typing import Optional
 from omegaconf import DictConfig
 
 from tfx_hydra.errors import ConfigError
-from tfx_hydra.validation import require_choice
+from tfx_hydra.validation import require_choice, require_positive, require_range
 
 SAMPLERS = ("tpe", "random", "gp", "cmaes", "qmc", "nsga2")
 PRUNERS = ("median", "percentile", "successive_halving", "hyperband", "none")
@@ -27,6 +27,7 @@ class SearchSettings:
     n_trials: int = 20                 # the study's total: a re-run of the command runs only the trials missing
     timeout: Optional[float] = None    # seconds after which this command starts no new trial
     n_jobs: int = 1                    # trials launched at once (one launcher batch)
+    workers: Optional[int] = None      # long-lived workers, each running trials one after another (null: batches)
     sampler: str = "tpe"
     pruner: str = "median"
     pruner_args: Optional[dict] = None
@@ -36,22 +37,19 @@ class SearchSettings:
     heartbeat_interval: float = 10.0   # seconds between a running trial's heartbeats
     grace_period: float = 60.0         # a RUNNING trial silent this long lost its process
     trial: Optional[int] = None        # set by the sweeper for each job
+    worker: Optional[str] = None       # set by the sweeper for each worker job: '<command>-<index>'
 
     def __post_init__(self) -> None:
         require_choice("hparams_search.sampler", self.sampler, SAMPLERS)
         require_choice("hparams_search.pruner", self.pruner, PRUNERS)
-        if self.n_trials < 1:
-            raise ConfigError(f"hparams_search.n_trials={self.n_trials} is not a positive number of trials.",
-                              fix="hparams_search.n_trials=20")
-        if self.n_jobs < 1:
-            raise ConfigError(f"hparams_search.n_jobs={self.n_jobs} is not a positive number of jobs.",
-                              fix="hparams_search.n_jobs=2")
-        if not 0.0 <= self.max_failure_rate <= 1.0:
-            raise ConfigError(f"hparams_search.max_failure_rate={self.max_failure_rate} is not between 0 and 1.",
-                              fix="hparams_search.max_failure_rate=0.25")
-        if self.timeout is not None and self.timeout <= 0:
-            raise ConfigError(f"hparams_search.timeout={self.timeout} is not a positive number of seconds.",
-                              fix="hparams_search.timeout=3600 (or null: no limit)")
+        require_positive("hparams_search.n_trials", self.n_trials, 20)
+        require_positive("hparams_search.n_jobs", self.n_jobs, 2)
+        if self.workers is not None:
+            require_positive("hparams_search.workers", self.workers, "2 (or null: trials in batches of n_jobs)")
+        require_range("hparams_search.max_failure_rate", self.max_failure_rate, 0.0, 1.0, 0.25)
+        if self.timeout is not None:
+            require_positive("hparams_search.timeout", self.timeout, "3600 (or null: no limit)", integer=False,
+                             unit="seconds")
         if self.heartbeat_interval <= 0 or self.grace_period <= self.heartbeat_interval:
             raise ConfigError(f"hparams_search.grace_period={self.grace_period} must be longer than "
                               f"hparams_search.heartbeat_interval={self.heartbeat_interval} (both positive seconds): "

@@ -1,14 +1,17 @@
 """OptunaSweeper: Hydra's Sweeper API around an Optuna study, so every Hydra launcher runs its trials.
 
-Each round: fail the trials whose process was lost (and enqueue their parameters again), ask
-for as many trials as the study still needs (at most `n_jobs`), launch them as one batch
-through the launcher, tell Optuna how each ended (COMPLETE with its value(s), PRUNED, FAIL).
-Until the study holds `n_trials`: a re-run of the same command only adds the missing trials;
-a second command on the same study shares the work.
+In batches (the default): each round, fail the trials whose process was lost (and enqueue their
+parameters again), ask for as many trials as the study still needs (at most `n_jobs`), launch them
+as one batch through the launcher, tell Optuna how each ended (COMPLETE with its value(s), PRUNED,
+FAIL). Hydra's launcher API takes a batch and returns when all of its jobs have: a worker whose
+trial ends early (pruned) waits for the batch's slowest.
 
-Hydra's launcher API takes a batch and returns when all of its jobs have: a worker whose trial
-ends early (pruned) waits for the batch's slowest. The time workers spend waiting is measured
-(`sweep.idle_worker_seconds` on the parent run); two commands on one study do not wait for each other.
+With workers (`hparams_search.workers=N`): one batch of N long-lived worker jobs, each running
+trials one after another until the study is complete (worker.py): nobody waits for a batch.
+
+Either way, until the study holds `n_trials`: a re-run of the same command only adds the missing
+trials; a second command on the same study shares the work. The time workers spend with nothing
+to run is measured (`sweep.idle_worker_seconds` on the parent run).
 """
 
 from __future__ import annotations
@@ -16,13 +19,15 @@ from __future__ import annotations
 import logging
 import os
 import time
+import uuid
 from typing import Any
 
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
 from tfx_hydra.console import library_lines_to
-from tfx_hydra.errors import ConfigError, TrainingError
+from tfx_hydra.errors import LOST_WORKER_ERRORS, TrainingError
+from tfx_hydra.sweeps.hparams_search import trials
 from tfx_hydra.sweeps.hparams_search.trial import SECONDS
 from tfx_hydra.sweeps.parent import SWEEP_LOG
 
@@ -65,10 +70,12 @@ class OptunaSweeper(Sweeper):
         study, created = studies.open_study(plan.url, plan.settings, plan.directions, plan.space,
                                             plan.compared_overrides, plan.seed, plan.max_epochs)
         finished, running = studies.progress(study)
+        rounds = Rounds(self, plan, study)
         say(f"tfx_hydra search: study '{plan.settings.study_name}' ({'new' if created else 'resumed'}) in "
             f"{plan.shown_storage}: {finished} of {plan.settings.n_trials} trials finished"
             + (f", {running} running or queued" if running else "")
-            + f"; sampler {plan.settings.sampler}, pruner {plan.settings.pruner}. "
+            + f"; sampler {plan.settings.sampler}, pruner {plan.settings.pruner}"
+            + (f", {rounds.workers} worker{'s' if rounds.workers > 1 else ''}" if rounds.workers else "") + ". "
             f"See it: optuna-dashboard {plan.shown_storage}")
         total = plan.settings.n_trials
         if finished >= total and not running:
@@ -78,11 +85,10 @@ class OptunaSweeper(Sweeper):
             model = self.config.hydra.runtime.choices.get("model")
             say(f"tfx_hydra search: searching {', '.join(plan.space)}; left out of the preset's space, not keys of "
                 f"model={model}: {', '.join(plan.left_out)}")
-        rounds = Rounds(self, plan, study)
         try:
             rounds.run()
         except BaseException:  # Ctrl-C, SIGTERM, a failed batch: its trials are re-run by the next command
-            studies.retry_lost_trials(study, grace_period=-1.0, own=set(), only=rounds.in_flight)
+            rounds.retry_interrupted()
             raise
         with library_lines_to(os.path.join(sweep_dir, SWEEP_LOG), report.__name__, capture_warnings=True):
             report.finish(study, plan, sweep_dir, self.config, rounds.idle_seconds)
@@ -90,12 +96,15 @@ class OptunaSweeper(Sweeper):
 
 
 class Rounds:
-    """The ask-launch-tell loop of one command."""
+    """The ask-launch-tell loop of one command: trials in batches, or batches of workers."""
 
     def __init__(self, sweeper: OptunaSweeper, plan, study) -> None:
         self.sweeper, self.plan, self.study = sweeper, plan, study
         self.settings = plan.settings
-        self.own: set[int] = set()          # trials this command launched
+        self.workers = workers_for(sweeper.config, plan.settings)  # None: trials in batches
+        self.command = f"c{uuid.uuid4().hex[:8]}"  # this command's workers are named after it
+        self.workers_started = 0
+        self.own: set[int] = set()          # trials this command launched (batches)
         self.in_flight: set[int] = set()    # those of the batch the launcher is running now
         self.returns: list[Any] = []
         self.launched = self.failed = 0
@@ -115,7 +124,11 @@ class Rounds:
                     return
                 self.wait_for_others()
                 continue
-            trials = self.ask(min(self.settings.n_jobs, max(missing, 0) + len(queued)))
+            wanted = max(missing, 0) + len(queued)
+            if self.workers:
+                self.launch_workers(min(self.workers, wanted))
+                continue
+            trials = self.ask(min(self.settings.n_jobs, wanted))
             if trials:
                 self.launch(trials)
 
@@ -126,53 +139,59 @@ class Rounds:
         return self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
 
     def ask(self, count: int) -> list:
-        from tfx_hydra.sweeps.hparams_search import study as studies
+        asked = [trials.ask(self.study, self.plan.space, self.settings.n_trials) for _ in range(count)]
+        return [trial for trial in asked if trial is not None]
 
-        trials = []
-        for _ in range(count):
-            trial = self.study.ask(fixed_distributions=self.plan.space)
-            trial.set_user_attr(studies.HEARTBEAT, time.time())  # its job's own heartbeats follow
-            if studies.over_budget(self.study, trial, self.settings.n_trials):
-                continue
-            trials.append(trial)
-        return trials
-
-    def launch(self, trials: list) -> None:
-        overrides = [self.plan.job_overrides(t.number, t.params) for t in trials]
-        self.own.update(t.number for t in trials)
-        self.in_flight = {t.number for t in trials}
+    def launch(self, asked: list) -> None:
+        overrides = [self.plan.job_overrides(t.number, t.params) for t in asked]
+        self.own.update(t.number for t in asked)
+        self.in_flight = {t.number for t in asked}
         started = time.monotonic()
-        returns = self.sweeper.launcher.launch(overrides, initial_job_idx=trials[0].number)
+        returns = self.sweeper.launcher.launch(overrides, initial_job_idx=asked[0].number)
         wall = time.monotonic() - started
-        for trial, job_return in zip(trials, returns):
-            self.tell(trial, job_return)
-        if len(trials) > 1:  # each worker waited from its own trial's end to the batch's
-            ran = [self.study.trials[t.number].user_attrs.get(SECONDS, wall) for t in trials]
+        for trial, job_return in zip(asked, returns):
+            self.launched += 1
+            self.failed += trials.tell(self.study, trial, job_return)
+        if len(asked) > 1:  # each worker waited from its own trial's end to the batch's
+            ran = [self.study.trials[t.number].user_attrs.get(SECONDS, wall) for t in asked]
             self.idle_seconds += sum(max(0.0, wall - seconds) for seconds in ran)
         self.in_flight = set()
         self.returns.extend(returns)
         self.require_failure_rate()
 
-    def tell(self, trial, job_return) -> None:
+    def launch_workers(self, count: int) -> None:
+        """`count` workers as one batch; it returns when the study needs no more trials. A worker whose
+        process died (kill -9, a node lost) leaves its trial to the others, who run it again once its
+        heartbeat is `grace_period` old; this loop starts new workers while trials are missing."""
         from hydra.core.utils import JobStatus
-        from optuna.trial import TrialState
 
-        from tfx_hydra.sweeps.hparams_search.pruned import PrunedResult
-
-        self.launched += 1
-        value = job_return._return_value  # a failed job's is its exception (`.return_value` would raise it)
+        first, self.workers_started = self.workers_started, self.workers_started + count
+        overrides = [self.plan.worker_overrides(f"{self.command}-{i}", i) for i in range(first, first + count)]
         try:
-            if job_return.status == JobStatus.COMPLETED and isinstance(value, PrunedResult):
-                self.study.tell(trial, state=TrialState.PRUNED)
-            elif job_return.status == JobStatus.COMPLETED:
-                self.study.tell(trial, value)
-            else:
-                self.failed += 1
-                self.study.tell(trial, state=TrialState.FAIL)
-        except (ValueError, RuntimeError) as err:  # failed as lost by another command meanwhile
-            log.warning(f"trial {trial.number}: Optuna kept its earlier state ({err})")
-        if job_return.status != JobStatus.COMPLETED and isinstance(value, ConfigError):
-            raise value  # a mistake in the command: every further trial would repeat it
+            returns = self.sweeper.launcher.launch(overrides, initial_job_idx=first)
+        except Exception as err:  # noqa: BLE001 - only a lost process is the search's to survive
+            if type(err).__name__ not in LOST_WORKER_ERRORS:
+                raise
+            log.warning(f"a search worker's process was lost ({type(err).__name__}): its trial runs again once its "
+                        f"heartbeat is {self.settings.grace_period:.0f} s old, and the search goes on")
+            return
+        ended = time.time()
+        for job_return in returns:
+            report = job_return._return_value
+            if job_return.status != JobStatus.COMPLETED:
+                raise report if isinstance(report, BaseException) else TrainingError("a search worker failed")
+            self.launched += report.trials
+            self.failed += report.failed
+            self.idle_seconds += report.waited_seconds + max(0.0, ended - report.ended_at)
+        self.returns.extend(returns)
+
+    def retry_interrupted(self) -> None:
+        """Ctrl-C, SIGTERM, a failed batch: this command's running trials are FAIL, their parameters
+        queued for the command that resumes."""
+        from tfx_hydra.sweeps.hparams_search import study as studies
+
+        only = trials.running_for(self.study, self.command) if self.workers else self.in_flight
+        studies.retry_lost_trials(self.study, grace_period=-1.0, own=set(), only=only)
 
     def require_failure_rate(self) -> None:
         rate = self.failed / self.launched if self.launched else 0.0
@@ -199,3 +218,15 @@ class Rounds:
                 f"{self.settings.grace_period:.0f} s without a heartbeat)")
             self.waiting_said = True
         time.sleep(min(self.settings.heartbeat_interval, 5.0))
+
+
+def workers_for(config: DictConfig, settings) -> int | None:
+    """How many workers this command starts (None: batches). Hydra's basic launcher runs one job at a
+    time, in this process: one worker, which runs the trials one after another."""
+    if settings.workers is None:
+        return None
+    if settings.workers > 1 and str(config.hydra.launcher.get("_target_", "")).endswith("BasicLauncher"):
+        log.warning(f"hparams_search.workers={settings.workers}: Hydra's basic launcher runs one job at a time, so one "
+                    "worker runs the trials; hydra/launcher=parallel (or local_gpus, slurm) runs them side by side")
+        return 1
+    return settings.workers

@@ -1,0 +1,179 @@
+"""hparams_search.workers=N end to end: long-lived workers, each running trials one after another
+against the shared study (no batch waits for its slowest trial), under the basic, joblib and
+submitit_local launchers; a worker killed with -9 (its trial re-run, the other worker goes on) while a
+second command joins the study; Ctrl-C of the command and its resume. Real Hydra multiruns of real
+(tiny) Keras trials, a real Optuna storage and a real MLflow store.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from optuna.trial import TrialState
+
+from tests.helpers import cli_env
+from tests.helpers.in_process import run_cli_in_process
+from tests.helpers.search import (
+    assert_pruned_trials_look_pruned,
+    parent_and_children,
+    search,
+    study_of,
+    wait_for_running_trial,
+)
+
+pytestmark = pytest.mark.slow
+WORKER, PROCESS, RETRY_OF = "tfx_hydra.worker", "tfx_hydra.process", "tfx_hydra.retry_of"
+SWEEP = ("multirun", "mlp-digits")
+
+
+def counted(study) -> list:
+    """The trials that count towards n_trials: all but a lost one that was run again."""
+    retried = {t.user_attrs.get(RETRY_OF) for t in study.trials}
+    return [t for t in study.trials if t.number not in retried]
+
+
+def test_one_worker_in_process_runs_each_trial_as_a_job_of_its_own(tmp_path):
+    """The basic launcher hosts one worker (workers=2 is said and brought down to 1): every trial is
+    still a Hydra job with its folder, log and child run, pruned against the trials before it, and the
+    best trial's model is registered once."""
+    done = run_cli_in_process(search(4, "hparams_search.workers=2", "export.mlflow_model=true",
+                                     "export.register_as=digits_best"), cwd=tmp_path, multirun=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    shown = done.stdout + done.stderr
+    assert "hparams_search.workers=2: Hydra's basic launcher runs one job at a time, so one worker runs the " \
+           "trials" in shown, shown[-3000:]
+    assert "sampler tpe, pruner median, 1 worker." in done.stdout
+
+    study = study_of(tmp_path)
+    assert len(study.trials) == 4 and {t.state for t in study.trials} <= {TrialState.COMPLETE, TrialState.PRUNED}
+    (worker,) = {t.user_attrs[WORKER] for t in study.trials}
+    assert worker.endswith("-0") and all(t.user_attrs[PROCESS].endswith(f":{os.getpid()}") for t in study.trials)
+    client, parent, children = parent_and_children(tmp_path)
+    assert len(children) == 4 and parent.info.status == "FINISHED"
+    assert_pruned_trials_look_pruned(study, client, children)  # each trial reported its epochs to the study
+    sweep = tmp_path.joinpath(*SWEEP)
+    for child in children:  # each trial's own job: folder, overrides, log
+        number = child.data.tags["optuna.trial"]
+        assert child.data.params["paths.output_dir"] == str(sweep / f"trial_{number}")
+        assert f"hparams_search.trial={number}" in (sweep / f"trial_{number}" / ".hydra" / "overrides.yaml").read_text()
+        assert "hparams_search.worker=" not in (sweep / f"trial_{number}" / ".hydra" / "overrides.yaml").read_text()
+        assert "epoch 1/3" in (sweep / f"trial_{number}" / "tfx_hydra.log").read_text()
+    worker_log = (sweep / "worker_0" / "tfx_hydra.log").read_text()
+    assert f"worker {worker}: 4 trials" in worker_log
+    assert not list(sweep.glob("trial_None"))
+    best = next(c for c in children if c.data.tags["optuna.trial"] == str(study.best_trial.number))
+    assert client.get_model_version("digits_best", "1").run_id == best.info.run_id
+    assert "sweep.idle_worker_seconds" in parent.data.metrics
+
+
+def test_two_workers_under_joblib_share_the_study_without_a_batch(tmp_path, capfd):
+    """hydra/launcher=parallel: two worker processes, each asking for its next trial as soon as its own
+    ends. Every trial is one child run, labelled by its job on the shared terminal."""
+    done = run_cli_in_process(["hydra/launcher=parallel", "hydra.launcher.n_jobs=2",
+                               *search(6, "hparams_search.workers=2")], cwd=tmp_path, multirun=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    shown = done.stdout + done.stderr + "".join(capfd.readouterr())
+    study = study_of(tmp_path)
+    assert len(study.trials) == 6 and {t.state for t in study.trials} <= {TrialState.COMPLETE, TrialState.PRUNED}
+    workers = {t.user_attrs[WORKER] for t in study.trials}
+    assert len(workers) == 2 and {w[-2:] for w in workers} == {"-0", "-1"}
+    assert len({t.user_attrs[PROCESS] for t in study.trials}) == 2  # two processes, neither of them this one
+    assert not any(t.user_attrs[PROCESS].endswith(f":{os.getpid()}") for t in study.trials)
+    client, parent, children = parent_and_children(tmp_path)
+    assert sorted(int(c.data.tags["optuna.trial"]) for c in children) == list(range(6))
+    assert parent.info.status == "FINISHED" and parent.data.tags["sweep.launcher"].endswith("JoblibLauncher")
+    assert_pruned_trials_look_pruned(study, client, children)
+    for trial in study.trials:
+        assert f"[job {trial.number}] " in shown, shown[-3000:]  # its lines, labelled by its trial's job
+    idle = parent.data.metrics["sweep.idle_worker_seconds"]
+    busy = sum(t.user_attrs["tfx_hydra.seconds"] for t in study.trials)
+    assert 0.0 <= idle < busy / 2, (idle, busy)  # only the end: one worker finishing while the other trains
+
+
+def test_a_killed_worker_s_trial_runs_again_while_the_other_worker_and_a_second_command_go_on(tmp_path):
+    """submitit_local (hydra/launcher=local_gpus): two worker processes. One is killed with -9 during its
+    trial; the other goes on, and a second command (one worker, in process) joins the study meanwhile.
+    The lost trial's parameters run again once its heartbeat is old; the study ends with its n_trials,
+    every trial a child of the study's one parent, the lost one's run KILLED."""
+    command = [sys.executable, "-m", "tfx_hydra", "-m", "hydra/launcher=local_gpus",
+               "hydra.launcher.gpus_per_node=0", *search(6, "hparams_search.workers=2")]
+    first = subprocess.Popen(command, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        victim = wait_for_running_trial(tmp_path, number=1, process=first, with_run=True)
+        host, pid = victim.user_attrs[PROCESS].rsplit(":", 1)
+        assert int(pid) != first.pid  # a worker's process, not the command's
+        os.kill(int(pid), signal.SIGKILL)
+        killed_at = time.time()
+        joined = run_cli_in_process(search(6, "hparams_search.workers=1"), cwd=tmp_path, multirun=True)
+        out, _ = first.communicate(timeout=300)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait(timeout=30)
+    assert first.returncode == 0, out[-3000:]
+    assert "a search worker's process was lost (UncompletedJobError)" in out, out[-3000:]
+    assert joined.returncode == 0, joined.stderr[-3000:]
+    assert "study 'mlp-digits' (resumed)" in joined.stdout
+
+    study = study_of(tmp_path)
+    lost = study.trials[victim.number]
+    assert lost.state == TrialState.FAIL
+    (retry,) = [t for t in study.trials if t.user_attrs.get(RETRY_OF) == victim.number]
+    assert retry.params == victim.params and retry.state in (TrialState.COMPLETE, TrialState.PRUNED)
+    finished = counted(study)
+    assert len(finished) == 6 and {t.state for t in finished} <= {TrialState.COMPLETE, TrialState.PRUNED}
+    first_command = victim.user_attrs[WORKER].rsplit("-", 1)[0]
+    survivor = {t.user_attrs[WORKER] for t in study.trials if t.user_attrs[WORKER].startswith(first_command)}
+    survivor -= {victim.user_attrs[WORKER]}
+    assert any(t.user_attrs[WORKER] in survivor and t.datetime_start.timestamp() > killed_at for t in study.trials)
+    assert any(not t.user_attrs[WORKER].startswith(first_command) for t in study.trials)  # the second command's
+
+    client, parent, children = parent_and_children(tmp_path)  # one parent for both commands
+    assert {c.data.tags["optuna.trial"] for c in children} == {str(t.number) for t in study.trials}
+    lost_run = next(c for c in children if c.data.tags["optuna.trial"] == str(victim.number))
+    assert lost_run.info.status == "KILLED"
+    assert parent.info.status == "FINISHED"
+
+
+def test_ctrl_c_stops_every_worker_and_the_same_command_resumes_their_trials(tmp_path):
+    """Ctrl-C on the terminal reaches the command and its workers (one process group): the exit status
+    is 130 with the command that resumes, the trials in flight are FAIL and queued, their runs KILLED;
+    the same command again runs their parameters and completes the study."""
+    args = ["hydra/launcher=parallel", "hydra.launcher.n_jobs=2", *search(5, "hparams_search.workers=2")]
+    command = [sys.executable, "-m", "tfx_hydra", "-m", *args]
+    first = subprocess.Popen(command, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        wait_for_running_trial(tmp_path, number=2, process=first, with_run=True)
+        os.killpg(first.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+        out, _ = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait(timeout=30)
+    assert first.returncode == 130, out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
+    stopped = study_of(tmp_path)
+    interrupted = [t for t in stopped.trials if t.state == TrialState.FAIL]
+    assert interrupted and not [t for t in stopped.trials if t.state == TrialState.RUNNING]
+    assert {t.user_attrs.get(RETRY_OF) for t in stopped.trials if t.state == TrialState.WAITING} == {
+        t.number for t in interrupted}  # each queued again, once
+
+    again = run_cli_in_process(args, cwd=tmp_path, multirun=True)
+    assert again.returncode == 0, again.stderr[-3000:]
+    study = study_of(tmp_path)
+    finished = counted(study)
+    assert len(finished) == 5 and {t.state for t in finished} <= {TrialState.COMPLETE, TrialState.PRUNED}
+    for trial in interrupted:
+        (retry,) = [t for t in study.trials if t.user_attrs.get(RETRY_OF) == trial.number]
+        assert retry.params == trial.params
+    client, parent, children = parent_and_children(tmp_path)
+    by_trial = {int(c.data.tags["optuna.trial"]): c for c in children}
+    assert {by_trial[t.number].info.status for t in interrupted} == {"KILLED"}
+    assert parent.info.status == "FINISHED"

@@ -1,0 +1,65 @@
+"""Asking the study for a trial and telling it how the trial's job ended: the same two steps whether
+the sweeper launches trials in batches (sweeper.py) or a worker runs them one after another
+(worker.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from typing import Any
+
+from tfx_hydra.errors import ConfigError
+from tfx_hydra.sweeps.hparams_search import study as studies
+
+log = logging.getLogger(__name__)
+WORKER = "tfx_hydra.worker"  # user attr: the worker running the trial (workers only): '<command>-<index>'
+PROCESS = "tfx_hydra.process"  # user attr: where that worker runs, '<host>:<pid>' (the process to look at, or kill)
+
+
+def ask(study, space: dict[str, Any], n_trials: int, worker: str | None = None):
+    """A new trial (or a queued retry of a lost one) marked alive at once; None when two commands
+    asked at the same instant and the study already holds n_trials (the later one is told FAIL)."""
+    trial = study.ask(fixed_distributions=space)
+    trial.set_user_attr(studies.HEARTBEAT, time.time())  # its job's own heartbeats follow
+    if worker is not None:
+        trial.set_user_attr(WORKER, worker)
+        trial.set_user_attr(PROCESS, f"{socket.gethostname()}:{os.getpid()}")
+    if studies.over_budget(study, trial, n_trials):
+        return None
+    return trial
+
+
+def tell(study, trial, job_return) -> bool:
+    """Tell Optuna how the trial's Hydra job ended: COMPLETE with its value(s), PRUNED, or FAIL.
+    Returns whether it failed. A ConfigError is raised again: a mistake in the command, which
+    every further trial would repeat."""
+    from hydra.core.utils import JobStatus
+    from optuna.trial import TrialState
+
+    from tfx_hydra.sweeps.hparams_search.pruned import PrunedResult
+
+    value = job_return._return_value  # a failed job's is its exception (`.return_value` would raise it)
+    failed = job_return.status != JobStatus.COMPLETED
+    try:
+        if not failed and isinstance(value, PrunedResult):
+            study.tell(trial, state=TrialState.PRUNED)
+        elif not failed:
+            study.tell(trial, value)
+        else:
+            study.tell(trial, state=TrialState.FAIL)
+    except (ValueError, RuntimeError) as err:  # failed as lost by another command meanwhile
+        log.warning(f"trial {trial.number}: Optuna kept its earlier state ({err})")
+    if failed and isinstance(value, ConfigError):
+        raise value
+    return failed
+
+
+def running_for(study, command: str) -> set[int]:
+    """The RUNNING trials of this command's workers: theirs to retry when the command is interrupted."""
+    from optuna.trial import TrialState
+
+    return {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+            if str(t.user_attrs.get(WORKER, "")).startswith(f"{command}-")}

@@ -1,0 +1,140 @@
+"""A search worker (`hparams_search.workers=N`): one long-lived job that runs trials one after
+another against the shared study (ask, compose, train, tell) until the study holds n_trials.
+
+Why: Hydra's launcher API is batch-synchronous, so a batch of trials waits for its slowest, and
+with pruning the spread within a batch is the rule. A worker never waits for another's trial: it
+asks for the next one as soon as its own ends. The sweeper starts N workers as one launcher batch
+(local processes, one per GPU, Slurm jobs): the launcher does the process management.
+
+Each trial is still a Hydra job of its own: its config is composed from the sweep's (multirun.yaml)
+with the trial's overrides, exactly as a batch launcher composes it, and it runs through Hydra's
+`run_job`, so it keeps its output folder, job log, callbacks (the child MLflow run under the
+parent) and `[job N]` label. Heartbeats, pruning and lost-trial re-runs are the trial's, as in a
+batch: a worker killed with -9 leaves its trial without heartbeats, and another worker (or a later
+command) runs its parameters again once the grace period has passed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from tfx_hydra.errors import TrainingError
+from tfx_hydra.sweeps.hparams_search import study as studies
+from tfx_hydra.sweeps.hparams_search import trials
+
+log = logging.getLogger(__name__)
+SEED_STRIDE = 1009  # each worker's sampler gets its own seed: two workers would otherwise propose the same trials
+
+
+@dataclass
+class WorkerReport:
+    """What a worker returns to the sweeper: its trials, and how long it had nothing to run."""
+
+    worker: str
+    trials: int = 0
+    failed: int = 0
+    waited_seconds: float = 0.0
+    ended_at: float = 0.0  # time.time(): the sweeper counts the wait from here to its batch's end
+
+
+def is_worker(cfg: DictConfig) -> bool:
+    return (cfg.get("hparams_search") or {}).get("worker") is not None
+
+
+def serve(cfg: DictConfig, task: Callable[[DictConfig], Any]) -> WorkerReport:
+    """Run trials with `task` (run.run) until the study needs none: this job's whole work."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from tfx_hydra.sweeps.hparams_search import checks
+
+    own_hydra = HydraConfig.get()
+    sweep = OmegaConf.load(os.path.join(str(own_hydra.sweep.dir), "multirun.yaml"))  # saved by the sweeper
+    plan = checks.plan(sweep, sweep.hydra.sweeper.get("params") or {}, list(sweep.hydra.overrides.task))
+    return Worker(plan, sweep, task, str(cfg.hparams_search.worker), own_hydra).run()
+
+
+class Worker:
+    def __init__(self, plan, sweep: DictConfig, task, name: str, own_hydra: DictConfig) -> None:
+        from hydra._internal.callbacks import Callbacks  # the callbacks Hydra gives each job (ours: its MLflow run)
+        from hydra.core.global_hydra import GlobalHydra
+        from hydra.types import HydraContext
+
+        self.plan, self.sweep, self.task, self.settings = plan, sweep, task, plan.settings
+        self.report, self.own_hydra = WorkerReport(name), own_hydra
+        self.loader = GlobalHydra.instance().config_loader()  # set up in this process by every launcher
+        self.context = HydraContext(config_loader=self.loader, callbacks=Callbacks(sweep))
+        self.study, _ = studies.open_study(plan.url, plan.settings, plan.directions, plan.space,
+                                           plan.compared_overrides, plan.seed + SEED_STRIDE * (own_hydra.job.num + 1),
+                                           plan.max_epochs)
+        self.started = time.monotonic()
+
+    def run(self) -> WorkerReport:
+        while not self.timed_out():
+            studies.retry_lost_trials(self.study, self.settings.grace_period, own=set())
+            missing = self.settings.n_trials - len(studies.counted(self.study.get_trials(deepcopy=False)))
+            if missing <= 0 and not self.queued():
+                if studies.running_elsewhere(self.study, own=set()) == 0:
+                    break
+                self.wait()  # the last trials run elsewhere: one of them may be lost and come back queued
+                continue
+            trial = trials.ask(self.study, self.plan.space, self.settings.n_trials, self.report.worker)
+            if trial is not None:
+                self.run_trial(trial)
+        self.report.ended_at = time.time()
+        log.info(f"worker {self.report.worker}: {self.report.trials} trials, waited {self.report.waited_seconds:.1f} s")
+        return self.report
+
+    def run_trial(self, trial) -> None:
+        from hydra.core.utils import run_job
+
+        config = self.loader.load_sweep_config(self.sweep, self.plan.job_overrides(trial.number, trial.params))
+        with open_dict(config):  # numbered as a batch launcher numbers it: its folder, label and job id
+            config.hydra.job.id = f"{config.hydra.job.name}_{trial.number}"
+            config.hydra.job.num = trial.number
+        try:
+            job_return = run_job(hydra_context=self.context, task_function=self.task, config=config,
+                                 job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+        except BaseException:  # Ctrl-C, SIGTERM: the trial is FAIL and queued again for the resuming command
+            studies.retry_lost_trials(self.study, grace_period=-1.0, own=set(), only={trial.number})
+            raise
+        finally:
+            _log_to_own_folder(self.own_hydra)
+        self.report.trials += 1
+        self.report.failed += trials.tell(self.study, trial, job_return)
+        self.require_failure_rate()
+
+    def queued(self) -> list:
+        from optuna.trial import TrialState
+
+        return self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+
+    def wait(self) -> None:
+        pause = min(self.settings.heartbeat_interval, 1.0)
+        time.sleep(pause)
+        self.report.waited_seconds += pause
+
+    def timed_out(self) -> bool:
+        timeout = self.settings.timeout
+        return timeout is not None and time.monotonic() - self.started > timeout
+
+    def require_failure_rate(self) -> None:
+        done, failed = self.report.trials, self.report.failed
+        if failed and failed / done > self.settings.max_failure_rate:
+            raise TrainingError(f"{failed} of the {done} trials worker {self.report.worker} ran failed, more than "
+                                f"hparams_search.max_failure_rate={self.settings.max_failure_rate}: it stops.",
+                                fix="see the FAILED child runs' `error` tags; hparams_search.max_failure_rate=1.0 "
+                                "goes on regardless")
+
+
+def _log_to_own_folder(own_hydra) -> None:
+    """Each trial's job pointed the log at its own folder (Hydra's run_job restores the worker's
+    HydraConfig, not its log): the worker's last lines go to its own."""
+    from hydra.core.utils import configure_log
+
+    configure_log(own_hydra.job_logging, own_hydra.verbose)
