@@ -88,10 +88,12 @@ def run(cfg: DictConfig) -> float | list[float] | sweeps.PrunedResult | sweeps.W
         except sweeps.Pruned as pruned:  # the search's pruner stopped this trial: its epochs stay
             return trial.pruned(tracker, pruned)
         metrics = trainer.evaluate(model, datasets, history, tracker)
-        records.record_plots(tracker, model, datasets, history, output_dir)
-
-        exports = export_model(model, datasets, cfg.export, tracker, setup.chief)
         objective = sweeps.record_objective(metrics, settings.sweep, tracker)
+
+        exports = []
+        if trial is None or trial.leads(objective, tracker):  # a search's trial behind the best so far: neither
+            records.record_plots(tracker, model, datasets, history, output_dir)
+            exports = export_model(model, datasets, cfg.export, tracker, setup.chief)
         if trial:
             trial.completed(tracker, history)
 

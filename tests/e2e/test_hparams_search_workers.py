@@ -68,6 +68,18 @@ def test_one_worker_in_process_runs_each_trial_as_a_job_of_its_own(tmp_path):
     assert not list(sweep.glob("trial_None"))
     best = next(c for c in children if c.data.tags["optuna.trial"] == str(study.best_trial.number))
     assert client.get_model_version("digits_best", "1").run_id == best.info.run_id
+    for child in children:  # trial_artifacts=leading: plots and exports only for a trial as good as the best before it
+        trial = study.trials[int(child.data.tags["optuna.trial"])]
+        if trial.state != TrialState.COMPLETE:
+            continue
+        before = [t.value for t in study.trials[:trial.number] if t.state == TrialState.COMPLETE]
+        plots = "plots" in {a.path for a in client.list_artifacts(child.info.run_id)}
+        model = bool(child.outputs.model_outputs)  # the MLflow model it logged (export.mlflow_model=true)
+        if not before or trial.value >= max(before):
+            assert plots and model, trial.number
+        else:
+            assert not plots and not model, trial.number
+            assert child.data.tags["artifacts"].startswith("skipped: behind trial "), child.data.tags
     assert "sweep.idle_worker_seconds" in parent.data.metrics
 
 

@@ -11,11 +11,13 @@ import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
+from tests.helpers.fakes import RecordingTracker
 from tests.unit.test_sweeps import composed_sweep
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.sweeps.hparams_search import checks, space
 from tfx_hydra.sweeps.hparams_search import study as studies
 from tfx_hydra.sweeps.hparams_search.settings import SearchSettings, storage_url
+from tfx_hydra.sweeps.hparams_search.trial import LiveTrial
 
 
 def test_the_space_reads_hydras_grammar_and_sweep_overrides_join_it():
@@ -199,3 +201,29 @@ def test_the_sampler_of_a_resumed_study_proposes_new_trials(tmp_path):
 def test_every_pruner_is_built_from_its_name(name):
     pruner = studies.pruner(SearchSettings(pruner=name), max_epochs=10)
     assert isinstance(pruner, optuna.pruners.BasePruner)
+
+
+@pytest.mark.parametrize("direction, values, objective, leads", [
+    ("maximize", [0.5, 0.9], 0.9, True),     # as good as the best so far: plots and exports
+    ("maximize", [0.5, 0.9], 0.8, False),
+    ("minimize", [0.3, 0.2], 0.1, True),
+    ("minimize", [0.3, 0.2], 0.25, False),
+    ("maximize", [], 0.1, True),             # the first trial to complete leads
+])
+def test_a_trial_behind_the_best_so_far_makes_no_plots_or_exports(direction, values, objective, leads):
+    study = optuna.create_study(direction=direction)
+    for value in values:
+        study.add_trial(optuna.trial.create_trial(value=value))
+    trial = LiveTrial.__new__(LiveTrial)  # the study and settings a job's live trial holds, without a storage
+    trial.study, trial.settings, trial.metric, trial.multi_objective = study, SearchSettings(trial=len(values)), \
+        "val_accuracy", False
+    tracker = RecordingTracker()
+    assert trial.leads(objective, tracker) is leads
+    if leads:
+        assert "artifacts" not in tracker.tags
+    else:
+        best = values.index(max(values) if direction == "maximize" else min(values))
+        assert tracker.tags["artifacts"] == (f"skipped: behind trial {best}'s val_accuracy {values[best]:.4g} "
+                                             "(hparams_search.trial_artifacts=leading)")
+        trial.settings.trial_artifacts = "all"
+        assert trial.leads(objective, tracker)  # every trial's, when asked

@@ -36,12 +36,14 @@ class SearchSettings:
     max_failure_rate: float = 0.25
     heartbeat_interval: float = 10.0   # seconds between a running trial's heartbeats
     grace_period: float = 60.0         # a RUNNING trial silent this long lost its process
+    trial_artifacts: str = "leading"   # leading: plots and exports only for a trial as good as the best so far; all
     trial: Optional[int] = None        # set by the sweeper for each job
     worker: Optional[str] = None       # set by the sweeper for each worker job: '<command>-<index>'
 
     def __post_init__(self) -> None:
         require_choice("hparams_search.sampler", self.sampler, SAMPLERS)
         require_choice("hparams_search.pruner", self.pruner, PRUNERS)
+        require_choice("hparams_search.trial_artifacts", self.trial_artifacts, ("leading", "all"))
         require_positive("hparams_search.n_trials", self.n_trials, 20)
         require_positive("hparams_search.n_jobs", self.n_jobs, 2)
         if self.workers is not None:

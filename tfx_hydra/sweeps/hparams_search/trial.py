@@ -62,6 +62,29 @@ class LiveTrial:
             return None
         return EpochReports(self.trial, self.metric)
 
+    def leads(self, objective: float | list[float], tracker) -> bool:
+        """Whether this trial's plots and exports are worth their time (hparams_search.trial_artifacts=
+        leading): it is at least as good as every trial completed so far, so the study's best trial
+        always has them (it led when it ended). A trial behind is tagged with what it was behind.
+        A multi-objective search keeps every trial's: any of them may end on the Pareto front."""
+        from optuna.study import StudyDirection
+        from optuna.trial import TrialState
+
+        if self.settings.trial_artifacts == "all" or self.multi_objective:
+            return True
+        done = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        if not done:
+            return True
+        maximize = self.study.direction == StudyDirection.MAXIMIZE
+        best = (max if maximize else min)(done, key=lambda t: t.value)
+        if (objective >= best.value) if maximize else (objective <= best.value):
+            return True
+        behind = f"behind trial {best.number}'s {self.metric} {best.value:.4g}"
+        tracker.set_tags({"artifacts": f"skipped: {behind} (hparams_search.trial_artifacts=leading)"})
+        log.info(f"trial {self.number}: {self.metric} {objective:.4g} is {behind}: no plots, no export "
+                 "(hparams_search.trial_artifacts=all makes them for every trial)")
+        return False
+
     def completed(self, tracker, history) -> None:
         epochs = len(history.history.get("loss", [])) if history is not None else 0
         tracker.set_tags({STATE_TAG: "COMPLETE", EPOCHS_TAG: str(epochs)})
