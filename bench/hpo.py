@@ -17,8 +17,15 @@
    epoch's, is printed beside it.
 3. Spreading pays: the same search (pruner none, so both runs train the same epochs) as one command
    vs two cooperating commands on one study, on this machine's cores: wall ratio; each trial once.
-4. What batches cost: a pruned search with hydra/launcher=parallel (2 workers, batches of 2): the
-   seconds workers waited for their batch's slowest trial (`sweep.idle_worker_seconds`).
+4. What batches cost, and workers save: the same pruned search with hydra/launcher=parallel, as batches
+   of 2 (`hparams_search.n_jobs=2`) and as 2 workers (`hparams_search.workers=2`): the seconds workers
+   waited with nothing to run (`sweep.idle_worker_seconds`, target <= 5 % with workers) and the wall.
+5. A trial's fixed cost: a 10-trial search (pruner none, 2 epochs) in one process, every trial's plots
+   and exports (`hparams_search.trial_artifacts=all`, what every trial made before) vs the leading
+   trials' only (the default): seconds per trial beyond its steady epochs (the first epoch's tracing
+   counts as fixed cost), from the child runs' start and end and their `epoch_seconds`.
+6. Memory over many trials: a 50-trial search (1 epoch) in one worker process: its resident memory
+   (psutil) once 5 trials and once 50 have finished (target: within 10 %).
 
 Every search runs `python -m tfx_hydra -m ...` in a fresh launch dir (its own optuna.db and
 mlflow.db) and is read back from its Optuna study.
@@ -53,12 +60,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--skip-kerastuner", action="store_true")
     parser.add_argument("--epochs-per-trial", type=float, default=5.1,
                         help="the pruned search's epochs per trial, for --parts kerastuner alone (part 1 measures it)")
-    parser.add_argument("--parts", default="pruning,kerastuner,spreading,batches",
+    parser.add_argument("--memory-trials", type=int, default=50)
+    parser.add_argument("--workers", type=int, default=2, help="the KerasTuner match's second search: N workers")
+    parser.add_argument("--parts", default="pruning,kerastuner,spreading,batches,fixed,memory",
                         help="which measurements, comma-separated")
     parser.add_argument("--json", help="write the results here too")
     args = parser.parse_args(argv)
     if args.quick:
-        args.trials, args.epochs, args.seeds, args.spread_trials = 2, 2, 1, 2
+        args.trials, args.epochs, args.seeds, args.spread_trials, args.memory_trials = 2, 2, 1, 2, 6
     args.parts = set(args.parts.split(","))
     if args.skip_kerastuner:
         args.parts.discard("kerastuner")
@@ -76,13 +85,13 @@ def search_command(trials: int, epochs: int, seed: int, pruner: str, extra: list
             f"hparams_search.pruner={pruner}", f"trainer.epochs={epochs}", f"seed={seed}", *SPACE, *COMMON, *extra]
 
 
-def run_search(trials: int, epochs: int, seed: int, pruner: str, commands: int = 1) -> dict:
+def run_search(trials: int, epochs: int, seed: int, pruner: str, commands: int = 1, extra: list[str] = ()) -> dict:
     """`commands` cooperating commands on one study in a fresh launch dir: wall time and the study's figures."""
     import optuna
 
     with tempfile.TemporaryDirectory(prefix="tfx_hydra-bench-hpo-") as launch:
         started = time.perf_counter()
-        running = [subprocess.Popen(search_command(trials, epochs, seed, pruner), cwd=launch, env=environment(),
+        running = [subprocess.Popen(search_command(trials, epochs, seed, pruner, extra), cwd=launch, env=environment(),
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
                    for _ in range(commands)]
         errors = [p.communicate()[1] for p in running]
@@ -145,31 +154,88 @@ def kerastuner_hyperband(epochs: int, seed: int) -> dict:
                 "best_val_accuracy": best.score}
 
 
-def budgeted_search(budget: int, epochs_per_trial: float, epochs: int, seed: int) -> dict:
+def budgeted_search(budget: int, epochs_per_trial: float, epochs: int, seed: int, workers: int = 0) -> dict:
     """Our pruned TPE search on `budget` epochs: as many trials as part 1's pruned search needed
     epochs for on average (the figure reports the epochs it really trained)."""
     trials = max(2, int(budget / epochs_per_trial))
-    return run_search(trials, epochs, seed, "median") | {"budget": budget}
+    spread = ["hydra/launcher=parallel", f"hydra.launcher.n_jobs={workers}", f"hparams_search.workers={workers}"]
+    pruner = "successive_halving" if workers else "median"  # asynchronous by design: no trial waits for a rung
+    return run_search(trials, epochs, seed, pruner, extra=spread if workers else []) | {"budget": budget,
+                                                                                       "workers": workers}
 
 
-def idle_of_batches(trials: int, epochs: int) -> dict:
-    """A pruned search in batches of 2 (hydra/launcher=parallel): the time workers waited for their
-    batch's slowest trial (Hydra's launcher returns a batch whole), from the parent run."""
+def idle_of(trials: int, epochs: int, how: list[str]) -> dict:
+    """A pruned search with hydra/launcher=parallel and 2 processes, `how` (batches or workers): the time
+    workers spent with nothing to run, from the parent run, and the wall."""
     from mlflow.tracking import MlflowClient
 
     with tempfile.TemporaryDirectory(prefix="tfx_hydra-bench-idle-") as launch:
         command = search_command(trials, epochs, 0, "median", ["hydra/launcher=parallel", "hydra.launcher.n_jobs=2",
-                                                               "hparams_search.n_jobs=2"])
+                                                               *how])
         started = time.perf_counter()
         done = subprocess.run(command, cwd=launch, env=environment(), capture_output=True, text=True, check=False)
         seconds = time.perf_counter() - started
         if done.returncode:
-            sys.exit("the batched search failed:\n" + done.stderr[-3000:])
+            sys.exit("the search failed:\n" + done.stderr[-3000:])
         client = MlflowClient(f"sqlite:///{launch}/mlflow.db")
         runs = client.search_runs([client.get_experiment_by_name("tfx_hydra").experiment_id])
         parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
         idle = parent.data.metrics["sweep.idle_worker_seconds"]
         return {"wall_seconds": seconds, "idle_worker_seconds": idle, "idle_share": idle / (2 * seconds)}
+
+
+def fixed_cost(artifacts: str, trials: int = 10, epochs: int = 2) -> dict:
+    """Seconds per trial beyond its steady epochs, in one process (basic launcher, pruner none)."""
+    import statistics
+
+    from mlflow.tracking import MlflowClient
+
+    with tempfile.TemporaryDirectory(prefix="tfx_hydra-bench-fixed-") as launch:
+        command = search_command(trials, epochs, 0, "none", [f"hparams_search.trial_artifacts={artifacts}"])
+        command = [c for c in command if c != "trainer.verbose=false"]
+        done = subprocess.run(command, cwd=launch, env=environment(), capture_output=True, text=True, check=False)
+        if done.returncode:
+            sys.exit("the search failed:\n" + done.stderr[-3000:])
+        client = MlflowClient(f"sqlite:///{launch}/mlflow.db")
+        runs = client.search_runs([client.get_experiment_by_name("tfx_hydra").experiment_id])
+        children = sorted((r for r in runs if "mlflow.parentRunId" in r.data.tags), key=lambda r: r.info.start_time)
+        epochs_of = [sorted(client.get_metric_history(r.info.run_id, "epoch_seconds"), key=lambda m: m.step)
+                     for r in children]
+        steady = statistics.median(m.value for history in epochs_of for m in history[1:])
+        later = children[1:]  # the first trial also pays the process's imports and the store's opening
+        span = (later[-1].info.end_time - children[0].info.end_time) / 1000  # trial 2's start .. the last's end
+        trained = sum(len(history) for history in epochs_of[1:])
+        return {"artifacts": artifacts, "trials": len(children), "steady_epoch_seconds": steady,
+                "first_epoch_seconds": statistics.median(history[0].value for history in epochs_of),
+                "fixed_seconds_per_trial": (span - steady * trained) / len(later)}
+
+
+def memory_over_trials(trials: int) -> dict:
+    """Resident memory of one worker process running `trials` trials of 1 epoch, after 5 and after all."""
+    import optuna
+    import psutil
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    with tempfile.TemporaryDirectory(prefix="tfx_hydra-bench-memory-") as launch:
+        command = search_command(trials, 1, 0, "none", ["hparams_search.workers=1"])
+        search = subprocess.Popen(command, cwd=launch, env=environment(), stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True)
+        process, marks = psutil.Process(search.pid), {}
+        while search.poll() is None and len(marks) < 2:
+            time.sleep(0.2)
+            try:
+                study = optuna.load_study(study_name="mlp-digits", storage=f"sqlite:///{launch}/optuna.db")
+                finished = sum(t.state.name == "COMPLETE" for t in study.get_trials(deepcopy=False))
+            except Exception:  # noqa: BLE001 - the study is being created
+                continue
+            for mark in (5, trials):
+                if finished >= mark and mark not in marks:
+                    marks[mark] = process.memory_info().rss / 2**20
+        error = search.communicate()[1]
+        if search.returncode:
+            sys.exit("the search failed:\n" + error[-3000:])
+        return {"trials": trials, "rss_mib_after_5": marks[5], f"rss_mib_after_{trials}": marks[trials],
+                "ratio": marks[trials] / marks[5]}
 
 
 def main(argv=None) -> None:
@@ -183,19 +249,26 @@ def main(argv=None) -> None:
         matches = []
         for seed in range(args.seeds):
             theirs = kerastuner_hyperband(args.epochs, seed)
-            ours = budgeted_search(theirs["epochs_trained"], args.epochs_per_trial, args.epochs, seed)
-            matches.append({"seed": seed, "kerastuner": theirs, "tfx_hydra": ours})
-            print(f"   seed {seed}: KerasTuner {theirs['best_val_accuracy']:.4f} ({theirs['epochs_trained']} epochs, "
-                  f"{theirs['wall_seconds']:.0f} s)  tfx_hydra {ours['best_epoch_val_accuracy']:.4f}, last epoch "
-                  f"{ours['best_val_accuracy']:.4f} ({ours['epochs_trained']} epochs, {ours['trials']} trials, "
-                  f"{ours['wall_seconds']:.0f} s)")
-        medians = {"kerastuner": statistics.median(m["kerastuner"]["best_val_accuracy"] for m in matches),
-                   "tfx_hydra": statistics.median(m["tfx_hydra"]["best_epoch_val_accuracy"] for m in matches),
-                   "tfx_hydra_last_epoch": statistics.median(m["tfx_hydra"]["best_val_accuracy"] for m in matches)}
+            match = {"seed": seed, "kerastuner": theirs}
+            for name, workers in (("tfx_hydra", 0), ("tfx_hydra_workers", args.workers)):
+                ours = match[name] = budgeted_search(theirs["epochs_trained"], args.epochs_per_trial, args.epochs,
+                                                     seed, workers)
+                print(f"   seed {seed}: KerasTuner {theirs['best_val_accuracy']:.4f} ({theirs['epochs_trained']} "
+                      f"epochs, {theirs['wall_seconds']:.0f} s)  {name} {ours['best_epoch_val_accuracy']:.4f}, last "
+                      f"epoch {ours['best_val_accuracy']:.4f} ({ours['epochs_trained']} epochs, {ours['trials']} "
+                      f"trials, {ours['wall_seconds']:.0f} s)")
+            matches.append(match)
+        medians = {name: statistics.median(m[name]["best_epoch_val_accuracy" if name != "kerastuner" else
+                                                  "best_val_accuracy"] for m in matches)
+                   for name in ("kerastuner", "tfx_hydra", "tfx_hydra_workers")}
+        walls = {name: statistics.median(m[name]["wall_seconds"] / m["kerastuner"]["wall_seconds"] for m in matches)
+                 for name in ("tfx_hydra", "tfx_hydra_workers")}
         print("   median best val_accuracy (best epoch, as KerasTuner scores): "
-              f"tfx_hydra {medians['tfx_hydra']:.4f} vs "
-              f"KerasTuner {medians['kerastuner']:.4f} (target: ours >=); ours at the last epoch "
-              f"{medians['tfx_hydra_last_epoch']:.4f}")
+              f"tfx_hydra {medians['tfx_hydra']:.4f}, with {args.workers} workers {medians['tfx_hydra_workers']:.4f} "
+              f"vs KerasTuner {medians['kerastuner']:.4f} (target: ours >=)")
+        print(f"   median wall vs KerasTuner's: {walls['tfx_hydra']:.2f}x in one process, "
+              f"{walls['tfx_hydra_workers']:.2f}x with {args.workers} workers (target <= 0.75x)")
+        medians["wall_ratios"] = walls
         results["kerastuner"] = {"matches": matches, "medians": medians}
 
     if "spreading" in args.parts:
@@ -208,6 +281,10 @@ def main(argv=None) -> None:
         results["spreading"] = {"one": one, "two": two, "wall_ratio": spread}
     if "batches" in args.parts:
         report_batches(args, results)
+    if "fixed" in args.parts:
+        report_fixed(results)
+    if "memory" in args.parts:
+        report_memory(args, results)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 
@@ -228,11 +305,33 @@ def report_pruning(args, results: dict) -> float:
 
 
 def report_batches(args, results: dict) -> None:
-    print(f"4. batches: {args.spread_trials} trials, median pruner, hydra/launcher=parallel with 2 workers")
-    batched = idle_of_batches(args.spread_trials, args.epochs)
-    print(f"   {batched['wall_seconds']:.1f} s; workers waited {batched['idle_worker_seconds']:.1f} s for their "
-          f"batch's slowest trial ({100 * batched['idle_share']:.0f}% of the workers' time)")
-    results["batches"] = batched
+    print(f"4. batches vs workers: {args.spread_trials} trials, median pruner, hydra/launcher=parallel, 2 processes")
+    batched = idle_of(args.spread_trials, args.epochs, ["hparams_search.n_jobs=2"])
+    workers = idle_of(args.spread_trials, args.epochs, ["hparams_search.workers=2"])
+    for name, r in (("batches of 2", batched), ("2 workers", workers)):
+        print(f"   {name:12s} {r['wall_seconds']:6.1f} s; workers idle {r['idle_worker_seconds']:5.1f} s "
+              f"({100 * r['idle_share']:.0f}% of the workers' time)")
+    print(f"   wall ratio workers/batches {workers['wall_seconds'] / batched['wall_seconds']:.2f}x (idle target <= 5%)")
+    results["batches"] = {"batches": batched, "workers": workers}
+
+
+def report_fixed(results: dict) -> None:
+    print("5. a trial's fixed cost: 10 trials x 2 epochs in one process, every trial's plots and exports vs "
+          "the leading trials'")
+    every, leading = fixed_cost("all"), fixed_cost("leading")
+    for r in (every, leading):
+        print(f"   trial_artifacts={r['artifacts']:8s} {r['fixed_seconds_per_trial']:.2f} s per trial beyond its "
+              f"epochs (steady epoch {r['steady_epoch_seconds']:.3f} s, first epoch {r['first_epoch_seconds']:.2f} s)")
+    results["fixed"] = {"all": every, "leading": leading}
+
+
+def report_memory(args, results: dict) -> None:
+    print(f"6. memory: {args.memory_trials} trials x 1 epoch in one worker process")
+    memory = memory_over_trials(args.memory_trials)
+    print(f"   resident {memory['rss_mib_after_5']:.0f} MiB after 5 trials, "
+          f"{memory[f'rss_mib_after_{args.memory_trials}']:.0f} MiB after {args.memory_trials}: "
+          f"{memory['ratio']:.2f}x (target <= 1.10x)")
+    results["memory"] = memory
 
 
 def cpu_name() -> str:
