@@ -25,6 +25,7 @@ from tests.helpers.search import (
     study_of,
     wait_for_running_trial,
 )
+from tfx_hydra.process.long_lived import custom_gradients
 
 pytestmark = pytest.mark.slow
 WORKER, PROCESS, RETRY_OF = "tfx_hydra.worker", "tfx_hydra.process", "tfx_hydra.retry_of"
@@ -41,9 +42,11 @@ def test_one_worker_in_process_runs_each_trial_as_a_job_of_its_own(tmp_path):
     """The basic launcher hosts one worker (workers=2 is said and brought down to 1): every trial is
     still a Hydra job with its folder, log and child run, pruned against the trials before it, and the
     best trial's model is registered once."""
+    gradients_before = custom_gradients()
     done = run_cli_in_process(search(4, "hparams_search.workers=2", "export.mlflow_model=true",
                                      "export.register_as=digits_best"), cwd=tmp_path, multirun=True)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert custom_gradients() <= gradients_before  # no trial left its traced graphs to TensorFlow's registry
     shown = done.stdout + done.stderr
     assert "hparams_search.workers=2: Hydra's basic launcher runs one job at a time, so one worker runs the " \
            "trials" in shown, shown[-3000:]

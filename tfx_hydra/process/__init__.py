@@ -4,7 +4,8 @@
                 and never lost in a finalizer (`raise_missed_interrupt`)
     faults.py   a full disk said once, with where it happened and where else files can go; any
                 error said as one line for a run's `error` tag
-    long_lived.py  TensorFlow's first import paused from and then frozen out of the garbage collector
+    long_lived.py  TensorFlow's first import paused from and then frozen out of the garbage collector; a
+                job's custom-gradient registrations (TensorFlow never drops them) forgotten when it ends
 
 Below everything else: tracking, the callbacks and the export step use them; they import nothing of ours
 but errors.py.

@@ -33,6 +33,7 @@ from omegaconf import DictConfig
 
 from tfx_hydra import tracking
 from tfx_hydra.errors import ConfigError
+from tfx_hydra.process import long_lived
 from tfx_hydra.settings import validate_section
 from tfx_hydra.sweeps import launch
 from tfx_hydra.sweeps.hparams_search import checks
@@ -55,6 +56,7 @@ class SweepCallback(Callback):
 
     def __init__(self) -> None:
         self._parent: Parent | None = None
+        self._gradients_before_job: set[str] = set()
 
     # --- launching process ------------------------------------------------------------
 
@@ -113,6 +115,7 @@ class SweepCallback(Callback):
     # --- each job's process -------------------------------------------------------------
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self._gradients_before_job = long_lived.custom_gradients()
         record = read_parent_record(str(config.hydra.sweep.dir)) if launch.in_multirun(config) else None
         search = config.get("hparams_search") or {}
         if record is None or search.get("worker") is not None:  # a search's worker: each of its trials is a job
@@ -123,6 +126,9 @@ class SweepCallback(Callback):
         announce_job(SweepJob(record["run_id"], num, name, record.get("resume_command", "")))
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        # the job's model and traced functions are gone: so go the graphs TensorFlow's gradient registry kept
+        # of them, or a process running job after job (a search's worker) grows by each one's
+        long_lived.forget_custom_gradients(self._gradients_before_job)
         job = current_job()
         announce_job(None)
         if job is None or job_return.status.name != "FAILED":

@@ -43,3 +43,34 @@ def test_the_first_import_is_paused_and_frozen_and_a_second_is_left_alone():
     done = subprocess.run([sys.executable, "-c", FIRST_IMPORT], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:4] == ["True True True", "False True", "True", "False"]
+
+
+def test_a_jobs_custom_gradient_registrations_are_forgotten_and_earlier_ones_kept():
+    """TensorFlow registers a gradient function each time it traces a tf.custom_gradient (Keras' train
+    step does, through tf.distribute's all_reduce) and never drops it, with the traced graph it holds.
+    A job's registrations go once it has ended; those made before it stay."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from tfx_hydra.process.long_lived import CUSTOM_GRADIENT, custom_gradients, forget_custom_gradients
+
+    @tf.custom_gradient
+    def earlier(x):  # made before the job: someone else's, kept
+        return tf.identity(x), lambda dy: dy
+
+    tf.function(earlier).get_concrete_function(tf.TensorSpec([2]))
+    kept = custom_gradients()
+    assert kept and all(name.startswith(CUSTOM_GRADIENT) for name in kept)
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])  # the job: a real fit, traced
+    model.compile(optimizer="adam", loss="mse")
+    model.fit(np.ones((8, 3)), np.ones((8, 2)), epochs=1, verbose=0)
+    made = custom_gradients() - kept
+    assert made, "Keras' train step registered no custom gradient: the leak this guards against is gone"
+    del model
+    keras.backend.clear_session()
+
+    assert forget_custom_gradients(kept) == len(made)
+    assert custom_gradients() == kept
+    assert forget_custom_gradients(kept) == 0  # nothing left to forget
