@@ -22,6 +22,7 @@ from tests.helpers import (
     mlflow_client,
     mlflow_runs,
     run_cli,
+    tracking_server_env,
     wait_for_backup_of_epoch,
     wait_for_http,
 )
@@ -34,8 +35,9 @@ pytestmark = pytest.mark.slow
 def start_server(store: Path, port: int, cwd: Path) -> subprocess.Popen:
     mlflow = Path(sys.executable).parent / "mlflow"
     server = subprocess.Popen([str(mlflow), "server", "--backend-store-uri", f"sqlite:///{store}",
-                               "--host", "127.0.0.1", "--port", str(port), "--workers", "1"], cwd=cwd, env=cli_env(),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                               "--host", "127.0.0.1", "--port", str(port), "--workers", "1"], cwd=cwd,
+                              env=tracking_server_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
     wait_for_http(f"http://127.0.0.1:{port}/health", server, timeout=120, what="mlflow server")
     return server
 

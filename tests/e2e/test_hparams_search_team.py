@@ -17,7 +17,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tests.helpers import cli_env, free_ports, run_cli, wait_for_http
+from tests.helpers import free_ports, run_cli, tracking_server_env, wait_for_http
 from tests.helpers.search import assert_pruned_trials_look_pruned, search
 
 pytestmark = pytest.mark.slow
@@ -34,7 +34,8 @@ def test_a_team_search_on_postgresql_with_an_mlflow_server_and_the_dashboard(tmp
             [str(Path(sys.executable).parent / "mlflow"), "server", "--backend-store-uri", database + "mlflow",
              "--default-artifact-root", str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port",
              str(mlflow_port), "--workers", "1"],
-            cwd=tmp_path, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            cwd=tmp_path, env=tracking_server_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)
         dashboard = None
         try:
             wait_for_http(f"http://127.0.0.1:{mlflow_port}/health", server, timeout=180, what="mlflow server")

@@ -44,10 +44,15 @@ def cli_env() -> dict[str, str]:
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     env["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
-    # the tests' `mlflow server` / `mlflow ui` run no server-side jobs: without this, MLflow 3 starts three
-    # job-runner processes (huey consumers) beside each server, each importing MLflow on the tests' two cores
-    env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] = "false"
     return env
+
+
+def tracking_server_env() -> dict[str, str]:
+    """cli_env() for an `mlflow server` the tests only log to: no server-side jobs, so MLflow 3 does not start
+    three job-runner processes (huey consumers) beside it, each importing MLflow on the tests' two cores.
+    Not for a server a browser drives: without its jobs, the UI lays an overlay over the page that takes
+    the clicks (tests/e2e/test_mlflow_browser.py)."""
+    return cli_env() | {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 
 
 def run_cli(args: list[str], cwd: Path, timeout: float = 300, multirun: bool = False,

@@ -10,7 +10,7 @@ sweeper raised closes its parent in one) run when it returns, as the interpreter
 
 What a run leaves in the process is put back afterwards, so the next test starts clean: the
 environment, argv and working directory, the logging configuration Hydra's job logging applied,
-Hydra's global state, Keras' dtype policy and TensorFlow's op determinism.
+Hydra's global state, Keras' dtype policy and TensorFlow's op determinism, and joblib's worker processes.
 """
 
 from __future__ import annotations
@@ -84,6 +84,10 @@ def _reset_frameworks() -> None:
         keras.mixed_precision.set_global_policy("float32")
         tf_config.disable_op_determinism()  # trainer.deterministic=true turns it on for good
         keras.backend.clear_session()  # the run's models and graphs, and Keras' layer-name counters
+    loky = sys.modules.get("joblib.externals.loky.reusable_executor")
+    executor = getattr(loky, "_executor", None)
+    if executor is not None:  # joblib's worker processes end with the command, as they do with its process:
+        executor.shutdown(wait=True, kill_workers=True)  # reused, they would keep the earlier one's working dir
 
 
 @contextmanager

@@ -13,11 +13,13 @@ from optuna.trial import TrialState
 
 from tests.helpers.fakes import RecordingTracker
 from tests.unit.test_sweeps import composed_sweep
-from tfx_hydra.errors import ConfigError
+from tfx_hydra.errors import ConfigError, TrainingError
 from tfx_hydra.sweeps.hparams_search import checks, space
 from tfx_hydra.sweeps.hparams_search import study as studies
 from tfx_hydra.sweeps.hparams_search.settings import SearchSettings, storage_url
+from tfx_hydra.sweeps.hparams_search.sweeper import OptunaSweeper, Rounds
 from tfx_hydra.sweeps.hparams_search.trial import LiveTrial
+from tfx_hydra.sweeps.hparams_search.worker import WorkerReport
 
 
 def test_the_space_reads_hydras_grammar_and_sweep_overrides_join_it():
@@ -227,3 +229,60 @@ def test_a_trial_behind_the_best_so_far_makes_no_plots_or_exports(direction, val
                                              "(hparams_search.trial_artifacts=leading)")
         trial.settings.trial_artifacts = "all"
         assert trial.leads(objective, tracker)  # every trial's, when asked
+
+
+class WorkersThatFindNoStudy:
+    """A launcher whose workers all return having run no trial -- what workers started in another launch
+    directory do (they open another study). Faked: a real one would need a misconfigured cluster."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[list[str]]] = []
+
+    def launch(self, overrides, initial_job_idx):
+        from hydra.core.utils import JobReturn, JobStatus
+
+        self.batches.append(overrides)
+        returns = []
+        for _ in overrides:
+            job = JobReturn()
+            job.status, job.return_value = JobStatus.COMPLETED, WorkerReport("c0-0", ended_at=time.time())
+            returns.append(job)
+        return returns
+
+
+def test_workers_that_run_no_trial_stop_the_search_with_a_message_rather_than_restart_for_ever(tmp_path):
+    plan = searched(tmp_path, "hparams_search.workers=2", "hydra/launcher=parallel", "hparams_search.n_trials=3")
+    study, _ = studies.open_study(plan.url, plan.settings, plan.directions, plan.space, plan.compared_overrides,
+                                  plan.seed, plan.max_epochs)
+    sweeper = OptunaSweeper()
+    sweeper.config = composed_sweep(["hparams_search=optuna", "hparams_search.workers=2", "hydra/launcher=parallel"])
+    sweeper.launcher = WorkersThatFindNoStudy()
+    rounds = Rounds(sweeper, plan, study)
+    with pytest.raises(TrainingError, match=r"2 search workers were started 3 times and ran no trial, while study "
+                                            r"'mlp-digits' in sqlite:///.*optuna.db still needs trials"):
+        rounds.run()
+    assert len(sweeper.launcher.batches) == 3
+    names = [next(o for o in batch[i] if o.startswith("hparams_search.worker=")) for batch in sweeper.launcher.batches
+             for i in range(2)]
+    assert len(set(names)) == 6  # each batch's workers numbered on from the last: worker_0 .. worker_5
+    assert [o for o in sweeper.launcher.batches[2][1] if o.startswith("hydra.sweep.subdir=")] == [
+        "hydra.sweep.subdir=worker_5"]
+
+
+def test_a_trial_failed_as_interrupted_whose_retry_was_never_queued_is_queued_once():
+    """The fault: a worker killed between telling its interrupted trial FAIL and queueing its retry (joblib
+    kills its workers when the command is interrupted) -- planted by stopping retry_lost_trials' two writes
+    after the first."""
+    study = optuna.create_study(direction="maximize")
+    distributions = {"x": FloatDistribution(0.0, 1.0)}
+    interrupted, errored, elsewhere = (study.ask(distributions) for _ in range(3))
+    for trial in (interrupted, elsewhere):
+        study._storage.set_trial_user_attr(trial._trial_id, studies.REQUEUED, True)
+    for trial in (interrupted, errored, elsewhere):
+        study.tell(trial, state=TrialState.FAIL)  # ... and killed before enqueue_trial
+
+    assert studies.requeue_missed(study, only={interrupted.number, errored.number}) == [interrupted.number]
+    (queued,) = study.get_trials(states=(TrialState.WAITING,))
+    assert queued.system_attrs["fixed_params"] == interrupted.params  # what the next ask of the study runs
+    assert queued.user_attrs[studies.RETRY_OF] == interrupted.number
+    assert studies.requeue_missed(study, only={interrupted.number, errored.number}) == []  # once

@@ -123,7 +123,7 @@ class SweepCallback(Callback):
         trial = search.get("trial")  # a search's job: named by its trial
         num = int(config.hydra.job.num) if trial is None else int(trial)
         name = launch.job_name(num, list(config.hydra.overrides.task), record["swept_keys"], trial=trial is not None)
-        announce_job(SweepJob(record["run_id"], num, name, record.get("resume_command", "")))
+        announce_job(SweepJob(record["run_id"], num, name, record.get("resume_command", ""), trial=trial is not None))
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         # the job's model and traced functions are gone: so go the graphs TensorFlow's gradient registry kept

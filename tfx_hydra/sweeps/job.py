@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.metrics import OBJECTIVE, end_of_run_names
 from tfx_hydra.schemas import Settings, SweepConfig, TrackingConfig
+from tfx_hydra.sweeps.hparams_search.trial import TRIAL_TAG
 from tfx_hydra.sweeps.parent import JOB_NUM_TAG, PARENT_TAG, children
 
 log = logging.getLogger(__name__)
@@ -31,10 +32,13 @@ class SweepJob:
     num: int
     name: str
     resume_command: str = ""  # the sweep's command with its sweep dir: what resumes it after an interrupt
+    trial: bool = False       # a search's job: `num` is its trial's number
 
     def run_tags(self) -> dict[str, str]:
-        """What nests the job's run under its sweep's parent in the MLflow UI, and numbers it."""
-        return {PARENT_TAG: self.parent_run_id, JOB_NUM_TAG: str(self.num)}
+        """What nests the job's run under its sweep's parent in the MLflow UI, and numbers it (a search's
+        trial by its trial, from the run's first moment: a run killed at once still says which it was)."""
+        return {PARENT_TAG: self.parent_run_id, JOB_NUM_TAG: str(self.num)} | (
+            {TRIAL_TAG: str(self.num)} if self.trial else {})
 
 
 def current_job() -> SweepJob | None:

@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 HEARTBEAT = "tfx_hydra.heartbeat"        # user attr: the time of the trial's last heartbeat
 RETRY_OF = "tfx_hydra.retry_of"          # user attr: the number of the lost trial this one re-runs
 OVER_BUDGET = "tfx_hydra.over_budget"    # user attr: started past n_trials, told FAIL unrun
+REQUEUED = "tfx_hydra.requeued"          # user attr: failed as lost or interrupted, its parameters to run again
 SPACE, COMMAND = "tfx_hydra.search_space", "tfx_hydra.fixed_overrides"  # study user attrs
 
 
@@ -213,6 +214,7 @@ def retry_lost_trials(study, grace_period: float, own: set[int], only: set[int] 
         if now - beat <= grace_period:
             continue
         try:
+            study._storage.set_trial_user_attr(trial._trial_id, REQUEUED, True)  # see requeue_missed
             study.tell(trial.number, state=TrialState.FAIL)
         except (ValueError, RuntimeError):  # another command failed it first, and retries it
             continue
@@ -221,6 +223,21 @@ def retry_lost_trials(study, grace_period: float, own: set[int], only: set[int] 
         log.warning(f"trial {trial.number} {why}: it is FAIL, and its parameters run again as a new trial")
         retried.append(trial.number)
     return retried
+
+
+def requeue_missed(study, only: set[int]) -> list[int]:
+    """Trials of `only` failed as lost or interrupted whose retry was never queued: a process killed
+    between the two writes (joblib kills its workers when the command is interrupted). Their parameters
+    are queued now; returns their numbers. Only for trials whose processes are known to be gone."""
+    from optuna.trial import TrialState
+
+    every = study.get_trials(deepcopy=False)
+    retried = {t.user_attrs.get(RETRY_OF) for t in every}
+    missed = [t for t in every if t.number in only and t.state == TrialState.FAIL and t.user_attrs.get(REQUEUED)
+              and t.number not in retried]
+    for trial in missed:
+        study.enqueue_trial(trial.params, user_attrs={RETRY_OF: trial.number})
+    return [t.number for t in missed]
 
 
 def running_elsewhere(study, own: set[int]) -> int:

@@ -104,6 +104,7 @@ class Rounds:
         self.workers = workers_for(sweeper.config, plan.settings)  # None: trials in batches
         self.command = f"c{uuid.uuid4().hex[:8]}"  # this command's workers are named after it
         self.workers_started = 0
+        self.idle_batches = 0               # worker batches in a row that ran no trial
         self.own: set[int] = set()          # trials this command launched (batches)
         self.in_flight: set[int] = set()    # those of the batch the launcher is running now
         self.returns: list[Any] = []
@@ -175,23 +176,33 @@ class Rounds:
             log.warning(f"a search worker's process was lost ({type(err).__name__}): its trial runs again once its "
                         f"heartbeat is {self.settings.grace_period:.0f} s old, and the search goes on")
             return
-        ended = time.time()
+        ended, ran = time.time(), 0
         for job_return in returns:
             report = job_return._return_value
             if job_return.status != JobStatus.COMPLETED:
                 raise report if isinstance(report, BaseException) else TrainingError("a search worker failed")
-            self.launched += report.trials
+            ran += report.trials
             self.failed += report.failed
             self.idle_seconds += report.waited_seconds + max(0.0, ended - report.ended_at)
+        self.launched += ran
         self.returns.extend(returns)
+        self.idle_batches = 0 if ran else self.idle_batches + 1
+        if self.idle_batches >= 3:  # rather than start workers for ever
+            raise TrainingError(f"{count} search workers were started 3 times and ran no trial, while study "
+                                f"'{self.settings.study_name}' in {self.plan.shown_storage} still needs trials: "
+                                "the workers do not see this study.",
+                                fix="start the search from the launch directory the workers share (Hydra's "
+                                "launcher runs them there), or give hparams_search.storage as an absolute URL")
 
     def retry_interrupted(self) -> None:
         """Ctrl-C, SIGTERM, a failed batch: this command's running trials are FAIL, their parameters
         queued for the command that resumes."""
         from tfx_hydra.sweeps.hparams_search import study as studies
 
-        only = trials.running_for(self.study, self.command) if self.workers else self.in_flight
+        only = trials.of_command(self.study, self.command) if self.workers else self.in_flight
         studies.retry_lost_trials(self.study, grace_period=-1.0, own=set(), only=only)
+        if self.workers:  # the launcher has stopped them: a worker killed mid-retry left its trial unqueued
+            studies.requeue_missed(self.study, only)
 
     def require_failure_rate(self) -> None:
         rate = self.failed / self.launched if self.launched else 0.0

@@ -57,9 +57,7 @@ def tell(study, trial, job_return) -> bool:
     return failed
 
 
-def running_for(study, command: str) -> set[int]:
-    """The RUNNING trials of this command's workers: theirs to retry when the command is interrupted."""
-    from optuna.trial import TrialState
-
-    return {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+def of_command(study, command: str) -> set[int]:
+    """The trials this command's workers asked for."""
+    return {t.number for t in study.get_trials(deepcopy=False)
             if str(t.user_attrs.get(WORKER, "")).startswith(f"{command}-")}

@@ -25,6 +25,7 @@ from typing import Any, Callable
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from tfx_hydra.errors import TrainingError
+from tfx_hydra.process import signals
 from tfx_hydra.sweeps.hparams_search import study as studies
 from tfx_hydra.sweeps.hparams_search import trials
 
@@ -75,22 +76,46 @@ class Worker:
         self.started = time.monotonic()
 
     def run(self) -> WorkerReport:
-        while not self.timed_out():
-            studies.retry_lost_trials(self.study, self.settings.grace_period, own=set())
-            missing = self.settings.n_trials - len(studies.counted(self.study.get_trials(deepcopy=False)))
-            if missing <= 0 and not self.queued():
-                if studies.running_elsewhere(self.study, own=set()) == 0:
-                    break
-                self.wait()  # the last trials run elsewhere: one of them may be lost and come back queued
-                continue
-            trial = trials.ask(self.study, self.plan.space, self.settings.n_trials, self.report.worker)
-            if trial is not None:
-                self.run_trial(trial)
+        """Trial after trial until the study needs none. Ctrl-C and SIGTERM wait while the study is being
+        written to (asking, telling, retrying a lost trial), so an interrupt never leaves a trial RUNNING
+        that nobody runs: the trial in hand is failed and queued again for the command that resumes."""
+        previous = signals.interrupt_on_signals()
+        try:
+            while not self.timed_out() and self.next_round():
+                pass
+        finally:
+            signals.restore_handlers(previous)
         self.report.ended_at = time.time()
         log.info(f"worker {self.report.worker}: {self.report.trials} trials, waited {self.report.waited_seconds:.1f} s")
         return self.report
 
-    def run_trial(self, trial) -> None:
+    def next_round(self) -> bool:
+        """Run the study's next trial, or wait for others' to end; False once the study is complete."""
+        trial = None
+        try:
+            with signals.uninterrupted():
+                studies.retry_lost_trials(self.study, self.settings.grace_period, own=set())
+                missing = self.settings.n_trials - len(studies.counted(self.study.get_trials(deepcopy=False)))
+                if missing > 0 or self.queued():
+                    trial = trials.ask(self.study, self.plan.space, self.settings.n_trials, self.report.worker)
+                elif studies.running_elsewhere(self.study, own=set()) == 0:
+                    return False
+            if trial is None:
+                self.wait()  # the last trials run elsewhere: one of them may be lost and come back queued
+                return True
+            job_return = self.run_trial(trial)
+            with signals.uninterrupted():
+                self.report.trials += 1
+                self.report.failed += trials.tell(self.study, trial, job_return)
+        except BaseException:  # Ctrl-C, SIGTERM: the trial in hand is FAIL and queued again
+            if trial is not None:
+                studies.retry_lost_trials(self.study, grace_period=-1.0, own=set(), only={trial.number})
+            raise
+        self.require_failure_rate()
+        return True
+
+    def run_trial(self, trial):
+        """The trial as a Hydra job of its own, composed as a batch launcher composes it; its JobReturn."""
         from hydra.core.utils import run_job
 
         config = self.loader.load_sweep_config(self.sweep, self.plan.job_overrides(trial.number, trial.params))
@@ -98,16 +123,10 @@ class Worker:
             config.hydra.job.id = f"{config.hydra.job.name}_{trial.number}"
             config.hydra.job.num = trial.number
         try:
-            job_return = run_job(hydra_context=self.context, task_function=self.task, config=config,
-                                 job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
-        except BaseException:  # Ctrl-C, SIGTERM: the trial is FAIL and queued again for the resuming command
-            studies.retry_lost_trials(self.study, grace_period=-1.0, own=set(), only={trial.number})
-            raise
+            return run_job(hydra_context=self.context, task_function=self.task, config=config,
+                           job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
         finally:
             _log_to_own_folder(self.own_hydra)
-        self.report.trials += 1
-        self.report.failed += trials.tell(self.study, trial, job_return)
-        self.require_failure_rate()
 
     def queued(self) -> list:
         from optuna.trial import TrialState
