@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import time
 
 import pytest
 from optuna.trial import TrialState
 
-from tests.helpers import cli_env
 from tests.helpers.in_process import run_cli_in_process
 from tests.helpers.search import (
     assert_pruned_trials_look_pruned,
+    command_in_its_own_session,
     parent_and_children,
     search,
     study_of,
@@ -117,9 +116,7 @@ def test_a_killed_worker_s_trial_runs_again_while_the_other_worker_and_a_second_
     every trial a child of the study's one parent, the lost one's run KILLED."""
     command = [sys.executable, "-m", "tfx_hydra", "-m", "hydra/launcher=local_gpus",
                "hydra.launcher.gpus_per_node=0", *search(6, "hparams_search.workers=2")]
-    first = subprocess.Popen(command, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
+    with command_in_its_own_session(command, tmp_path) as first:
         victim = wait_for_running_trial(tmp_path, number=1, process=first, with_run=True)
         host, pid = victim.user_attrs[PROCESS].rsplit(":", 1)
         assert int(pid) != first.pid  # a worker's process, not the command's
@@ -127,10 +124,6 @@ def test_a_killed_worker_s_trial_runs_again_while_the_other_worker_and_a_second_
         killed_at = time.time()
         joined = run_cli_in_process(search(6, "hparams_search.workers=1"), cwd=tmp_path, multirun=True)
         out, _ = first.communicate(timeout=300)
-    finally:
-        if first.poll() is None:
-            os.killpg(first.pid, signal.SIGKILL)
-            first.wait(timeout=30)
     assert first.returncode == 0, out[-3000:]
     assert "a search worker's process was lost (UncompletedJobError)" in out, out[-3000:]
     assert joined.returncode == 0, joined.stderr[-3000:]
@@ -162,16 +155,10 @@ def test_ctrl_c_stops_every_worker_and_the_same_command_resumes_their_trials(tmp
     the same command again runs their parameters and completes the study."""
     args = ["hydra/launcher=parallel", "hydra.launcher.n_jobs=2", *search(5, "hparams_search.workers=2")]
     command = [sys.executable, "-m", "tfx_hydra", "-m", *args]
-    first = subprocess.Popen(command, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
+    with command_in_its_own_session(command, tmp_path) as first:
         wait_for_running_trial(tmp_path, number=2, process=first, with_run=True)
         os.killpg(first.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
         out, _ = first.communicate(timeout=120)
-    finally:
-        if first.poll() is None:
-            os.killpg(first.pid, signal.SIGKILL)
-            first.wait(timeout=30)
     assert first.returncode == 130, out[-3000:]
     assert "Traceback" not in out, out[-3000:]
     stopped = study_of(tmp_path)
@@ -190,5 +177,8 @@ def test_ctrl_c_stops_every_worker_and_the_same_command_resumes_their_trials(tmp
         assert retry.params == trial.params
     client, parent, children = parent_and_children(tmp_path)
     by_trial = {int(c.data.tags["optuna.trial"]): c for c in children}
-    assert {by_trial[t.number].info.status for t in interrupted} == {"KILLED"}
+    # stopped mid-training: KILLED (a trial asked for the instant Ctrl-C came may have no run yet: it is
+    # queued again all the same)
+    assert {by_trial[t.number].info.status for t in interrupted if t.number in by_trial} <= {"KILLED"}
+    assert {c.info.status for c in children} <= {"FINISHED", "KILLED"}  # none left RUNNING
     assert parent.info.status == "FINISHED"

@@ -8,15 +8,19 @@ what a pruned trial looks like (in Optuna, in MLflow, in the sweep table) is che
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tests.helpers import mlflow_client
+from tests.helpers import cli_env, mlflow_client
 
 TINY = ["trainer.epochs=3", "data.limit=300", "export=none", "export.mlflow_model=false",
         "trainer.backup=false", "trainer.tensorboard=false"]
@@ -90,3 +94,17 @@ def trial_has_run(launch: Path, number: int) -> bool:
     experiment = client.get_experiment_by_name("tfx_hydra")
     return bool(experiment and client.search_runs([experiment.experiment_id],
                                                   filter_string=f"tags.`optuna.trial` = '{number}'"))
+
+
+@contextmanager
+def command_in_its_own_session(command: list[str], cwd: Path) -> Iterator[subprocess.Popen]:
+    """`command` started as a terminal starts it (a process group of its own, stdout and stderr as one
+    text stream), killed with its whole group if the test leaves it running."""
+    process = subprocess.Popen(command, cwd=cwd, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, start_new_session=True)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
