@@ -32,9 +32,10 @@ SWEEP = ("multirun", "mlp-digits")
 
 
 def counted(study) -> list:
-    """The trials that count towards n_trials: all but a lost one that was run again."""
+    """The trials that count towards n_trials: all but a lost one that was run again, and one asked for
+    past the total by two commands at the same instant (told FAIL unrun, marked)."""
     retried = {t.user_attrs.get(RETRY_OF) for t in study.trials}
-    return [t for t in study.trials if t.number not in retried]
+    return [t for t in study.trials if t.number not in retried and not t.user_attrs.get("tfx_hydra.over_budget")]
 
 
 def test_one_worker_in_process_runs_each_trial_as_a_job_of_its_own(tmp_path):
@@ -135,7 +136,8 @@ def test_a_killed_worker_s_trial_runs_again_while_the_other_worker_and_a_second_
     (retry,) = [t for t in study.trials if t.user_attrs.get(RETRY_OF) == victim.number]
     assert retry.params == victim.params and retry.state in (TrialState.COMPLETE, TrialState.PRUNED)
     finished = counted(study)
-    assert len(finished) == 6 and {t.state for t in finished} <= {TrialState.COMPLETE, TrialState.PRUNED}
+    assert len(finished) == 6 and {t.state for t in finished} <= {TrialState.COMPLETE, TrialState.PRUNED}, [
+        (t.number, t.state.name, t.user_attrs) for t in study.trials]
     first_command = victim.user_attrs[WORKER].rsplit("-", 1)[0]
     survivor = {t.user_attrs[WORKER] for t in study.trials if t.user_attrs[WORKER].startswith(first_command)}
     survivor -= {victim.user_attrs[WORKER]}
@@ -143,7 +145,8 @@ def test_a_killed_worker_s_trial_runs_again_while_the_other_worker_and_a_second_
     assert any(not t.user_attrs[WORKER].startswith(first_command) for t in study.trials)  # the second command's
 
     client, parent, children = parent_and_children(tmp_path)  # one parent for both commands
-    assert {c.data.tags["optuna.trial"] for c in children} == {str(t.number) for t in study.trials}
+    ran = [t for t in study.trials if not t.user_attrs.get("tfx_hydra.over_budget")]  # those run, by either command
+    assert {c.data.tags["optuna.trial"] for c in children} == {str(t.number) for t in ran}
     lost_run = next(c for c in children if c.data.tags["optuna.trial"] == str(victim.number))
     assert lost_run.info.status == "KILLED"
     assert parent.info.status == "FINISHED"
