@@ -192,7 +192,7 @@ def fixed_cost(artifacts: str, trials: int = 10, epochs: int = 2) -> dict:
 
     with tempfile.TemporaryDirectory(prefix="tfx_hydra-bench-fixed-") as launch:
         command = search_command(trials, epochs, 0, "none", [f"hparams_search.trial_artifacts={artifacts}"])
-        command = [c for c in command if c != "trainer.verbose=false"]
+        command = [c for c in command if c != "trainer.verbose=false"]  # each epoch's line, as a user's run has it
         done = subprocess.run(command, cwd=launch, env=environment(), capture_output=True, text=True, check=False)
         if done.returncode:
             sys.exit("the search failed:\n" + done.stderr[-3000:])

@@ -15,6 +15,7 @@ import time
 import pytest
 from optuna.trial import TrialState
 
+from tests.helpers import mlflow_runs
 from tests.helpers.in_process import run_cli_in_process
 from tests.helpers.search import (
     assert_pruned_trials_look_pruned,
@@ -185,3 +186,14 @@ def test_ctrl_c_stops_every_worker_and_the_same_command_resumes_their_trials(tmp
     assert {by_trial[t.number].info.status for t in interrupted if t.number in by_trial} <= {"KILLED"}
     assert {c.info.status for c in children} <= {"FINISHED", "KILLED"}  # none left RUNNING
     assert parent.info.status == "FINISHED"
+
+
+def test_the_worker_key_typed_by_hand_is_refused_with_one_message(tmp_path):
+    """hparams_search.worker is the search's own, set on its worker jobs: outside a search there is nothing to
+    serve, said before any work, with no traceback and no run."""
+    done = run_cli_in_process(["hparams_search=optuna", "hparams_search.worker=c1-0"], cwd=tmp_path)
+    assert done.returncode == 1
+    assert "ConfigError: hparams_search.worker=c1-0 is set by the search for its own worker jobs, and there is " \
+           "no search here" in done.stderr, done.stderr[-2000:]
+    assert "Fix: drop hparams_search.worker; hparams_search.workers=N starts N workers" in done.stderr
+    assert "Traceback" not in done.stderr and mlflow_runs(tmp_path) == []

@@ -14,7 +14,7 @@ from optuna.trial import TrialState
 from tests.helpers.fakes import RecordingTracker
 from tests.unit.test_sweeps import composed_sweep
 from tfx_hydra.errors import ConfigError, TrainingError
-from tfx_hydra.sweeps.hparams_search import checks, space
+from tfx_hydra.sweeps.hparams_search import checks, space, trials
 from tfx_hydra.sweeps.hparams_search import study as studies
 from tfx_hydra.sweeps.hparams_search.settings import SearchSettings, storage_url
 from tfx_hydra.sweeps.hparams_search.sweeper import OptunaSweeper, Rounds
@@ -286,3 +286,14 @@ def test_a_trial_failed_as_interrupted_whose_retry_was_never_queued_is_queued_on
     assert queued.system_attrs["fixed_params"] == interrupted.params  # what the next ask of the study runs
     assert queued.user_attrs[studies.RETRY_OF] == interrupted.number
     assert studies.requeue_missed(study, only={interrupted.number, errored.number}) == []  # once
+
+
+@pytest.mark.parametrize("failed, ran, stops", [(0, 4, False), (1, 4, False), (2, 4, True), (1, 1, True)])
+def test_a_search_stops_once_more_than_max_failure_rate_of_its_trials_failed(failed, ran, stops):
+    if not stops:
+        trials.require_failure_rate(failed, ran, 0.25, "worker c1-0")
+        return
+    with pytest.raises(TrainingError, match=rf"{failed} of the {ran} trials worker c1-0 ran failed, more than "
+                                            r"hparams_search.max_failure_rate=0.25: the search stops.\n  Fix: see the "
+                                            r"FAILED child runs' `error` tags"):
+        trials.require_failure_rate(failed, ran, 0.25, "worker c1-0")

@@ -248,6 +248,14 @@ def running_elsewhere(study, own: set[int]) -> int:
                 if t.number not in own])
 
 
+def still_to_run(study, n_trials: int) -> int:
+    """Trials the study still needs run: those missing from n_trials, and the queued retries of lost ones."""
+    from optuna.trial import TrialState
+
+    trials = study.get_trials(deepcopy=False)
+    return max(n_trials - len(counted(trials)), 0) + sum(t.state == TrialState.WAITING for t in trials)
+
+
 def progress(study) -> tuple[int, int]:
     """(trials finished, trials running or queued) of those that count towards n_trials."""
     from optuna.trial import TrialState

@@ -118,26 +118,18 @@ class Rounds:
 
         while not self.timed_out():
             studies.retry_lost_trials(self.study, self.settings.grace_period, self.own)
-            missing = self.settings.n_trials - len(studies.counted(self.study.get_trials(deepcopy=False)))
-            queued = self.queued()
-            if missing <= 0 and not queued:
+            wanted = studies.still_to_run(self.study, self.settings.n_trials)
+            if not wanted:
                 if studies.running_elsewhere(self.study, self.own) == 0:
                     return
                 self.wait_for_others()
                 continue
-            wanted = max(missing, 0) + len(queued)
             if self.workers:
                 self.launch_workers(min(self.workers, wanted))
                 continue
             trials = self.ask(min(self.settings.n_jobs, wanted))
             if trials:
                 self.launch(trials)
-
-    def queued(self) -> list:
-        """Enqueued retries of lost trials, waiting for a command to run them."""
-        from optuna.trial import TrialState
-
-        return self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
 
     def ask(self, count: int) -> list:
         asked = [trials.ask(self.study, self.plan.space, self.settings.n_trials) for _ in range(count)]
@@ -205,12 +197,7 @@ class Rounds:
             studies.requeue_missed(self.study, only)
 
     def require_failure_rate(self) -> None:
-        rate = self.failed / self.launched if self.launched else 0.0
-        if self.failed and rate > self.settings.max_failure_rate:
-            raise TrainingError(f"{self.failed} of the {self.launched} trials this command ran failed, more than "
-                                f"hparams_search.max_failure_rate={self.settings.max_failure_rate}: the search stops.",
-                                fix="see the FAILED child runs' `error` tags; hparams_search.max_failure_rate=1.0 "
-                                "goes on regardless")
+        trials.require_failure_rate(self.failed, self.launched, self.settings.max_failure_rate, "this command")
 
     def timed_out(self) -> bool:
         timeout = self.settings.timeout

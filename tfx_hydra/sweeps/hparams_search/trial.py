@@ -133,5 +133,5 @@ def reporting_trial(cfg: DictConfig, run_settings, job, tracker) -> Iterator[Liv
     trainer = run_settings.trainer  # the run's validated Settings
     with LiveTrial(read(cfg), run_settings.sweep.metrics, epoch_names(list(trainer.metrics)), max_epochs(trainer),
                    cfg.paths.launch_dir) as trial:
-        tracker.set_tags({TRIAL_TAG: str(trial.number), "optuna.study": trial.settings.study_name})
+        tracker.set_tags({"optuna.study": trial.settings.study_name})  # its trial: tagged with the run (SweepJob)
         yield trial

@@ -11,7 +11,7 @@ import socket
 import time
 from typing import Any
 
-from tfx_hydra.errors import ConfigError
+from tfx_hydra.errors import ConfigError, TrainingError
 from tfx_hydra.sweeps.hparams_search import study as studies
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,16 @@ def tell(study, trial, job_return) -> bool:
     if failed and isinstance(value, ConfigError):
         raise value
     return failed
+
+
+def require_failure_rate(failed: int, ran: int, max_rate: float, ran_by: str) -> None:
+    """Stop once more than `max_rate` of the trials `ran_by` ran (this command, one worker) failed: trials
+    that keep failing (out of memory, a part of the space that cannot train) would fail on."""
+    if failed and failed / ran > max_rate:
+        raise TrainingError(f"{failed} of the {ran} trials {ran_by} ran failed, more than "
+                            f"hparams_search.max_failure_rate={max_rate}: the search stops.",
+                            fix="see the FAILED child runs' `error` tags; hparams_search.max_failure_rate=1.0 "
+                            "goes on regardless")
 
 
 def of_command(study, command: str) -> set[int]:

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from tfx_hydra.errors import TrainingError
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.process import signals
 from tfx_hydra.sweeps.hparams_search import study as studies
 from tfx_hydra.sweeps.hparams_search import trials
@@ -55,7 +55,12 @@ def serve(cfg: DictConfig, task: Callable[[DictConfig], Any]) -> WorkerReport:
     from tfx_hydra.sweeps.hparams_search import checks
 
     own_hydra = HydraConfig.get()
-    sweep = OmegaConf.load(os.path.join(str(own_hydra.sweep.dir), "multirun.yaml"))  # saved by the sweeper
+    saved = os.path.join(str(own_hydra.sweep.dir), "multirun.yaml")  # the sweep's config, saved by the sweeper
+    if not os.path.isfile(saved):  # the key typed by hand: there is no sweep to serve
+        raise ConfigError(f"hparams_search.worker={cfg.hparams_search.worker} is set by the search for its own worker "
+                          f"jobs, and there is no search here ({saved} does not exist).",
+                          fix="drop hparams_search.worker; hparams_search.workers=N starts N workers")
+    sweep = OmegaConf.load(saved)
     plan = checks.plan(sweep, sweep.hydra.sweeper.get("params") or {}, list(sweep.hydra.overrides.task))
     return Worker(plan, sweep, task, str(cfg.hparams_search.worker), own_hydra).run()
 
@@ -95,8 +100,7 @@ class Worker:
         try:
             with signals.uninterrupted():
                 studies.retry_lost_trials(self.study, self.settings.grace_period, own=set())
-                missing = self.settings.n_trials - len(studies.counted(self.study.get_trials(deepcopy=False)))
-                if missing > 0 or self.queued():
+                if studies.still_to_run(self.study, self.settings.n_trials):
                     trial = trials.ask(self.study, self.plan.space, self.settings.n_trials, self.report.worker)
                 elif studies.running_elsewhere(self.study, own=set()) == 0:
                     return False
@@ -128,11 +132,6 @@ class Worker:
         finally:
             _log_to_own_folder(self.own_hydra)
 
-    def queued(self) -> list:
-        from optuna.trial import TrialState
-
-        return self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-
     def wait(self) -> None:
         pause = min(self.settings.heartbeat_interval, 1.0)
         time.sleep(pause)
@@ -143,12 +142,8 @@ class Worker:
         return timeout is not None and time.monotonic() - self.started > timeout
 
     def require_failure_rate(self) -> None:
-        done, failed = self.report.trials, self.report.failed
-        if failed and failed / done > self.settings.max_failure_rate:
-            raise TrainingError(f"{failed} of the {done} trials worker {self.report.worker} ran failed, more than "
-                                f"hparams_search.max_failure_rate={self.settings.max_failure_rate}: it stops.",
-                                fix="see the FAILED child runs' `error` tags; hparams_search.max_failure_rate=1.0 "
-                                "goes on regardless")
+        trials.require_failure_rate(self.report.failed, self.report.trials, self.settings.max_failure_rate,
+                                    f"worker {self.report.worker}")
 
 
 def _log_to_own_folder(own_hydra) -> None:
