@@ -32,11 +32,7 @@ class NonFiniteGuard(keras.callbacks.Callback):
         self.steps_per_execution = steps_per_execution
         self.backup_dir = backup_dir
         self.epoch = 0
-        self._all_finite = None
         self._last_loss: float | None = None
-
-    def on_train_begin(self, logs=None):
-        self._all_finite = all_finite_check(self.model)
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch = epoch
@@ -60,7 +56,7 @@ class NonFiniteGuard(keras.callbacks.Callback):
         self._check_weights("at the end of training")  # e.g. weights EarlyStopping restored after the epoch's check
 
     def _check_weights(self, when: str) -> None:
-        if self._all_finite is None or bool(self._all_finite()):
+        if weights_all_finite(self.model):
             return
         bad = non_finite_weights(self.model)
         named = bad[0] + (f" and {len(bad) - 1} more" if len(bad) > 1 else "")
@@ -86,19 +82,14 @@ def floating_weights(model) -> list:
     return [w for w in model.weights if tf.as_dtype(w.dtype).is_floating]
 
 
-def all_finite_check(model):
-    """A compiled function: are all of the model's floating weights finite? One fused reduction
-    over every weight, read where the variables live (the first replica's copy under a strategy,
-    whose replicas hold the same values)."""
-    weights = [w.value for w in floating_weights(model)]
-    if not weights:
-        return lambda: True
-
-    @tf.function(autograph=False)
-    def all_finite():
-        return tf.reduce_all([tf.reduce_all(tf.math.is_finite(w)) for w in weights])
-
-    return all_finite
+def weights_all_finite(model) -> bool:
+    """Are all of the model's floating weights finite? One reduction over every weight, read where
+    the variables live (the first replica's copy under a strategy, whose replicas hold the same
+    values), and one read of its answer. Eager on purpose: a tf.function here would be traced
+    anew for every model, which a search pays on each trial (and TensorFlow warns of the retracing),
+    while two small ops per weight once an epoch cost nothing next to the epoch."""
+    checks = [tf.reduce_all(tf.math.is_finite(w.value)) for w in floating_weights(model)]
+    return not checks or bool(tf.reduce_all(tf.stack(checks)))
 
 
 def non_finite_weights(model) -> list[str]:
