@@ -92,7 +92,8 @@ def run(cfg: DictConfig) -> float | list[float] | sweeps.PrunedResult | sweeps.W
 
         exports = []
         if trial is None or trial.leads(objective, tracker):  # a search's trial behind the best so far: neither
-            records.record_plots(tracker, model, datasets, history, output_dir)
+            records.record_plots(tracker, model, datasets, history, output_dir,
+                                 pending=trial is not None and trial.plots_wait)  # drawn if it ends the best
             exports = export_model(model, datasets, cfg.export, tracker, setup.chief)
         if trial:
             trial.completed(tracker, history)

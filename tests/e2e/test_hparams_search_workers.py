@@ -72,15 +72,21 @@ def test_one_worker_in_process_runs_each_trial_as_a_job_of_its_own(tmp_path):
     assert not list(sweep.glob("trial_None"))
     best = next(c for c in children if c.data.tags["optuna.trial"] == str(study.best_trial.number))
     assert client.get_model_version("digits_best", "1").run_id == best.info.run_id
-    for child in children:  # trial_artifacts=leading: plots and exports only for a trial as good as the best before it
-        trial = study.trials[int(child.data.tags["optuna.trial"])]
+    for child in children:  # trial_artifacts=leading: exports only for a trial as good as the best before it,
+        trial = study.trials[int(child.data.tags["optuna.trial"])]  # plots for the best, drawn at the end
         if trial.state != TrialState.COMPLETE:
             continue
         before = [t.value for t in study.trials[:trial.number] if t.state == TrialState.COMPLETE]
-        plots = "plots" in {a.path for a in client.list_artifacts(child.info.run_id)}
+        plots = {a.path for a in client.list_artifacts(child.info.run_id, "plots")}
         model = bool(child.outputs.model_outputs)  # the MLflow model it logged (export.mlflow_model=true)
-        if not before or trial.value >= max(before):
-            assert plots and model, trial.number
+        pending = sweep / f"trial_{trial.number}" / "plots" / "pending_plots.npz"
+        assert not pending.exists()  # drawn or dropped when the search ended
+        if trial.number == study.best_trial.number:
+            assert {"plots/training_curves.png", "plots/confusion_matrix.png"} <= plots, plots
+            assert child.data.tags["plots"] == "drawn at the search's end: the best trial"
+        elif not before or trial.value >= max(before):
+            assert model and not plots, trial.number
+            assert child.data.tags["plots"] == f"skipped: trial {study.best_trial.number} ended the search best"
         else:
             assert not plots and not model, trial.number
             assert child.data.tags["artifacts"].startswith("skipped: behind trial "), child.data.tags

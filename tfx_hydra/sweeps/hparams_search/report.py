@@ -8,6 +8,7 @@ The table of jobs, and the parent's closing, are every sweep's (sweeps/parent.py
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -22,6 +23,7 @@ from tfx_hydra.sweeps.summary import say
 
 log = logging.getLogger(__name__)
 RESULTS_FILE = "optimization_results.yaml"
+PLOTS_TAG = "plots"  # on a trial that led: whether the search drew its plots at its end
 PLOTS = ("optimization_history", "param_importances", "intermediate_values", "pareto_front")
 
 
@@ -52,6 +54,8 @@ def finish(study, plan, sweep_dir: str, config: DictConfig, idle_seconds: float)
                 client.set_tag(children[trial.number], "optuna.pareto", "true")
     elif best:
         tags |= {"optuna.best_trial": str(best[0].number), "optuna.best_params": json.dumps(best[0].params)}
+    if len(plan.directions) == 1 and best:
+        draw_best_trials_plots(client, parent, best[0].number, config)
     register_as = (config.get("export") or {}).get("register_as")
     if register_as and best and best[0].number in children:
         version = tracking.register_model(client, children[best[0].number], register_as)
@@ -62,6 +66,30 @@ def finish(study, plan, sweep_dir: str, config: DictConfig, idle_seconds: float)
                         metrics=[("sweep.idle_worker_seconds", idle_seconds, tracking.now_ms(), 0)])
     for path in plots:
         client.log_artifact(parent, path, "optuna")
+
+
+def draw_best_trials_plots(client, parent_run_id: str, best: int, config: DictConfig) -> None:
+    """hparams_search.trial_artifacts=leading: each trial that led kept its plots' inputs (records.
+    record_plots); the best one's are drawn now and logged to its run, the others' dropped. Every
+    command of a study does this at its end; the first to come draws."""
+    from tfx_hydra import records, task
+
+    for run in children(client, parent_run_id):
+        folder = run.data.tags.get(records.PLOTS_PENDING)
+        if not folder or run.data.tags.get(PLOTS_TAG):
+            continue
+        if run.data.tags.get(TRIAL_TAG) == str(best):
+            if not records.draw_pending_plots(folder, task.from_config(config.task)):
+                log.info(f"the best trial's plots were not drawn: {folder} is not on this machine")
+                continue
+            client.log_artifacts(run.info.run_id, folder, "plots")
+            client.set_tag(run.info.run_id, PLOTS_TAG, "drawn at the search's end: the best trial")
+            say(f"tfx_hydra search: the best trial's plots are in {folder}")
+        else:
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(folder, records.PENDING_FILE))
+                os.rmdir(folder)  # left empty: the trial has no plots
+            client.set_tag(run.info.run_id, PLOTS_TAG, f"skipped: trial {best} ended the search best")
 
 
 def best_trials(study) -> list:

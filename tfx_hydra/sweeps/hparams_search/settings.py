@@ -36,7 +36,7 @@ class SearchSettings:
     max_failure_rate: float = 0.25
     heartbeat_interval: float = 10.0   # seconds between a running trial's heartbeats
     grace_period: float = 60.0         # a RUNNING trial silent this long lost its process
-    trial_artifacts: str = "leading"   # leading: plots and exports only for a trial as good as the best so far; all
+    trial_artifacts: str = "leading"   # leading: exports while a trial leads, plots for the best (at the end); all
     trial: Optional[int] = None        # set by the sweeper for each job
     worker: Optional[str] = None       # set by the sweeper for each worker job: '<command>-<index>'
 

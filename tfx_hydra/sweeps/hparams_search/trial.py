@@ -85,6 +85,12 @@ class LiveTrial:
                  "(hparams_search.trial_artifacts=all makes them for every trial)")
         return False
 
+    @property
+    def plots_wait(self) -> bool:
+        """Whether a leading trial keeps its plots' inputs for the search's end (trial_artifacts=leading,
+        one metric: the search draws its best trial's) rather than drawing them now."""
+        return self.settings.trial_artifacts == "leading" and not self.multi_objective
+
     def completed(self, tracker, history) -> None:
         epochs = len(history.history.get("loss", [])) if history is not None else 0
         tracker.set_tags({STATE_TAG: "COMPLETE", EPOCHS_TAG: str(epochs)})
