@@ -1,7 +1,7 @@
 """hparams_search.workers=N end to end: long-lived workers, each running trials one after another
 against the shared study (no batch waits for its slowest trial), under the basic, joblib and
 submitit_local launchers; a worker killed with -9 (its trial re-run, the other worker goes on) while a
-second command joins the study; Ctrl-C of the command and its resume. Real Hydra multiruns of real
+second command joins the study; Ctrl-C of the command and its resume by two joblib workers. Real Hydra multiruns of real
 (tiny) Keras trials, a real Optuna storage and a real MLflow store.
 """
 
@@ -93,30 +93,6 @@ def test_one_worker_in_process_runs_each_trial_as_a_job_of_its_own(tmp_path):
     assert "sweep.idle_worker_seconds" in parent.data.metrics
 
 
-def test_two_workers_under_joblib_share_the_study_without_a_batch(tmp_path, capfd):
-    """hydra/launcher=parallel: two worker processes, each asking for its next trial as soon as its own
-    ends. Every trial is one child run, labelled by its job on the shared terminal."""
-    done = run_cli_in_process(["hydra/launcher=parallel", "hydra.launcher.n_jobs=2",
-                               *search(6, "hparams_search.workers=2")], cwd=tmp_path, multirun=True)
-    assert done.returncode == 0, done.stderr[-3000:]
-    shown = done.stdout + done.stderr + "".join(capfd.readouterr())
-    study = study_of(tmp_path)
-    assert len(study.trials) == 6 and {t.state for t in study.trials} <= {TrialState.COMPLETE, TrialState.PRUNED}
-    workers = {t.user_attrs[WORKER] for t in study.trials}
-    assert len(workers) == 2 and {w[-2:] for w in workers} == {"-0", "-1"}
-    assert len({t.user_attrs[PROCESS] for t in study.trials}) == 2  # two processes, neither of them this one
-    assert not any(t.user_attrs[PROCESS].endswith(f":{os.getpid()}") for t in study.trials)
-    client, parent, children = parent_and_children(tmp_path)
-    assert sorted(int(c.data.tags["optuna.trial"]) for c in children) == list(range(6))
-    assert parent.info.status == "FINISHED" and parent.data.tags["sweep.launcher"].endswith("JoblibLauncher")
-    assert_pruned_trials_look_pruned(study, client, children)
-    for trial in study.trials:
-        assert f"[job {trial.number}] " in shown, shown[-3000:]  # its lines, labelled by its trial's job
-    idle = parent.data.metrics["sweep.idle_worker_seconds"]
-    busy = sum(t.user_attrs["tfx_hydra.seconds"] for t in study.trials)
-    assert 0.0 <= idle < busy / 2, (idle, busy)  # only the end: one worker finishing while the other trains
-
-
 def test_a_killed_worker_s_trial_runs_again_while_the_other_worker_and_a_second_command_go_on(tmp_path):
     """submitit_local (hydra/launcher=local_gpus): two worker processes. One is killed with -9 during its
     trial; the other goes on, and a second command (one worker, in process) joins the study meanwhile.
@@ -159,11 +135,13 @@ def test_a_killed_worker_s_trial_runs_again_while_the_other_worker_and_a_second_
     assert parent.info.status == "FINISHED"
 
 
-def test_ctrl_c_stops_every_worker_and_the_same_command_resumes_their_trials(tmp_path):
-    """Ctrl-C on the terminal reaches the command and its workers (one process group): the exit status
-    is 130 with the command that resumes, the trials in flight are FAIL and queued, their runs KILLED;
-    the same command again runs their parameters and completes the study."""
-    args = ["hydra/launcher=parallel", "hydra.launcher.n_jobs=2", *search(5, "hparams_search.workers=2")]
+def test_ctrl_c_stops_every_worker_and_two_joblib_workers_resume_their_trials_without_a_batch(tmp_path, capfd):
+    """hydra/launcher=parallel, two workers. Ctrl-C on the terminal reaches the command and its workers
+    (one process group): the exit status is 130 with the command that resumes, the trials in flight are
+    FAIL and queued, their runs KILLED. The same command again: two worker processes, each asking for
+    its next trial as soon as its own ends, run the queued parameters and the rest of the study; every
+    trial is one child run, labelled by its job on the shared terminal."""
+    args = ["hydra/launcher=parallel", "hydra.launcher.n_jobs=2", *search(8, "hparams_search.workers=2")]
     command = [sys.executable, "-m", "tfx_hydra", "-m", *args]
     with command_in_its_own_session(command, tmp_path) as first:
         wait_for_running_trial(tmp_path, number=2, process=first, with_run=True)
@@ -171,27 +149,43 @@ def test_ctrl_c_stops_every_worker_and_the_same_command_resumes_their_trials(tmp
         out, _ = first.communicate(timeout=120)
     assert first.returncode == 130, out[-3000:]
     assert "Traceback" not in out, out[-3000:]
-    stopped = study_of(tmp_path)
-    interrupted = [t for t in stopped.trials if t.state == TrialState.FAIL]
-    assert interrupted and not [t for t in stopped.trials if t.state == TrialState.RUNNING]
-    assert {t.user_attrs.get(RETRY_OF) for t in stopped.trials if t.state == TrialState.WAITING} == {
+    stopped = study_of(tmp_path).trials  # as the interrupted command left them
+    interrupted = [t for t in stopped if t.state == TrialState.FAIL]
+    assert interrupted and not [t for t in stopped if t.state == TrialState.RUNNING]
+    assert {t.user_attrs.get(RETRY_OF) for t in stopped if t.state == TrialState.WAITING} == {
         t.number for t in interrupted}  # each queued again, once
+    capfd.readouterr()
 
     again = run_cli_in_process(args, cwd=tmp_path, multirun=True)
     assert again.returncode == 0, again.stderr[-3000:]
+    shown = again.stdout + again.stderr + "".join(capfd.readouterr())
     study = study_of(tmp_path)
     finished = counted(study)
-    assert len(finished) == 5 and {t.state for t in finished} <= {TrialState.COMPLETE, TrialState.PRUNED}
+    assert len(finished) == 8 and {t.state for t in finished} <= {TrialState.COMPLETE, TrialState.PRUNED}
     for trial in interrupted:
         (retry,) = [t for t in study.trials if t.user_attrs.get(RETRY_OF) == trial.number]
         assert retry.params == trial.params
+    ran_before = {t.number for t in stopped if t.state != TrialState.WAITING}
+    resumed = [t for t in counted(study) if t.number not in ran_before]  # the trials the resuming command ran
+    workers = {t.user_attrs[WORKER] for t in resumed}
+    assert len(workers) == 2 and {w[-2:] for w in workers} == {"-0", "-1"}, workers
+    assert len({t.user_attrs[PROCESS] for t in resumed}) == 2  # two processes, neither of them this one
+    assert not any(t.user_attrs[PROCESS].endswith(f":{os.getpid()}") for t in resumed)
+    for trial in resumed:
+        assert f"[job {trial.number}] " in shown, shown[-3000:]  # its lines, labelled by its trial's job
+
     client, parent, children = parent_and_children(tmp_path)
     by_trial = {int(c.data.tags["optuna.trial"]): c for c in children}
     # stopped mid-training: KILLED (a trial asked for the instant Ctrl-C came may have no run yet: it is
     # queued again all the same)
     assert {by_trial[t.number].info.status for t in interrupted if t.number in by_trial} <= {"KILLED"}
     assert {c.info.status for c in children} <= {"FINISHED", "KILLED"}  # none left RUNNING
-    assert parent.info.status == "FINISHED"
+    assert {t.number for t in finished} <= set(by_trial)
+    assert parent.info.status == "FINISHED" and parent.data.tags["sweep.launcher"].endswith("JoblibLauncher")
+    assert_pruned_trials_look_pruned(study, client, children)
+    idle = parent.data.metrics["sweep.idle_worker_seconds"]
+    busy = sum(t.user_attrs["tfx_hydra.seconds"] for t in resumed)
+    assert 0.0 <= idle < busy / 2, (idle, busy)  # only the end: one worker finishing while the other trains
 
 
 def test_the_worker_key_typed_by_hand_is_refused_with_one_message(tmp_path):
