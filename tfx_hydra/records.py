@@ -6,8 +6,6 @@ contract). Step-level, not tracking plumbing: it reads what the steps chose and 
     record_launch  the config, Hydra's saved configs, git state and packages: before any training
     record_setup   what the hardware, precision and strategy steps chose (and why), the environment
     record_model   the model summary and its parameter counts
-    record_plots   training curves and the task's reports of the test split (a search's leading trial:
-                   their inputs, drawn by draw_pending_plots if it ends the search's best)
     record_evaluated_model / _split   mode=evaluate: which model, from which run, on which split
 
 TensorFlow and MLflow are imported inside the functions (through the tracker).
@@ -255,67 +253,6 @@ def record_evaluated_split(datasets) -> str:
     log.info(f"evaluate: on the test split of {named}: {datasets.num_test:,} examples, inputs "
              f"{tuple(datasets.spec.input_shape)}, {datasets.spec.task.describe(datasets.spec.num_classes)}")
     return named
-
-
-PLOTS_PENDING = "plots.pending"  # tag: the folder where a search trial's plot inputs wait for the search's end
-PENDING_FILE = "pending_plots.npz"
-
-
-def record_plots(tracker: Tracker, model, datasets, history, output_dir: str, pending: bool = False) -> None:
-    """Training curves and the task's reports of the test split (a confusion matrix and per-class table;
-    ROC and precision-recall curves; a per-label table; predicted-against-true and residuals), in the
-    run's output dir and MLflow's `plots/`: what a reader of the run looks at first.
-
-    `pending` (a search's trial leading so far): only what they are drawn from is kept, in the output
-    dir, and the run tagged with where. Drawing is most of a small trial's cost beyond its epochs (~0.3 s
-    of ~1 s), and a later trial often overtakes this one: the search draws its best trial's at its end."""
-    if tracker.run_id is None:  # tracking off, or a non-chief worker
-        return
-    folder = os.path.join(output_dir, "plots")
-    os.makedirs(folder, exist_ok=True)
-    values, labels = predictions(model, datasets.test)
-    if pending:
-        import numpy as np
-
-        curves = {name: [float(v) for v in series] for name, series in history.history.items()}
-        np.savez(os.path.join(folder, PENDING_FILE), values=values, labels=labels, history=json.dumps(curves))
-        tracker.set_tags({PLOTS_PENDING: folder})
-        return
-    draw_plots(datasets.spec.task, values, labels, history.history, folder)
-    tracker.log_artifacts(folder, "plots")
-
-
-def draw_plots(task, values, labels, history: dict, folder: str) -> None:
-    from tfx_hydra.plots import plot_training_curves
-
-    plot_training_curves(history, os.path.join(folder, "training_curves.png"))
-    task.report(values, labels, folder)
-
-
-def draw_pending_plots(folder: str, task) -> bool:
-    """Draw the plots a search trial kept the inputs of (record_plots' `pending`) into `folder`; False
-    when there is nothing to draw (drawn already, or the folder is on a machine this one cannot see)."""
-    import numpy as np
-
-    path = os.path.join(folder, PENDING_FILE)
-    if not os.path.isfile(path):
-        return False
-    with np.load(path) as saved:
-        values, labels, history = saved["values"], saved["labels"], json.loads(str(saved["history"]))
-    draw_plots(task, values, labels, history, folder)
-    os.remove(path)
-    return True
-
-
-def predictions(model, dataset):
-    """The model's outputs and the labels over `dataset` (batches of inputs and labels), as arrays."""
-    import numpy as np
-
-    values, labels = [], []
-    for inputs, batch_labels in dataset:
-        values.append(np.asarray(model(inputs, training=False), dtype="float32"))
-        labels.append(np.asarray(batch_labels))
-    return np.concatenate(values), np.concatenate(labels)
 
 
 def weights_sha256(model) -> str:

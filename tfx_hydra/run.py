@@ -23,7 +23,7 @@ import os
 
 from omegaconf import DictConfig, OmegaConf
 
-from tfx_hydra import cv, records, sweeps, task, tracking, trainer
+from tfx_hydra import cv, records, reports, sweeps, task, tracking, trainer
 from tfx_hydra.config import build, require_importable_targets
 from tfx_hydra.console import print_summary
 from tfx_hydra.data.pipeline import require_datasets
@@ -92,7 +92,7 @@ def run(cfg: DictConfig) -> float | list[float] | sweeps.PrunedResult | sweeps.W
 
         exports = []
         if trial is None or trial.leads(objective, tracker):  # a search's trial behind the best so far: neither
-            records.record_plots(tracker, model, datasets, history, output_dir,
+            reports.record_plots(tracker, model, datasets, history, output_dir,
                                  pending=trial is not None and trial.plots_wait)  # drawn if it ends the best
             exports = export_model(model, datasets, cfg.export, tracker, setup.chief)
         if trial:

@@ -187,7 +187,7 @@ def test_regression_predicts_in_the_targets_units_through_its_last_layer(trained
 
 
 def test_each_task_writes_its_reports(trained, tmp_path):
-    from tfx_hydra.records import predictions
+    from tfx_hydra.reports import predictions
 
     written = {}
     for name, (task, data, model, _) in trained.items():

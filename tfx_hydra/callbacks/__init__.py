@@ -20,8 +20,9 @@ from tfx_hydra.callbacks.epoch_clock import EpochClock
 from tfx_hydra.callbacks.epoch_progress import EpochProgress, terminal_console
 from tfx_hydra.callbacks.keep_best import KeepBest
 from tfx_hydra.callbacks.missed_interrupt import MissedInterrupt
-from tfx_hydra.callbacks.nonfinite_guard import NonFiniteGuard, floating_weights, non_finite_weights
+from tfx_hydra.callbacks.nonfinite_guard import NonFiniteGuard, floating_weights, non_finite_weights, weights_all_finite
 from tfx_hydra.callbacks.tensorboard import TensorBoardWithGraph
 
 __all__ = ["EpochBackup", "EpochClock", "EpochProgress", "KeepBest", "MissedInterrupt", "NonFiniteGuard",
-           "TensorBoardWithGraph", "floating_weights", "non_finite_weights", "terminal_console"]
+           "TensorBoardWithGraph", "floating_weights", "non_finite_weights", "terminal_console",
+           "weights_all_finite"]

@@ -69,17 +69,17 @@ def finish(study, plan, sweep_dir: str, config: DictConfig, idle_seconds: float)
 
 
 def draw_best_trials_plots(client, parent_run_id: str, best: int, config: DictConfig) -> None:
-    """hparams_search.trial_artifacts=leading: each trial that led kept its plots' inputs (records.
+    """hparams_search.trial_artifacts=leading: each trial that led kept its plots' inputs (reports.
     record_plots); the best one's are drawn now and logged to its run, the others' dropped. Every
     command of a study does this at its end; the first to come draws."""
-    from tfx_hydra import records, task
+    from tfx_hydra import reports, task
 
     for run in children(client, parent_run_id):
-        folder = run.data.tags.get(records.PLOTS_PENDING)
+        folder = run.data.tags.get(reports.PLOTS_PENDING)
         if not folder or run.data.tags.get(PLOTS_TAG):
             continue
         if run.data.tags.get(TRIAL_TAG) == str(best):
-            if not records.draw_pending_plots(folder, task.from_config(config.task)):
+            if not reports.draw_pending_plots(folder, task.from_config(config.task)):
                 log.info(f"the best trial's plots were not drawn: {folder} is not on this machine")
                 continue
             client.log_artifacts(run.info.run_id, folder, "plots")
@@ -87,7 +87,7 @@ def draw_best_trials_plots(client, parent_run_id: str, best: int, config: DictCo
             say(f"tfx_hydra search: the best trial's plots are in {folder}")
         else:
             with contextlib.suppress(OSError):
-                os.remove(os.path.join(folder, records.PENDING_FILE))
+                os.remove(os.path.join(folder, reports.PENDING_FILE))
                 os.rmdir(folder)  # left empty: the trial has no plots
             client.set_tag(run.info.run_id, PLOTS_TAG, f"skipped: trial {best} ended the search best")
 
