@@ -23,7 +23,8 @@
 5. A trial's fixed cost: a 10-trial search (pruner none, 2 epochs) in one process, every trial's plots
    and exports (`hparams_search.trial_artifacts=all`, what every trial made before) vs the leading
    trials' only (the default): seconds per trial beyond its steady epochs (the first epoch's tracing
-   counts as fixed cost), from the child runs' start and end and their `epoch_seconds`.
+   counts as fixed cost), from the child runs' start and end and their `epoch_seconds`; beside them,
+   the floor: the same model built, compiled and fitted by Keras alone, 10 times in one process.
 6. Memory over many trials: a 50-trial search (1 epoch) in one worker process: its resident memory
    (psutil) once 5 trials and once 50 have finished (target: within 10 %).
 
@@ -210,6 +211,44 @@ def fixed_cost(artifacts: str, trials: int = 10, epochs: int = 2) -> dict:
                 "fixed_seconds_per_trial": (span - steady * trained) / len(later)}
 
 
+def keras_alone_fixed_cost(trials: int = 10, epochs: int = 2) -> dict:
+    """The floor under part 5: the same MLP, data and cpu-profile settings (steps_per_execution 64, one
+    intra-op thread), built, compiled and fitted `trials` times in this process by Keras alone -- no
+    Hydra, no MLflow, no study. Seconds per model beyond its steady epochs: Keras' tracing and first
+    call of the new model's train and test steps, which every trial of a new architecture pays."""
+    import statistics
+
+    import keras
+    import tensorflow as tf
+
+    from tfx_hydra.config import build, compose
+
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(2)
+    except RuntimeError:  # TensorFlow already started in this process (an earlier part): its threads stay
+        pass
+    cfg = compose(["seed=0", "tracking=none", "paths.launch_dir=/tmp", "paths.output_dir=/tmp/alone"])
+    spans, steady = [], []
+    for trial in range(trials):
+        keras.backend.clear_session()
+        cfg.model.units = (64, 128, 256)[trial % 3]  # a new architecture each time, as a search's trials
+        data = build(cfg.data, "data", batch_size=(32, 64, 128)[trial % 3])
+        started = time.perf_counter()
+        model = build(cfg.model, "model")
+        model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy",
+                      metrics=["accuracy"], steps_per_execution=64)
+        marks = []
+        clock = keras.callbacks.LambdaCallback(on_epoch_begin=lambda e, logs: marks.append(time.perf_counter()),
+                                               on_epoch_end=lambda e, logs: marks.append(time.perf_counter()))
+        model.fit(data.train, validation_data=data.validation, epochs=epochs, callbacks=[clock], verbose=0)
+        spans.append(time.perf_counter() - started)
+        steady += [marks[i + 1] - marks[i] for i in range(2, len(marks), 2)]
+    epoch = statistics.median(steady)
+    return {"trials": trials, "steady_epoch_seconds": epoch,
+            "fixed_seconds_per_trial": statistics.median(span - epoch * epochs for span in spans[1:])}
+
+
 def memory_over_trials(trials: int) -> dict:
     """Resident memory of one worker process running `trials` trials of 1 epoch, after 5 and after all."""
     import optuna
@@ -322,7 +361,11 @@ def report_fixed(results: dict) -> None:
     for r in (every, leading):
         print(f"   trial_artifacts={r['artifacts']:8s} {r['fixed_seconds_per_trial']:.2f} s per trial beyond its "
               f"epochs (steady epoch {r['steady_epoch_seconds']:.3f} s, first epoch {r['first_epoch_seconds']:.2f} s)")
-    results["fixed"] = {"all": every, "leading": leading}
+    alone = keras_alone_fixed_cost()
+    print(f"   Keras alone (the same model built, compiled and fitted, nothing else): "
+          f"{alone['fixed_seconds_per_trial']:.2f} s per model beyond its epochs (steady epoch "
+          f"{alone['steady_epoch_seconds']:.3f} s)")
+    results["fixed"] = {"all": every, "leading": leading, "keras_alone": alone}
 
 
 def report_memory(args, results: dict) -> None:
