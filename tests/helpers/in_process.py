@@ -143,8 +143,9 @@ def run_in_process(main: Callable[[], int | None], argv: list[str], cwd: Path | 
     saved_environ, saved_argv, saved_cwd = dict(os.environ), sys.argv[:], os.getcwd()
     saved_logging = _logging_state()
     saved_tempdir, tempfile.tempdir = tempfile.tempdir, None  # read TMPDIR again, as a new process would
+    environment = cli_env() | (env or {})  # read before the clear: the test's environment, as a subprocess has it
     os.environ.clear()
-    os.environ.update(cli_env() | (env or {}))
+    os.environ.update(environment)
     sys.argv = list(argv)
     os.chdir(cwd)
     out, err, code = io.StringIO(), io.StringIO(), 0
