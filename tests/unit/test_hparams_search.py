@@ -269,6 +269,36 @@ def test_workers_that_run_no_trial_stop_the_search_with_a_message_rather_than_re
         "hydra.sweep.subdir=worker_5"]
 
 
+class FailedJobError(Exception):
+    """submitit's exception name for a job that never gave a result: what sbatch refusing a job raises."""
+
+
+class LauncherThatCannotStartWorkers:
+    """Raises at every launch as submitit does when sbatch refuses the jobs (tests/e2e/test_slurm.py causes
+    it for real on a Slurm cluster; this fake keeps the rule checked where Slurm is not installed)."""
+
+    def __init__(self) -> None:
+        self.launches = 0
+
+    def launch(self, overrides, initial_job_idx):
+        self.launches += 1
+        raise FailedJobError("sbatch: error: invalid partition specified: nope")
+
+
+def test_workers_the_launcher_cannot_start_stop_the_search_with_its_reason_rather_than_retry_for_ever(tmp_path):
+    plan = searched(tmp_path, "hparams_search.workers=2", "hydra/launcher=parallel", "hparams_search.n_trials=3")
+    study, _ = studies.open_study(plan.url, plan.settings, plan.directions, plan.space, plan.compared_overrides,
+                                  plan.seed, plan.max_epochs)
+    sweeper = OptunaSweeper()
+    sweeper.config = composed_sweep(["hparams_search=optuna", "hparams_search.workers=2", "hydra/launcher=parallel"])
+    sweeper.launcher = LauncherThatCannotStartWorkers()
+    with pytest.raises(TrainingError, match=r"2 search workers were started 3 times and none of them asked for a "
+                                            r"trial: the launcher says FailedJobError: sbatch: error: invalid "
+                                            r"partition specified: nope"):
+        Rounds(sweeper, plan, study).run()
+    assert sweeper.launcher.launches == 3
+
+
 def test_a_trial_failed_as_interrupted_whose_retry_was_never_queued_is_queued_once():
     """The fault: a worker killed between telling its interrupted trial FAIL and queueing its retry (joblib
     kills its workers when the command is interrupted) -- planted by stopping retry_lost_trials' two writes

@@ -160,11 +160,19 @@ class Rounds:
 
         first, self.workers_started = self.workers_started, self.workers_started + count
         overrides = [self.plan.worker_overrides(f"{self.command}-{i}", i) for i in range(first, first + count)]
+        asked_before = len(self.study.get_trials(deepcopy=False))
         try:
             returns = self.sweeper.launcher.launch(overrides, initial_job_idx=first)
         except Exception as err:  # noqa: BLE001 - only a lost process is the search's to survive
             if type(err).__name__ not in LOST_WORKER_ERRORS:
                 raise
+            started_none = len(self.study.get_trials(deepcopy=False)) == asked_before
+            self.idle_batches = self.idle_batches + 1 if started_none else 0
+            if self.idle_batches >= 3:  # the workers never start (sbatch refused them, ...): not a lost process
+                raise TrainingError(f"{count} search workers were started 3 times and none of them asked for a "
+                                    f"trial: the launcher says {type(err).__name__}: {str(err).strip()[:500]}",
+                                    fix="run one job of the same launcher alone to see it fail (python -m "
+                                    "tfx_hydra -m hydra/launcher=... with your launcher's settings)") from None
             log.warning(f"a search worker's process was lost ({type(err).__name__}): its trial runs again once its "
                         f"heartbeat is {self.settings.grace_period:.0f} s old, and the search goes on")
             return
