@@ -7,6 +7,7 @@ the parent, failures counted."""
 from __future__ import annotations
 
 import csv
+import os
 import statistics
 
 import pytest
@@ -122,8 +123,11 @@ def test_submitit_local_jobs_nest_under_the_parent_and_a_failed_job_is_counted(t
 
 
 def test_the_slurm_launcher_off_a_cluster_is_one_message_and_leaves_no_parent(tmp_path):
+    # off a cluster: a PATH without Slurm's commands (this machine may have them: tests/e2e/test_slurm.py)
+    path = os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep)
+                           if not os.path.exists(os.path.join(d, "srun")))
     done = run_cli_in_process(["hydra/launcher=slurm", "hydra.launcher.partition=gpu", "model.units=16,32", *FAST],
-                              cwd=tmp_path, multirun=True)
+                              cwd=tmp_path, multirun=True, env={"PATH": path})
     assert done.returncode == 1
     assert done.stderr.startswith("ConfigError: hydra/launcher=slurm submits every job to Slurm, but this machine "
                                   "has no Slurm (`srun` is not on PATH).\n  Fix: run the sweep on the cluster's login "

@@ -1,0 +1,106 @@
+"""hydra/launcher=slurm on a real Slurm: a one-node cluster on this machine (tests/slurm/cluster.sh: munge,
+MariaDB, slurmdbd, slurmctld, slurmd), brought up once for these tests. Every job is a real Slurm job,
+submitted by Hydra's submitit_slurm launcher, run by slurmd and found again in Slurm's accounting (sacct),
+as on a university or company cluster.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from optuna.trial import TrialState
+
+from tests.helpers import mlflow_runs
+from tests.helpers.in_process import run_cli_in_process
+from tests.helpers.search import assert_pruned_trials_look_pruned, search, study_of
+from tests.helpers.slurm import slurm_cluster
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]  # one cluster, one test process
+
+# What a one-node cluster of 2 CPUs and no GPU can give a job; the rest is conf/hydra/launcher/slurm.yaml's
+SLURM = ["hydra/launcher=slurm", "hydra.launcher.partition=debug", "hydra.launcher.gpus_per_task=null",
+         "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=1", "hydra.launcher.timeout_min=10"]
+FAST = ["trainer.epochs=2", "data.limit=300", "export=none", "export.mlflow_model=false", "trainer.tensorboard=false"]
+
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory):
+    yield from slurm_cluster(tmp_path_factory.mktemp("slurm"))
+
+
+@pytest.fixture
+def on_slurm(slurm, monkeypatch):
+    """This test's commands (sbatch, sacct, scancel, submitit's calls) talk to the test cluster."""
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    return slurm
+
+
+def slurm_jobs(slurm, sweep_dir: Path) -> dict[str, str]:
+    """The Slurm jobs of one sweep (submitit keeps a folder per job id in the sweep dir): id -> state."""
+    ids = {folder.name.split("_")[0] for folder in (sweep_dir / ".submitit").iterdir()}
+    return {row["JobID"]: row["State"] for row in slurm.sacct() if row["JobID"].split("_")[0] in ids}
+
+
+def test_a_grid_sweep_runs_as_slurm_jobs_under_one_parent_and_a_failed_job_is_counted(on_slurm, tmp_path):
+    """Two jobs as a Slurm job array: one trains, one has a loss Keras does not know. Both are Slurm jobs
+    sacct knows; both runs nest under the sweep's one parent; the summary counts the failure and the job's
+    error comes back as the job said it."""
+    done = run_cli_in_process([*SLURM, "trainer.loss=sparse_categorical_crossentropy,no_such_loss", *FAST],
+                              cwd=tmp_path, multirun=True)
+    assert done.returncode == 1  # Hydra reports the failed job once all jobs of the array have run
+    assert "ConfigError: trainer.loss: Keras does not know 'no_such_loss'." in done.stderr
+    assert "Traceback" not in done.stderr and "Error executing job" not in done.stderr
+    assert "jobs              │ 1 finished, 1 failed, 0 killed" in done.stdout
+    runs = mlflow_runs(tmp_path)
+    (parent,) = [r for r in runs if "sweep.dir" in r.data.tags]
+    children = sorted((r for r in runs if r is not parent), key=lambda r: int(r.data.tags["sweep.job_num"]))
+    assert all(c.data.tags["mlflow.parentRunId"] == parent.info.run_id for c in children)
+    assert parent.data.tags["sweep.launcher"].endswith("submitit_launcher.SlurmLauncher")
+    assert [c.info.status for c in children] == ["FINISHED", "FAILED"]
+    assert parent.info.status == "FAILED" and parent.data.tags["sweep.failed"] == "1"
+    sweep_dir = Path(parent.data.tags["sweep.dir"])
+    jobs = slurm_jobs(on_slurm, sweep_dir)
+    assert len(jobs) == 2 and all(state in ("COMPLETED", "FAILED") for state in jobs.values()), jobs
+    hosts = {c.data.tags["process.host"] for c in children}
+    assert hosts == {os.uname().nodename}  # run by slurmd on the cluster's node, not by this process
+    assert all(c.data.tags["process.pid"] != str(os.getpid()) for c in children)
+    for child in children:  # each job's log where the README says: <sweep dir>/<job>/tfx_hydra.log
+        number = child.data.tags["sweep.job_num"]
+        assert "run: MLflow run " + child.info.run_id in (sweep_dir / number / "tfx_hydra.log").read_text()
+    assert list((sweep_dir / ".submitit").glob("*/*_log.out"))  # and Slurm's own, beside submitit's
+
+
+def test_a_search_s_workers_are_slurm_jobs_that_run_and_prune_trials(on_slurm, tmp_path):
+    """hparams_search.workers=2 under Slurm: two Slurm jobs, each running trials one after another against
+    the shared study (on the launch dir every node sees), its pruner stopping hopeless ones."""
+    done = run_cli_in_process([*SLURM, *search(4, "hparams_search.workers=2")], cwd=tmp_path, multirun=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    study = study_of(tmp_path)
+    assert len(study.trials) == 4 and {t.state for t in study.trials} <= {TrialState.COMPLETE, TrialState.PRUNED}
+    processes = {t.user_attrs["tfx_hydra.process"] for t in study.trials}
+    assert not any(p.endswith(f":{os.getpid()}") for p in processes)  # the Slurm jobs ran them
+    runs = mlflow_runs(tmp_path)
+    (parent,) = [r for r in runs if "sweep.dir" in r.data.tags]
+    children = [r for r in runs if r is not parent]
+    assert sorted(int(c.data.tags["optuna.trial"]) for c in children) == [0, 1, 2, 3]
+    assert parent.info.status == "FINISHED" and parent.data.tags["sweep.launcher"].endswith("SlurmLauncher")
+    from tests.helpers import mlflow_client
+
+    assert_pruned_trials_look_pruned(study, mlflow_client(tmp_path), children)
+    jobs = slurm_jobs(on_slurm, Path(parent.data.tags["sweep.dir"]))
+    assert sorted(jobs.values()) == ["COMPLETED", "COMPLETED"], jobs  # the two workers, as Slurm saw them
+
+
+def test_search_workers_slurm_refuses_stop_the_search_with_sbatch_s_reason(on_slurm, tmp_path):
+    """A partition the cluster does not have: sbatch refuses every worker job. The search says sbatch's
+    words after three tries, instead of submitting workers for ever."""
+    done = run_cli_in_process([*SLURM, "hydra.launcher.partition=no_such_partition",
+                               *search(4, "hparams_search.workers=2")], cwd=tmp_path, multirun=True)
+    assert done.returncode == 1
+    assert "2 search workers were started 3 times and none of them asked for a trial: the launcher says " \
+           "FailedJobError: " in done.stderr, done.stderr[-3000:]
+    assert "invalid partition" in done.stderr.lower() and "Traceback" not in done.stderr
+    runs = mlflow_runs(tmp_path)
+    assert [r.info.status for r in runs] == ["FAILED"]  # the parent, closed with the reason; no trial ran
