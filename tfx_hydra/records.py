@@ -145,6 +145,7 @@ def record_setup(tracker: Tracker, setup: Setup, precision_warnings: list[str]) 
     """What the hardware, precision and strategy steps chose (and why), plus the software environment."""
     from tfx_hydra.environment import collect_environment
     from tfx_hydra.hardware import describe_gpus
+    from tfx_hydra.strategy import cluster_workers
 
     hardware, plan = setup.hardware, setup.plan
     strategy = type(setup.strategy).__name__
@@ -164,6 +165,9 @@ def record_setup(tracker: Tracker, setup: Setup, precision_warnings: list[str]) 
             "strategy": strategy, "strategy.replicas": plan.replicas,
             "batch.global": plan.global_size, "batch.per_replica": f"{plan.per_replica:g}",
             "steps_per_execution": plan.steps_per_execution}
+    workers = cluster_workers(setup.strategy)
+    if workers:  # where each task of a multi-worker run listened: host:port, task 0 (the chief) first
+        tags["strategy.workers"] = workers
     tracker.set_tags(tags | collect_environment(hardware))
 
 

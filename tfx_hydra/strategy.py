@@ -43,6 +43,14 @@ def describe_strategy(strategy) -> str:
     return name
 
 
+def cluster_workers(strategy) -> str | None:
+    """'vm:8888, vm:8889': the workers of a multi-worker strategy as its cluster resolver found them (from
+    TF_CONFIG or Slurm's allocation), task 0 first; None for a strategy on one machine."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    workers = resolver.cluster_spec().as_dict().get("worker") if resolver is not None else None
+    return ", ".join(workers) if workers else None
+
+
 def auto_strategy_reason(hardware: HardwareInfo) -> str:
     """Why strategy=auto picked what it did (the rule auto_strategy follows)."""
     gpus = len(hardware.gpus)
@@ -113,7 +121,7 @@ def multi_worker_strategy(hardware: HardwareInfo, cluster: str = "tf_config", co
         implementation={"auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
                         "ring": tf.distribute.experimental.CommunicationImplementation.RING,
                         "nccl": tf.distribute.experimental.CommunicationImplementation.NCCL}[communication])
-    resolver = _slurm_resolver(slurm_port_base) if cluster == "slurm" else None
+    resolver = _slurm_resolver(slurm_port_base, len(hardware.gpus)) if cluster == "slurm" else None
     try:
         return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver, communication_options=options)
     except RuntimeError as err:
@@ -160,14 +168,20 @@ def is_chief(strategy_target: str | None, cluster: str = "tf_config") -> bool:
     return task.get("type", "worker") == "worker" and int(task.get("index", 0)) == 0
 
 
-def _slurm_resolver(port_base: int):
+def _slurm_resolver(port_base: int, gpus: int):
+    """TensorFlow's SlurmClusterResolver, told the GPUs rather than left to find them: on its own it runs
+    nvidia-smi (absent on a CPU node: the run fails) and, with no GPU, divides by zero-sized GPU slices. Which
+    GPUs a task sees the hardware step has settled already (Slurm's `--gpus-per-task` binds them), so the
+    resolver's own GPU allocation is not applied (auto_set_gpu=False): its numbers only have to add up."""
     import tensorflow as tf
 
     if "SLURM_PROCID" not in os.environ:
         raise ConfigError("strategy.cluster=slurm, but this process was not started by Slurm (no SLURM_PROCID).",
                           fix="launch with srun (one task per worker), or strategy.cluster=tf_config")
     try:
-        return tf.distribute.cluster_resolver.SlurmClusterResolver(port_base=port_base)
+        per_task, tasks = max(1, gpus), int(os.environ.get("SLURM_NTASKS", 1))
+        return tf.distribute.cluster_resolver.SlurmClusterResolver(
+            port_base=port_base, gpus_per_task=per_task, gpus_per_node=per_task * tasks, auto_set_gpu=False)
     except (RuntimeError, KeyError, ValueError, OSError) as err:
         raise ConfigError(f"cannot read the Slurm cluster from the environment ({err}).",
                           fix="launch with srun inside an allocation, or strategy.cluster=tf_config") from None

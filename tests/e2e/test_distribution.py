@@ -56,6 +56,7 @@ def test_two_worker_processes_train_identical_weights_and_only_the_chief_tracks(
     assert run.info.status == "FINISHED"
     assert run.data.tags["model.weights_sha256"] == fingerprints[0]
     assert run.data.tags["strategy.replicas"] == "2" and run.data.tags["steps_per_execution"] == "1"
+    assert run.data.tags["strategy.workers"] == ", ".join(cluster["worker"])  # where each task listened
     assert "not the chief worker" in outputs[1]
     assert len(list(tmp_path.glob("outputs/*/*/export/mlp/1/saved_model.pb"))) == 1  # the chief's export only
 

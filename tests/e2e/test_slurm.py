@@ -7,15 +7,18 @@ as on a university or company cluster.
 from __future__ import annotations
 
 import os
+import re
+import socket
+import subprocess
 from pathlib import Path
 
 import pytest
 from optuna.trial import TrialState
 
-from tests.helpers import mlflow_runs
+from tests.helpers import cli_env, mlflow_runs
 from tests.helpers.in_process import run_cli_in_process
 from tests.helpers.search import assert_pruned_trials_look_pruned, search, study_of
-from tests.helpers.slurm import slurm_cluster
+from tests.helpers.slurm import REPO, slurm_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]  # one cluster, one test process
 
@@ -104,3 +107,46 @@ def test_search_workers_slurm_refuses_stop_the_search_with_sbatch_s_reason(on_sl
     assert "invalid partition" in done.stderr.lower() and "Traceback" not in done.stderr
     runs = mlflow_runs(tmp_path)
     assert [r.info.status for r in runs] == ["FAILED"]  # the parent, closed with the reason; no trial ran
+
+
+def two_free_ports() -> int:
+    """A port p with p + 1 also free: SlurmClusterResolver gives the tasks on a node consecutive ports."""
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            base = probe.getsockname()[1]
+        try:
+            with socket.socket() as next_one:
+                next_one.bind(("127.0.0.1", base + 1))
+            return base
+        except OSError:
+            continue
+    raise RuntimeError("no two consecutive free ports")
+
+
+def test_multi_worker_training_under_srun_trains_identical_weights_and_only_the_chief_tracks(on_slurm, tmp_path):
+    """examples/multi_worker.sbatch, as a user submits it: two Slurm tasks, each a worker of one
+    MultiWorkerMirroredStrategy (SlurmClusterResolver reads the allocation). Both end with the same weights;
+    only task 0 tracks, and its run says where each task listened."""
+    base = two_free_ports()
+    done = subprocess.run(["sbatch", "--wait", "--cpus-per-task=1", "--mem=2G", f"--chdir={tmp_path}",
+                           f"--output={tmp_path}/slurm-%j.out", str(REPO / "examples" / "multi_worker.sbatch"),
+                           f"strategy.slurm_port_base={base}", "trainer.epochs=2", "data.limit=600",
+                           "trainer.batch_size=32", "export=none", "export.mlflow_model=false"],
+                          env=cli_env(), capture_output=True, text=True, timeout=600)
+    (output,) = tmp_path.glob("slurm-*.out")
+    shown = output.read_text()
+    assert done.returncode == 0, done.stderr + shown[-4000:]
+    tasks = {task: "\n".join(line.split(": ", 1)[1] for line in shown.splitlines() if line.startswith(f"{task}: "))
+             for task in ("0", "1")}  # srun --label: each line starts with its task's number
+    for said in tasks.values():
+        assert "strategy: multi_worker, 2 replicas" in said, said[-3000:]
+    fingerprints = [re.search(r"weights sha256\s+│ (\w+)", tasks[task]).group(1) for task in ("0", "1")]
+    assert fingerprints[0] == fingerprints[1]
+    assert "not the chief worker" in tasks["1"]
+    (run,) = mlflow_runs(tmp_path)  # task 0's, and no other
+    assert run.info.status == "FINISHED" and run.data.tags["model.weights_sha256"] == fingerprints[0]
+    host = socket.gethostname()
+    assert run.data.tags["strategy.workers"] == f"{host}:{base}, {host}:{base + 1}"
+    job = output.name.removeprefix("slurm-").removesuffix(".out")
+    assert {row["JobID"]: row["State"] for row in on_slurm.sacct()}[job] == "COMPLETED"
