@@ -10,6 +10,7 @@ import os
 import re
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,17 @@ def test_search_workers_slurm_refuses_stop_the_search_with_sbatch_s_reason(on_sl
     assert [r.info.status for r in runs] == ["FAILED"]  # the parent, closed with the reason; no trial ran
 
 
+def wait_for_job(slurm, job: str, timeout: float = 600) -> str:
+    """The state Slurm's accounting gives the job once it has ended."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = {row["JobID"]: row["State"] for row in slurm.sacct()}.get(job, "PENDING")
+        if state not in ("PENDING", "RUNNING", "REQUEUED", "COMPLETING", "CONFIGURING"):
+            return state
+        time.sleep(0.5)
+    raise AssertionError(f"Slurm job {job} still {state} after {timeout:.0f} s")
+
+
 def two_free_ports() -> int:
     """A port p with p + 1 also free: SlurmClusterResolver gives the tasks on a node consecutive ports."""
     for _ in range(50):
@@ -129,14 +141,15 @@ def test_multi_worker_training_under_srun_trains_identical_weights_and_only_the_
     MultiWorkerMirroredStrategy (SlurmClusterResolver reads the allocation). Both end with the same weights;
     only task 0 tracks, and its run says where each task listened."""
     base = two_free_ports()
-    done = subprocess.run(["sbatch", "--wait", "--cpus-per-task=1", "--mem=2G", f"--chdir={tmp_path}",
-                           f"--output={tmp_path}/slurm-%j.out", str(REPO / "examples" / "multi_worker.sbatch"),
-                           f"strategy.slurm_port_base={base}", "trainer.epochs=2", "data.limit=600",
-                           "trainer.batch_size=32", "export=none", "export.mlflow_model=false"],
-                          env=cli_env(), capture_output=True, text=True, timeout=600)
-    (output,) = tmp_path.glob("slurm-*.out")
-    shown = output.read_text()
-    assert done.returncode == 0, done.stderr + shown[-4000:]
+    submitted = subprocess.run(["sbatch", "--parsable", "--cpus-per-task=1", "--mem=2G", f"--chdir={tmp_path}",
+                                f"--output={tmp_path}/slurm-%j.out", str(REPO / "examples" / "multi_worker.sbatch"),
+                                f"strategy.slurm_port_base={base}", "trainer.epochs=2", "data.limit=600",
+                                "trainer.batch_size=32", "export=none", "export.mlflow_model=false"],
+                               env=cli_env(), capture_output=True, text=True, timeout=60, check=True)
+    job = submitted.stdout.strip().split(";")[0]
+    state = wait_for_job(on_slurm, job)  # polled here: sbatch --wait checks seldom, seconds after the job ends
+    shown = (tmp_path / f"slurm-{job}.out").read_text()
+    assert state == "COMPLETED", state + "\n" + shown[-4000:]
     tasks = {task: "\n".join(line.split(": ", 1)[1] for line in shown.splitlines() if line.startswith(f"{task}: "))
              for task in ("0", "1")}  # srun --label: each line starts with its task's number
     for said in tasks.values():
@@ -148,5 +161,3 @@ def test_multi_worker_training_under_srun_trains_identical_weights_and_only_the_
     assert run.info.status == "FINISHED" and run.data.tags["model.weights_sha256"] == fingerprints[0]
     host = socket.gethostname()
     assert run.data.tags["strategy.workers"] == f"{host}:{base}, {host}:{base + 1}"
-    job = output.name.removeprefix("slurm-").removesuffix(".out")
-    assert {row["JobID"]: row["State"] for row in on_slurm.sacct()}[job] == "COMPLETED"
