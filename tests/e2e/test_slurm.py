@@ -43,7 +43,7 @@ def on_slurm(slurm, monkeypatch):
 
 def slurm_jobs(slurm, sweep_dir: Path) -> dict[str, str]:
     """The Slurm jobs of one sweep (submitit keeps a folder per job id in the sweep dir): id -> state."""
-    ids = {folder.name.split("_")[0] for folder in (sweep_dir / ".submitit").iterdir()}
+    ids = {folder.name.split("_")[0] for folder in (sweep_dir / ".submitit").iterdir() if folder.is_dir()}
     return {row["JobID"]: row["State"] for row in slurm.sacct() if row["JobID"].split("_")[0] in ids}
 
 
@@ -161,3 +161,49 @@ def test_multi_worker_training_under_srun_trains_identical_weights_and_only_the_
     assert run.info.status == "FINISHED" and run.data.tags["model.weights_sha256"] == fingerprints[0]
     host = socket.gethostname()
     assert run.data.tags["strategy.workers"] == f"{host}:{base}, {host}:{base + 1}"
+
+
+def test_a_job_cancelled_with_scancel_is_named_with_the_command_that_resumes_it_from_its_backup(on_slurm, tmp_path):
+    """A grid of two Slurm jobs; the long one is cancelled with scancel mid-training (Slurm sends SIGTERM,
+    then SIGKILL). The sweep ends saying what it lost and the command that resumes; that command, run
+    again, skips the finished job and resumes the cancelled one from its last backup in the same MLflow run."""
+    import sys
+
+    from tests.helpers.search import command_in_its_own_session
+
+    sweep_dir = tmp_path / "sweep"
+    args = [*SLURM, f"hydra.sweep.dir={sweep_dir}", "trainer.epochs=2,25", "data=synthetic", "data.num_examples=6000",
+            "data.input_shape=[16,16]", "trainer.steps_per_execution=1", "export=none", "export.mlflow_model=false",
+            "trainer.tensorboard=false"]
+    with command_in_its_own_session([sys.executable, "-m", "tfx_hydra", "-m", *args], tmp_path) as sweep:
+        deadline = time.monotonic() + 240
+        while not (training := [r for r in (mlflow_runs(tmp_path) if (tmp_path / "mlflow.db").exists() else [])
+                                if r.data.params.get("trainer.epochs") == "25" and r.info.status == "RUNNING"
+                                and r.data.metrics.get("loss") is not None]):
+            assert sweep.poll() is None and time.monotonic() < deadline, "the long job did not start training"
+            time.sleep(0.5)
+        (victim,) = training
+        array = {f.name.split("_")[0] for f in (sweep_dir / ".submitit").iterdir() if f.is_dir() and "_" in f.name}
+        (array_id,) = array
+        job = f"{array_id}_{victim.data.tags['sweep.job_num']}"
+        subprocess.run(["scancel", job], env=cli_env(), check=True, timeout=30)
+        out, _ = sweep.communicate(timeout=300)
+    assert sweep.returncode != 0 and "Traceback" not in out, out[-3000:]
+    assert f"tfx_hydra: 1 job(s) of the sweep were stopped by SIGTERM (Slurm's scancel, a pre-emption or time " \
+           f"limit, or a kill): {victim.info.run_name} (MLflow run {victim.info.run_id})" in out, out[-3000:]
+    assert "resume the sweep (finished jobs are skipped) with: python -m tfx_hydra -m hydra/launcher=slurm" in out
+    assert wait_for_job(on_slurm, job).startswith("CANCELLED")
+    (cancelled,) = [r for r in mlflow_runs(tmp_path) if r.info.run_id == victim.info.run_id]
+    assert cancelled.info.status == "KILLED"  # nothing left RUNNING
+
+    again = run_cli_in_process(args, cwd=tmp_path, multirun=True)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "already finished" in (sweep_dir / "0" / "tfx_hydra.log").read_text()  # the job said it, and skipped
+    runs = mlflow_runs(tmp_path)
+    assert len(runs) == 3  # the parent and the two jobs' runs: none new
+    resumed = next(r for r in runs if r.info.run_id == victim.info.run_id)  # the same run, not a new one
+    assert resumed.info.status == "FINISHED"
+    from tests.helpers import mlflow_client
+
+    steps = [m.step for m in mlflow_client(tmp_path).get_metric_history(victim.info.run_id, "loss")]
+    assert sorted(steps) == list(range(25))  # every epoch logged once, across the cancel

@@ -26,6 +26,7 @@ from tfx_hydra.sweeps.summary import (
     SUMMARY_TXT,
     best_job,
     report_lost_jobs,
+    report_stopped_jobs,
     say,
     summary_table,
     write_summary,
@@ -126,6 +127,9 @@ class Parent:
             status = "KILLED" if counts["KILLED"] else "FAILED"
         if lost:
             report_lost_jobs([j for j in jobs if j["run_id"] in lost], never_ran, self.resume)
+        stopped = [j for j in jobs if j["status"] == "KILLED" and "(SIGTERM)" in j["error"] and j["run_id"] not in lost]
+        if stopped and not jobs_done:  # the launcher gave up on them: say it, and how to go on
+            report_stopped_jobs(stopped, never_ran, self.resume)
         if status == "FINISHED" and jobs and counts["FINISHED"] == 0:
             status = "FAILED"
             note = note or "no job of the sweep finished"

@@ -37,6 +37,15 @@ def report_lost_jobs(lost: list[dict[str, Any]], never_ran: int, resume: str) ->
           file=sys.stderr, flush=True)
 
 
+def report_stopped_jobs(stopped: list[dict[str, Any]], never_ran: int, resume: str) -> None:
+    """One message for a sweep whose jobs were stopped from outside with SIGTERM (Slurm's scancel, a
+    pre-emption or time limit, a kill): which, and how to resume them."""
+    named = "; ".join(f"{j['name']} (MLflow run {j['run_id']})" for j in stopped)
+    print(f"tfx_hydra: {len(stopped)} job(s) of the sweep were stopped by SIGTERM (Slurm's scancel, a pre-emption "
+          f"or time limit, or a kill): {named}. {never_ran} job(s) never ran. Their runs are KILLED with their "
+          f"backups kept; resume the sweep (finished jobs are skipped) with: {resume}", file=sys.stderr, flush=True)
+
+
 def best_job(jobs: list[dict[str, Any]], direction: str) -> dict[str, Any] | None:
     scored = [j for j in jobs if j["status"] == "FINISHED" and j["objective"] is not None]
     if not scored:
