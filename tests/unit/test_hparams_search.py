@@ -250,14 +250,20 @@ class WorkersThatFindNoStudy:
         return returns
 
 
-def test_workers_that_run_no_trial_stop_the_search_with_a_message_rather_than_restart_for_ever(tmp_path):
+def two_worker_rounds(tmp_path, launcher) -> Rounds:
+    """The sweeper's rounds of a 3-trial search with 2 workers, launching through `launcher` (a fake)."""
     plan = searched(tmp_path, "hparams_search.workers=2", "hydra/launcher=parallel", "hparams_search.n_trials=3")
     study, _ = studies.open_study(plan.url, plan.settings, plan.directions, plan.space, plan.compared_overrides,
                                   plan.seed, plan.max_epochs)
     sweeper = OptunaSweeper()
     sweeper.config = composed_sweep(["hparams_search=optuna", "hparams_search.workers=2", "hydra/launcher=parallel"])
-    sweeper.launcher = WorkersThatFindNoStudy()
-    rounds = Rounds(sweeper, plan, study)
+    sweeper.launcher = launcher
+    return Rounds(sweeper, plan, study)
+
+
+def test_workers_that_run_no_trial_stop_the_search_with_a_message_rather_than_restart_for_ever(tmp_path):
+    rounds = two_worker_rounds(tmp_path, WorkersThatFindNoStudy())
+    sweeper = rounds.sweeper
     with pytest.raises(TrainingError, match=r"2 search workers were started 3 times and ran no trial, while study "
                                             r"'mlp-digits' in sqlite:///.*optuna.db still needs trials"):
         rounds.run()
@@ -286,17 +292,12 @@ class LauncherThatCannotStartWorkers:
 
 
 def test_workers_the_launcher_cannot_start_stop_the_search_with_its_reason_rather_than_retry_for_ever(tmp_path):
-    plan = searched(tmp_path, "hparams_search.workers=2", "hydra/launcher=parallel", "hparams_search.n_trials=3")
-    study, _ = studies.open_study(plan.url, plan.settings, plan.directions, plan.space, plan.compared_overrides,
-                                  plan.seed, plan.max_epochs)
-    sweeper = OptunaSweeper()
-    sweeper.config = composed_sweep(["hparams_search=optuna", "hparams_search.workers=2", "hydra/launcher=parallel"])
-    sweeper.launcher = LauncherThatCannotStartWorkers()
+    rounds = two_worker_rounds(tmp_path, LauncherThatCannotStartWorkers())
     with pytest.raises(TrainingError, match=r"2 search workers were started 3 times and none of them asked for a "
                                             r"trial: the launcher says FailedJobError: sbatch: error: invalid "
                                             r"partition specified: nope"):
-        Rounds(sweeper, plan, study).run()
-    assert sweeper.launcher.launches == 3
+        rounds.run()
+    assert rounds.sweeper.launcher.launches == 3
 
 
 def test_a_trial_failed_as_interrupted_whose_retry_was_never_queued_is_queued_once():
