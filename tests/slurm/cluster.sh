@@ -127,6 +127,11 @@ EOF
 down() {
     export SLURM_CONF="$dir/etc/slurm.conf"
     scancel --full --quiet --user=root 2>/dev/null || true
+    # the jobs' steps (slurmstepd) outlive slurmd: let them end with their jobs before the daemons go
+    for _ in $(seq 50); do
+        [ -z "$(timeout 5 squeue -h 2>/dev/null)" ] && break
+        sleep 0.2
+    done
     for name in slurmd slurmctld slurmdbd mariadbd munged; do  # the reverse of their start
         if [ -f "$dir/run/$name.pid" ]; then
             kill -TERM -- "-$(cat "$dir/run/$name.pid")" 2>/dev/null || true
