@@ -166,13 +166,12 @@ class Rounds:
         except Exception as err:  # noqa: BLE001 - only a lost process is the search's to survive
             if type(err).__name__ not in LOST_WORKER_ERRORS:
                 raise
-            started_none = len(self.study.get_trials(deepcopy=False)) == asked_before
-            self.idle_batches = self.idle_batches + 1 if started_none else 0
-            if self.idle_batches >= 3:  # the workers never start (sbatch refused them, ...): not a lost process
-                raise TrainingError(f"{count} search workers were started 3 times and none of them asked for a "
-                                    f"trial: the launcher says {type(err).__name__}: {str(err).strip()[:500]}",
-                                    fix="run one job of the same launcher alone to see it fail (python -m "
-                                    "tfx_hydra -m hydra/launcher=... with your launcher's settings)") from None
+            # the workers never started (sbatch refused them, ...) rather than a started one lost its process
+            self.count_idle_batch(len(self.study.get_trials(deepcopy=False)) == asked_before, TrainingError(
+                f"{count} search workers were started 3 times and none of them asked for a trial: the launcher "
+                f"says {type(err).__name__}: {str(err).strip()[:500]}",
+                fix="run one job of the same launcher alone to see it fail (python -m tfx_hydra -m "
+                "hydra/launcher=... with your launcher's settings)"))
             log.warning(f"a search worker's process was lost ({type(err).__name__}): its trial runs again once its "
                         f"heartbeat is {self.settings.grace_period:.0f} s old, and the search goes on")
             return
@@ -186,13 +185,18 @@ class Rounds:
             self.idle_seconds += report.waited_seconds + max(0.0, ended - report.ended_at)
         self.launched += ran
         self.returns.extend(returns)
-        self.idle_batches = 0 if ran else self.idle_batches + 1
-        if self.idle_batches >= 3:  # rather than start workers for ever
-            raise TrainingError(f"{count} search workers were started 3 times and ran no trial, while study "
-                                f"'{self.settings.study_name}' in {self.plan.shown_storage} still needs trials: "
-                                "the workers do not see this study.",
-                                fix="start the search from the launch directory the workers share (Hydra's "
-                                "launcher runs them there), or give hparams_search.storage as an absolute URL")
+        self.count_idle_batch(ran == 0, TrainingError(
+            f"{count} search workers were started 3 times and ran no trial, while study "
+            f"'{self.settings.study_name}' in {self.plan.shown_storage} still needs trials: the workers do not see "
+            "this study.", fix="start the search from the launch directory the workers share (Hydra's launcher runs "
+            "them there), or give hparams_search.storage as an absolute URL"))
+
+    def count_idle_batch(self, idle: bool, stop: TrainingError) -> None:
+        """Three batches of workers in a row that got nothing done stop the search with `stop`, the
+        reason, rather than start workers for ever."""
+        self.idle_batches = self.idle_batches + 1 if idle else 0
+        if self.idle_batches >= 3:
+            raise stop from None  # the launcher's error is in the message
 
     def retry_interrupted(self) -> None:
         """Ctrl-C, SIGTERM, a failed batch: this command's running trials are FAIL, their parameters
