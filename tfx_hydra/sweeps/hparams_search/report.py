@@ -51,14 +51,14 @@ def finish(study, plan, sweep_dir: str, config: DictConfig, idle_seconds: float)
         tags["optuna.pareto_trials"] = ",".join(str(t.number) for t in best)
         for trial in best:
             if trial.number in children:
-                client.set_tag(children[trial.number], "optuna.pareto", "true")
+                client.set_tag(children[trial.number].info.run_id, "optuna.pareto", "true")
     elif best:
         tags |= {"optuna.best_trial": str(best[0].number), "optuna.best_params": json.dumps(best[0].params)}
     if len(plan.directions) == 1 and best:
-        draw_best_trials_plots(client, parent, best[0].number, config)
+        draw_best_trials_plots(client, children, best[0].number, config)
     register_as = (config.get("export") or {}).get("register_as")
     if register_as and best and best[0].number in children:
-        version = tracking.register_model(client, children[best[0].number], register_as)
+        version = tracking.register_model(client, children[best[0].number].info.run_id, register_as)
         tags["sweep.registered_model"] = f"{register_as}/{version}"
         say(f"tfx_hydra search: the best trial's model is {register_as} version {version} (models:/{register_as}/"
             f"{version})")
@@ -68,17 +68,17 @@ def finish(study, plan, sweep_dir: str, config: DictConfig, idle_seconds: float)
         client.log_artifact(parent, path, "optuna")
 
 
-def draw_best_trials_plots(client, parent_run_id: str, best: int, config: DictConfig) -> None:
+def draw_best_trials_plots(client, trial_runs: dict, best: int, config: DictConfig) -> None:
     """hparams_search.trial_artifacts=leading: each trial that led kept its plots' inputs (reports.
     record_plots); the best one's are drawn now and logged to its run, the others' dropped. Every
     command of a study does this at its end; the first to come draws."""
     from tfx_hydra import reports, task
 
-    for run in children(client, parent_run_id):
+    for number, run in trial_runs.items():
         folder = run.data.tags.get(reports.PLOTS_PENDING)
         if not folder or run.data.tags.get(PLOTS_TAG):
             continue
-        if run.data.tags.get(TRIAL_TAG) == str(best):
+        if number == best:
             if not reports.draw_pending_plots(folder, task.from_config(config.task)):
                 log.info(f"the best trial's plots were not drawn: {folder} is not on this machine")
                 continue
@@ -145,7 +145,7 @@ def write_plots(study, sweep_dir: str, multi_objective: bool) -> list[str]:
     return written
 
 
-def child_runs(client, parent_run_id: str) -> dict[int, str]:
-    """trial number -> child run id."""
-    return {int(run.data.tags[TRIAL_TAG]): run.info.run_id for run in children(client, parent_run_id)
+def child_runs(client, parent_run_id: str) -> dict:
+    """trial number -> its child run (tags included)."""
+    return {int(run.data.tags[TRIAL_TAG]): run for run in children(client, parent_run_id)
             if TRIAL_TAG in run.data.tags}
