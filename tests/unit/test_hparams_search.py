@@ -331,20 +331,21 @@ def test_a_search_stops_once_more_than_max_failure_rate_of_its_trials_failed(fai
 
 
 def test_a_trial_another_command_gave_up_as_lost_while_it_ran_is_not_counted_as_failed():
-    """The fault, planted through Optuna itself: the trial is told FAIL by 'another command' while its job
-    runs, so the job's next report raises Optuna's UpdateFinishedTrialError. Its command does not count
-    that as a failed trial (on a loaded machine it stopped a worker at max_failure_rate)."""
+    """The fault, planted through the real mechanism: another command's retry_lost_trials gives the trial up
+    while its job runs (grace period passed), so the job's next report raises Optuna's
+    UpdateFinishedTrialError. Its command does not count that as a failed trial (on a loaded machine it
+    stopped a worker at max_failure_rate)."""
     from hydra.core.utils import JobReturn, JobStatus
     from optuna.exceptions import UpdateFinishedTrialError
 
     study = optuna.create_study(direction="maximize")
     trial = study.ask()
-    study.tell(trial.number, state=optuna.trial.TrialState.FAIL)  # what retry_lost_trials does elsewhere
+    assert studies.retry_lost_trials(study, grace_period=-1.0, own=set()) == [trial.number]  # "another command"
     with pytest.raises(UpdateFinishedTrialError) as raised:
         trial.report(0.5, step=0)
     job = JobReturn()
     job.status, job.return_value = JobStatus.FAILED, raised.value
     assert trials.tell(study, trial, job) is False
     assert study.trials[0].state == optuna.trial.TrialState.FAIL  # as the other command left it
-    job.return_value = RuntimeError("out of memory")  # any other failure still counts
+    job.return_value = RuntimeError("out of memory")  # a trial that failed on its own still counts
     assert trials.tell(study, study.ask(), job) is True

@@ -225,6 +225,15 @@ def retry_lost_trials(study, grace_period: float, own: set[int], only: set[int] 
     return retried
 
 
+def given_up_elsewhere(study, trial) -> bool:
+    """Whether another command failed this trial as lost while it ran (its heartbeat came later than
+    grace_period, on a loaded machine) and queued its parameters again (retry_lost_trials)."""
+    from optuna.trial import TrialState
+
+    now = study._storage.get_trial(trial._trial_id)
+    return now.state == TrialState.FAIL and bool(now.user_attrs.get(REQUEUED))
+
+
 def requeue_missed(study, only: set[int]) -> list[int]:
     """Trials of `only` failed as lost or interrupted whose retry was never queued: a process killed
     between the two writes (joblib kills its workers when the command is interrupted). Their parameters

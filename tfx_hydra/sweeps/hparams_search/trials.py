@@ -43,9 +43,8 @@ def tell(study, trial, job_return) -> bool:
 
     value = job_return._return_value  # a failed job's is its exception (`.return_value` would raise it)
     failed = job_return.status != JobStatus.COMPLETED
-    if failed and type(value).__name__ == "UpdateFinishedTrialError":
-        # another command gave the trial up as lost while it ran (its heartbeat came later than grace_period,
-        # on a loaded machine) and queued it again: not this trial's failure, and not counted as one
+    if failed and studies.given_up_elsewhere(study, trial):  # Optuna then refused the job's reports: not
+        # the trial's failure, and not counted as one (its parameters run again as a new trial)
         log.warning(f"trial {trial.number}: another command gave it up as lost while it ran (its heartbeat came "
                     "late) and runs its parameters again; this run's result is not counted")
         return False
