@@ -21,12 +21,13 @@ from tfx_hydra.cv import fold_statistics
 from tfx_hydra.metrics import OBJECTIVE
 from tfx_hydra.process import describe_error
 from tfx_hydra.sweeps.summary import (
+    LOST,
+    STOPPED,
     SUMMARY_CSV,
     SUMMARY_PNG,
     SUMMARY_TXT,
     best_job,
-    report_lost_jobs,
-    report_stopped_jobs,
+    report_jobs_to_resume,
     say,
     summary_table,
     write_summary,
@@ -126,10 +127,11 @@ class Parent:
         if status is None:
             status = "KILLED" if counts["KILLED"] else "FAILED"
         if lost:
-            report_lost_jobs([j for j in jobs if j["run_id"] in lost], never_ran, self.resume)
+            report_jobs_to_resume(LOST, [j for j in jobs if j["run_id"] in lost], never_ran, self.resume,
+                                  closed="closed KILLED")
         stopped = [j for j in jobs if j["status"] == "KILLED" and "(SIGTERM)" in j["error"] and j["run_id"] not in lost]
         if stopped and not jobs_done:  # the launcher gave up on them: say it, and how to go on
-            report_stopped_jobs(stopped, never_ran, self.resume)
+            report_jobs_to_resume(STOPPED, stopped, never_ran, self.resume, closed="KILLED")
         if status == "FINISHED" and jobs and counts["FINISHED"] == 0:
             status = "FAILED"
             note = note or "no job of the sweep finished"

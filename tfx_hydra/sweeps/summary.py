@@ -28,22 +28,19 @@ def say(text: str) -> None:
     print(text, flush=True)
 
 
-def report_lost_jobs(lost: list[dict[str, Any]], never_ran: int, resume: str) -> None:
-    """One message for a sweep whose worker died: which jobs were lost, how many never ran, how to resume."""
-    named = "; ".join(f"{j['name']} (MLflow run {j['run_id']})" for j in lost)
-    print(f"tfx_hydra: the sweep lost {len(lost)} job(s) whose process died without a word (a killed worker, e.g. "
-          f"kill -9 or the out-of-memory killer): {named}. {never_ran} job(s) never ran. Their runs are closed "
-          f"KILLED with their backups kept; resume the sweep (finished jobs are skipped) with: {resume}",
+LOST = ("the sweep lost {count} job(s) whose process died without a word (a killed worker, e.g. kill -9 or the "
+        "out-of-memory killer)")
+STOPPED = ("{count} job(s) of the sweep were stopped by SIGTERM (Slurm's scancel, a pre-emption or time limit, "
+           "or a kill)")
+
+
+def report_jobs_to_resume(what: str, jobs: list[dict[str, Any]], never_ran: int, resume: str, closed: str) -> None:
+    """One message for a sweep whose jobs ended unfinished (`what`: LOST or STOPPED): which, how many never
+    ran, and the command that resumes them."""
+    named = "; ".join(f"{j['name']} (MLflow run {j['run_id']})" for j in jobs)
+    print(f"tfx_hydra: {what.format(count=len(jobs))}: {named}. {never_ran} job(s) never ran. Their runs are "
+          f"{closed} with their backups kept; resume the sweep (finished jobs are skipped) with: {resume}",
           file=sys.stderr, flush=True)
-
-
-def report_stopped_jobs(stopped: list[dict[str, Any]], never_ran: int, resume: str) -> None:
-    """One message for a sweep whose jobs were stopped from outside with SIGTERM (Slurm's scancel, a
-    pre-emption or time limit, a kill): which, and how to resume them."""
-    named = "; ".join(f"{j['name']} (MLflow run {j['run_id']})" for j in stopped)
-    print(f"tfx_hydra: {len(stopped)} job(s) of the sweep were stopped by SIGTERM (Slurm's scancel, a pre-emption "
-          f"or time limit, or a kill): {named}. {never_ran} job(s) never ran. Their runs are KILLED with their "
-          f"backups kept; resume the sweep (finished jobs are skipped) with: {resume}", file=sys.stderr, flush=True)
 
 
 def best_job(jobs: list[dict[str, Any]], direction: str) -> dict[str, Any] | None:
