@@ -10,15 +10,16 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 from optuna.trial import TrialState
 
-from tests.helpers import cli_env, mlflow_runs
+from tests.helpers import cli_env, mlflow_client, mlflow_runs
 from tests.helpers.in_process import run_cli_in_process
-from tests.helpers.search import assert_pruned_trials_look_pruned, search, study_of
+from tests.helpers.search import assert_pruned_trials_look_pruned, command_in_its_own_session, search, study_of
 from tests.helpers.slurm import REPO, slurm_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]  # one cluster, one test process
@@ -90,8 +91,6 @@ def test_a_search_s_workers_are_slurm_jobs_that_run_and_prune_trials(on_slurm, t
     children = [r for r in runs if r is not parent]
     assert sorted(int(c.data.tags["optuna.trial"]) for c in children) == [0, 1, 2, 3]
     assert parent.info.status == "FINISHED" and parent.data.tags["sweep.launcher"].endswith("SlurmLauncher")
-    from tests.helpers import mlflow_client
-
     assert_pruned_trials_look_pruned(study, mlflow_client(tmp_path), children)
     jobs = slurm_jobs(on_slurm, Path(parent.data.tags["sweep.dir"]))
     assert sorted(jobs.values()) == ["COMPLETED", "COMPLETED"], jobs  # the two workers, as Slurm saw them
@@ -167,10 +166,6 @@ def test_a_job_cancelled_with_scancel_is_named_with_the_command_that_resumes_it_
     """A grid of two Slurm jobs; the long one is cancelled with scancel mid-training (Slurm sends SIGTERM,
     then SIGKILL). The sweep ends saying what it lost and the command that resumes; that command, run
     again, skips the finished job and resumes the cancelled one from its last backup in the same MLflow run."""
-    import sys
-
-    from tests.helpers.search import command_in_its_own_session
-
     sweep_dir = tmp_path / "sweep"
     args = [*SLURM, f"hydra.sweep.dir={sweep_dir}", "trainer.epochs=2,25", "data=synthetic", "data.num_examples=6000",
             "data.input_shape=[16,16]", "trainer.steps_per_execution=1", "export=none", "export.mlflow_model=false",
@@ -203,7 +198,5 @@ def test_a_job_cancelled_with_scancel_is_named_with_the_command_that_resumes_it_
     assert len(runs) == 3  # the parent and the two jobs' runs: none new
     resumed = next(r for r in runs if r.info.run_id == victim.info.run_id)  # the same run, not a new one
     assert resumed.info.status == "FINISHED"
-    from tests.helpers import mlflow_client
-
     steps = [m.step for m in mlflow_client(tmp_path).get_metric_history(victim.info.run_id, "loss")]
     assert sorted(steps) == list(range(25))  # every epoch logged once, across the cancel

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -24,17 +23,13 @@ DAEMONS = ("munged", "mariadbd", "mariadb-install-db", "slurmdbd", "slurmctld", 
 
 @dataclass
 class SlurmCluster:
-    folder: Path
-    conf: Path
-    seconds_to_come_up: float
-
-    def env(self) -> dict[str, str]:
-        return {**os.environ, "SLURM_CONF": str(self.conf)}
+    conf: Path  # its slurm.conf: SLURM_CONF for every command that talks to it
 
     def sacct(self) -> list[dict[str, str]]:
         """Every job and array task Slurm's accounting holds (steps left out): JobID, JobName, State."""
         done = subprocess.run(["sacct", "--allusers", "--parsable2", "-o", "JobID,JobName,State", "-S", "2020-01-01"],
-                              env=self.env(), capture_output=True, text=True, check=True, timeout=30)
+                              env={**os.environ, "SLURM_CONF": str(self.conf)}, capture_output=True, text=True,
+                              check=True, timeout=30)
         header, *rows = done.stdout.splitlines()
         names = header.split("|")
         return [row for row in (dict(zip(names, line.split("|"))) for line in rows) if "." not in row["JobID"]]
@@ -59,11 +54,10 @@ def slurm_cluster(folder: Path) -> Iterator[SlurmCluster]:
         if os.environ.get("TFX_HYDRA_REQUIRE_SLURM") == "1":
             pytest.fail(f"Slurm is required here (TFX_HYDRA_REQUIRE_SLURM=1) but {why}")
         pytest.skip(why)
-    started = time.monotonic()
     up = subprocess.run([str(SCRIPT), "up", str(folder)], capture_output=True, text=True, timeout=300)
     try:
         assert up.returncode == 0, up.stdout + up.stderr + "".join(
             f"\n--- {log.name}\n{log.read_text()[-2000:]}" for log in sorted((folder / "log").glob("*")))
-        yield SlurmCluster(folder, folder / "etc" / "slurm.conf", time.monotonic() - started)
+        yield SlurmCluster(folder / "etc" / "slurm.conf")
     finally:
         subprocess.run([str(SCRIPT), "down", str(folder)], capture_output=True, timeout=120)
