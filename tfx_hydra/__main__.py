@@ -19,13 +19,20 @@ from omegaconf.errors import OmegaConfBaseException
 from tfx_hydra.config import composition_error
 from tfx_hydra.console import held_job_error_line, native_lines_to_log, quiet_libraries
 from tfx_hydra.errors import LOST_WORKER_ERRORS  # a lost sweep job: the sweep's own report names it and the resume
+from tfx_hydra.process.signals import Interrupted, requeue_if_warned
 
 
 @hydra.main(version_base="1.3", config_path="pkg://tfx_hydra.conf", config_name="config")
 def hydra_main(cfg: DictConfig) -> float:
+    """One job, wherever a launcher runs it. A Slurm job warned of its time limit or a pre-emption ends
+    its run KILLED with its backup, then submitit requeues it: the requeued job resumes that run."""
     from tfx_hydra.run import run
 
-    return run(cfg)
+    try:
+        return run(cfg)
+    except Interrupted as interrupt:
+        requeue_if_warned(interrupt)
+        raise
 
 
 

@@ -11,8 +11,11 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable, Iterator
 
 import pytest
 from optuna.trial import TrialState
@@ -162,6 +165,42 @@ def test_multi_worker_training_under_srun_trains_identical_weights_and_only_the_
     assert run.data.tags["strategy.workers"] == f"{host}:{base}, {host}:{base + 1}"
 
 
+def test_tfrecord_multi_worker_trains_as_one_slurm_job_of_two_tasks_each_reading_its_own_files(on_slurm, tmp_path):
+    """experiment=tfrecord_multi_worker as its header says to run it: a sweep of one job through the Slurm
+    launcher, one Slurm job of two tasks (one node here, so tasks_per_node=2), each a worker of one
+    MultiWorkerMirroredStrategy over tiny TFRecords in two files, sharded by file (data.shard_policy=file:
+    TensorFlow refuses to start if it cannot give each worker its files). Both tasks end with the same
+    weights; the chief alone tracks, its run under the sweep's parent with both tasks' addresses."""
+    from tfx_hydra.data.to_tfrecord import main as to_tfrecord
+
+    records = tmp_path / "tfr"
+    assert to_tfrecord([str(records), "--shards", "2", "data=digits"]) == 0
+    base = two_free_ports()
+    done = run_cli_in_process(
+        [*SLURM, "experiment=tfrecord_multi_worker", "hydra.launcher.nodes=1", "hydra.launcher.tasks_per_node=2",
+         f"strategy.slurm_port_base={base}", f"data.train_files={records}/train-*.tfrecord",
+         f"data.validation_files={records}/validation-*.tfrecord", f"data.test_files={records}/test-*.tfrecord",
+         "data.input_shape=[8,8]", "data.num_classes=10", "data.raw_scale=0.0625", "trainer.epochs=2",
+         "trainer.batch_size=32", "export=none", "export.mlflow_model=false", "trainer.tensorboard=false"],
+        cwd=tmp_path, multirun=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    runs = mlflow_runs(tmp_path)
+    (parent,) = [r for r in runs if "sweep.dir" in r.data.tags]
+    (run,) = [r for r in runs if r is not parent]  # the chief's: task 1 tracks nothing
+    assert run.info.status == "FINISHED" and run.data.tags["mlflow.parentRunId"] == parent.info.run_id
+    assert run.data.tags["strategy"] == "CollectiveAllReduceStrategy" and run.data.params["data.shard_policy"] == "file"
+    host = socket.gethostname()
+    assert run.data.tags["strategy.workers"] == f"{host}:{base}, {host}:{base + 1}"
+    sweep_dir = Path(parent.data.tags["sweep.dir"])
+    (job,) = slurm_jobs(on_slurm, sweep_dir).items()
+    assert job[1] == "COMPLETED", job
+    tasks = [(sweep_dir / ".submitit" / job[0] / f"{job[0]}_{task}_log.out").read_text() for task in (0, 1)]
+    for said in tasks:
+        assert "strategy: multi_worker, 2 replicas" in said, said[-3000:]
+    fingerprints = [re.search(r"weights sha256\s+│ (\w+)", said).group(1) for said in tasks]
+    assert fingerprints == [run.data.tags["model.weights_sha256"]] * 2
+    assert "not the chief worker" in tasks[1]
+
 def test_a_job_cancelled_with_scancel_is_named_with_the_command_that_resumes_it_from_its_backup(on_slurm, tmp_path):
     """A grid of two Slurm jobs; the long one is cancelled with scancel mid-training (Slurm sends SIGTERM,
     then SIGKILL). The sweep ends saying what it lost and the command that resumes; that command, run
@@ -200,3 +239,142 @@ def test_a_job_cancelled_with_scancel_is_named_with_the_command_that_resumes_it_
     assert resumed.info.status == "FINISHED"
     steps = [m.step for m in mlflow_client(tmp_path).get_metric_history(victim.info.run_id, "loss")]
     assert sorted(steps) == list(range(25))  # every epoch logged once, across the cancel
+
+
+@contextmanager
+def meanwhile(action: Callable[[], None]) -> Iterator[None]:
+    """`action` in a thread of its own while the block runs a command in this one (the test's hand on the
+    cluster while the sweep waits for its jobs); an error it raised is raised once the block is done."""
+    failed: list[BaseException] = []
+
+    def act() -> None:
+        try:
+            action()
+        except BaseException as err:  # noqa: BLE001 - handed to the test's thread below
+            failed.append(err)
+
+    thread = threading.Thread(target=act, name="slurm-hand", daemon=True)
+    thread.start()
+    yield
+    thread.join(timeout=300)
+    if failed:
+        raise failed[0]
+
+
+def wait_for_training(launch: Path, count: int, timeout: float = 240) -> list:
+    """The `count` runs training by now: RUNNING with an epoch logged (and so backed up)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        runs = mlflow_runs(launch) if (launch / "mlflow.db").exists() else []
+        training = [r for r in runs if r.info.status == "RUNNING" and "sweep.dir" not in r.data.tags
+                    and r.data.metrics.get("loss") is not None]
+        if len(training) >= count:
+            return training
+        time.sleep(0.5)
+    raise AssertionError(f"{count} run(s) were not training after {timeout:.0f} s")
+
+
+def slurm_job_of(sweep_dir: Path, job_num: str) -> str:
+    """The Slurm id of a sweep's job, from submitit's folder of it: an array's id and the job's number in it,
+    or a lone job's own id (a batch of one job is no array)."""
+    folders = [f.name for f in (sweep_dir / ".submitit").iterdir() if f.is_dir()]
+    if len(folders) == 1 and "_" not in folders[0]:
+        return folders[0]
+    (array,) = {name.split("_")[0] for name in folders if "_" in name}
+    return f"{array}_{job_num}"
+
+
+def let_start_again_now(job: str, timeout: float = 60) -> None:
+    """Once Slurm has `job` back in its queue, let it start at once, as the cluster's admin may: Slurm holds a
+    requeued job about two minutes (its begin time) before it may start again."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], env=cli_env(), capture_output=True,
+                               text=True, timeout=30).stdout.strip()
+        if state == "PENDING":
+            subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], env=cli_env(), check=True,
+                           timeout=30)
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"Slurm job {job} was not back in the queue after {timeout:.0f} s")
+
+
+def attempts_of(slurm, job: str) -> list[str]:
+    """Each time Slurm ran `job`, oldest first: REQUEUED for the ones it took back."""
+    return [row["State"] for row in slurm.sacct(attempts=True) if row["JobID"] == job]
+
+
+def test_a_requeued_or_time_limited_job_resumes_its_own_run_from_its_backup_and_the_sweep_goes_on(on_slurm,
+                                                                                                    tmp_path):
+    """Two jobs of a grid, each taken back mid-training the two ways Slurm takes a job back. Job 0 is
+    requeued (`scontrol requeue`, what a pre-emption with PreemptMode=REQUEUE does: SIGTERM, then the job
+    starts again). Job 1 gets the time-limit warning `signal_delay_s` has Slurm send (SIGUSR2, sent here
+    with scancel as submitit's own tests send it): its run ends KILLED, then submitit checkpoints and requeues
+    it. Each job comes back as the same Slurm job, resumes its MLflow run from its last epoch's backup, logs
+    every epoch once and finishes; the sweep, which never stopped waiting, ends with both finished."""
+    sweep_dir = tmp_path / "sweep"
+    epochs = 20  # ~0.25 s each: both jobs are still training when the test has seen an epoch of each
+    args = [*SLURM, f"hydra.sweep.dir={sweep_dir}", "seed=1,2", f"trainer.epochs={epochs}", "data=synthetic",
+            "data.num_examples=6000", "data.input_shape=[16,16]", "trainer.steps_per_execution=1", "export=none",
+            "export.mlflow_model=false", "trainer.tensorboard=false"]
+    victims = {}
+
+    def take_both_back() -> None:
+        for run in wait_for_training(tmp_path, 2):
+            victims[run.data.tags["sweep.job_num"]] = run
+        requeued, warned = slurm_job_of(sweep_dir, "0"), slurm_job_of(sweep_dir, "1")
+        subprocess.run(["scontrol", "requeue", requeued], env=cli_env(), check=True, timeout=30)
+        subprocess.run(["scancel", "--signal=USR2", warned], env=cli_env(), check=True, timeout=30)
+        for job in (requeued, warned):
+            let_start_again_now(job)
+
+    with meanwhile(take_both_back):
+        done = run_cli_in_process(args, cwd=tmp_path, multirun=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "jobs              │ 2 finished, 0 failed, 0 killed" in done.stdout
+    runs = mlflow_runs(tmp_path)
+    assert len(runs) == 3  # the parent and the two jobs' runs: none new
+    client = mlflow_client(tmp_path)
+    for num, signal_name in (("0", "SIGTERM"), ("1", "SIGUSR2")):
+        run = next(r for r in runs if r.info.run_id == victims[num].info.run_id)  # the same run, taken up again
+        assert run.info.status == "FINISHED" and "error" not in run.data.tags
+        assert run.data.tags["resume.interrupted_by"] == f"interrupted ({signal_name})"
+        steps = [m.step for m in client.get_metric_history(run.info.run_id, "loss")]
+        assert sorted(steps) == list(range(epochs))  # every epoch logged once, across the interruption
+        log = (sweep_dir / num / "tfx_hydra.log").read_text()  # both attempts of the job write to it
+        assert f"resuming MLflow run {run.info.run_id} from its backup" in log
+        assert attempts_of(on_slurm, slurm_job_of(sweep_dir, num)) == ["REQUEUED", "COMPLETED"]
+    warned = slurm_job_of(sweep_dir, "1")
+    submitit_said = "".join(p.read_text() for p in (sweep_dir / ".submitit" / warned).glob("*_log.*"))
+    assert "Caught signal SIGUSR2" in submitit_said and f"Requeued job {warned}" in submitit_said  # by submitit
+
+
+def test_a_search_trial_whose_worker_is_pre_empted_runs_again_when_slurm_restarts_the_worker(on_slurm, tmp_path):
+    """A search's one worker job is requeued by Slurm mid-trial (a pre-emption). The worker fails the trial in
+    hand and queues its parameters again before it goes; Slurm starts the same job again, and the worker runs
+    the queued trial: the study ends with its trials complete, the pre-empted one failed and re-run."""
+    args = [*SLURM, *search(2, "hparams_search.workers=1", "hparams_search.pruner=none"), "trainer.epochs=16",
+            "data.limit=null", "trainer.batch_size=choice(8)", "trainer.steps_per_execution=1"]  # a trial of seconds
+    victims = []
+
+    def pre_empt_the_worker() -> None:
+        victims.extend(wait_for_training(tmp_path, 1))
+        sweep_dir = Path(next(r for r in mlflow_runs(tmp_path) if "sweep.dir" in r.data.tags).data.tags["sweep.dir"])
+        victims.append(slurm_job_of(sweep_dir, "0"))
+        subprocess.run(["scontrol", "requeue", victims[-1]], env=cli_env(), check=True, timeout=30)
+        let_start_again_now(victims[-1])
+
+    with meanwhile(pre_empt_the_worker):
+        done = run_cli_in_process(args, cwd=tmp_path, multirun=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run, job = victims
+    trial = int(run.data.tags["optuna.trial"])
+    study = study_of(tmp_path)
+    lost = study.trials[trial]
+    assert lost.state == TrialState.FAIL and lost.user_attrs["tfx_hydra.requeued"]
+    (retry,) = [t for t in study.trials if t.user_attrs.get("tfx_hydra.retry_of") == trial]
+    assert retry.state == TrialState.COMPLETE and retry.params == lost.params
+    assert sum(t.state == TrialState.COMPLETE for t in study.trials) == 2
+    killed = next(r for r in mlflow_runs(tmp_path) if r.info.run_id == run.info.run_id)
+    assert killed.info.status == "KILLED" and killed.data.tags["error"] == "interrupted (SIGTERM)"
+    assert attempts_of(on_slurm, job) == ["REQUEUED", "COMPLETED"]

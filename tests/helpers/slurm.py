@@ -25,9 +25,11 @@ DAEMONS = ("munged", "mariadbd", "mariadb-install-db", "slurmdbd", "slurmctld", 
 class SlurmCluster:
     conf: Path  # its slurm.conf: SLURM_CONF for every command that talks to it
 
-    def sacct(self) -> list[dict[str, str]]:
-        """Every job and array task Slurm's accounting holds (steps left out): JobID, JobName, State."""
-        done = subprocess.run(["sacct", "--allusers", "--parsable2", "-o", "JobID,JobName,State", "-S", "2020-01-01"],
+    def sacct(self, attempts: bool = False) -> list[dict[str, str]]:
+        """Every job and array task Slurm's accounting holds (steps left out): JobID, JobName, State. With
+        `attempts`, a requeued job's every run (sacct --duplicates: the earlier ones REQUEUED), oldest first."""
+        done = subprocess.run(["sacct", "--allusers", "--parsable2", "-o", "JobID,JobName,State", "-S", "2020-01-01",
+                               *(["--duplicates"] if attempts else [])],
                               env={**os.environ, "SLURM_CONF": str(self.conf)}, capture_output=True, text=True,
                               check=True, timeout=30)
         header, *rows = done.stdout.splitlines()

@@ -9,6 +9,13 @@ Python drops an exception raised inside a finalizer (a `__del__`, a weakref call
 thousand each epoch, so now and then a Ctrl-C lands in one and is lost. The handler records every
 signal it raises until the run has received it; `raise_missed_interrupt()` raises it again, after
 each batch (callbacks/missed_interrupt.py) and before a run is closed FINISHED.
+
+In a Slurm job submitit started (hydra/launcher=slurm), SIGUSR2 is Slurm's warning of a time limit or a
+pre-emption (submitit asks for it with `sbatch --signal=USR2@signal_delay_s`), and submitit's handler
+for it checkpoints the job and requeues it. Left to itself, that handler exits from wherever training
+is (a SystemExit the run would end FAILED with). So during a run it interrupts like SIGTERM: the run
+ends KILLED with its backup, and `requeue_if_warned` hands over to submitit's handler once the run is
+closed. The requeued job runs the same config, which resumes the same MLflow run from its backup.
 """
 
 from __future__ import annotations
@@ -19,7 +26,8 @@ from contextlib import contextmanager
 from typing import Iterator
 
 INTERRUPTING_SIGNALS = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
-SIGNAL_NUMBERS = {name: number for number, name in INTERRUPTING_SIGNALS.items()}
+LAUNCHER_WARNING = signal.SIGUSR2  # submitit's signal for a Slurm time limit or pre-emption (see above)
+SIGNAL_NUMBERS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGUSR2": LAUNCHER_WARNING}
 
 
 class Interrupted(KeyboardInterrupt):
@@ -47,15 +55,30 @@ def interrupt_on_signals() -> dict | None:
     `uninterrupted()` section is open, in which case when it closes. Main thread only (Python's rule)."""
     if threading.current_thread() is not threading.main_thread():
         return None
+    caught = dict(INTERRUPTING_SIGNALS)
+    if callable(signal.getsignal(LAUNCHER_WARNING)):  # a launcher's handler (submitit's), or ours around a run's
+        caught[LAUNCHER_WARNING] = "SIGUSR2"
 
     def interrupt(signum, frame):
-        name = INTERRUPTING_SIGNALS[signum]
+        name = caught[signum]
         if _deferred["depth"]:
             _deferred["pending"] = _deferred["pending"] or name
             return
         _deferred["raised"] = name
         raise Interrupted(name)
-    return {signum: signal.signal(signum, interrupt) for signum in INTERRUPTING_SIGNALS}
+    interrupt.interrupts_the_run = True
+    return {signum: signal.signal(signum, interrupt) for signum in caught}
+
+
+def requeue_if_warned(interrupt: BaseException) -> None:
+    """After a run ended KILLED by Slurm's time-limit or pre-emption warning, its handlers put back:
+    submitit's own handler checkpoints the job (the same Hydra job, to run again), requeues it
+    (`scontrol requeue`) and exits the process. Any other interrupt, or one outside a submitit job, is left
+    to go on as it was."""
+    launcher = signal.getsignal(LAUNCHER_WARNING)
+    if isinstance(interrupt, Interrupted) and interrupt.signal_name == "SIGUSR2" and callable(launcher) \
+            and not getattr(launcher, "interrupts_the_run", False):
+        launcher(LAUNCHER_WARNING, None)
 
 
 def interrupt_received() -> None:
