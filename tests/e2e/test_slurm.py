@@ -229,6 +229,8 @@ def test_a_job_cancelled_with_scancel_is_named_with_the_command_that_resumes_it_
     assert wait_for_job(on_slurm, job).startswith("CANCELLED")
     (cancelled,) = [r for r in mlflow_runs(tmp_path) if r.info.run_id == victim.info.run_id]
     assert cancelled.info.status == "KILLED"  # nothing left RUNNING
+    (parent,) = [r for r in mlflow_runs(tmp_path) if "sweep.dir" in r.data.tags]
+    assert (parent.data.tags["sweep.finished"], parent.data.tags["sweep.killed"]) == ("1", "1")  # counted
 
     again = run_cli_in_process(args, cwd=tmp_path, multirun=True)
     assert again.returncode == 0, again.stderr[-3000:]
@@ -237,6 +239,9 @@ def test_a_job_cancelled_with_scancel_is_named_with_the_command_that_resumes_it_
     assert len(runs) == 3  # the parent and the two jobs' runs: none new
     resumed = next(r for r in runs if r.info.run_id == victim.info.run_id)  # the same run, not a new one
     assert resumed.info.status == "FINISHED"
+    parent = next(r for r in runs if r.info.run_id == parent.info.run_id)  # the same parent, counted again
+    assert (parent.info.status, parent.data.tags["sweep.finished"], parent.data.tags["sweep.killed"]) == \
+        ("FINISHED", "2", "0")
     steps = [m.step for m in mlflow_client(tmp_path).get_metric_history(victim.info.run_id, "loss")]
     assert sorted(steps) == list(range(25))  # every epoch logged once, across the cancel
 
