@@ -61,6 +61,10 @@ class ExportError(TfxHydraError):
     """An exporter could not write or verify its artifact."""
 
 
+class RequestError(TfxHydraError):
+    """A request to a served model does not fit its signature (an input's name, dtype or shape)."""
+
+
 class ReproduceError(TfxHydraError):
     """The run to reproduce cannot be found or lacks what a re-run needs."""
 

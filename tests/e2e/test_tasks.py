@@ -112,6 +112,42 @@ def test_mlflow_models_serve_answers_with_each_tasks_outputs(launch, tmp_path):
     assert numbers.shape == (5, 2) and 20 < numbers.mean() < 80
 
 
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_tf_serving_s_rest_and_grpc_requests_are_answered_through_each_tasks_export(launch, task):
+    """TF Serving's REST bodies (row and columnar, with signature_name, batch 1 and 5) and a gRPC PredictRequest
+    (by version label), sent through JSON and protobuf as a client sends them and bound by name as the server
+    binds them: each answers what the signature answers when called directly."""
+    from tensorflow_serving.apis import predict_pb2
+
+    from tfx_hydra.export.requests import answer_grpc, answer_rest, predict_request, rest_body, signature_of
+
+    path = run_of(launch, task).data.tags["export.savedmodel.path"]
+    signature = signature_of(path)
+    assert list(signature.inputs) == ["inputs"] and signature.inputs["inputs"].shape == (None, 6)
+    inputs = np.random.default_rng(2).normal(size=(5, 6)).astype("float32")
+    for examples in (inputs[:1], inputs):
+        direct = {name: value.numpy() for name, value in tf.saved_model.load(path).signatures["serving_default"](
+            inputs=tf.constant(examples)).items()}
+        row = answer_rest(path, json.loads(json.dumps(rest_body(signature, examples))))
+        columnar = answer_rest(path, json.loads(json.dumps(rest_body(signature, examples, columnar=True))))
+        if len(direct) == 1:  # one output: its values alone, as TF Serving answers
+            (value,) = direct.values()
+            np.testing.assert_allclose(row["predictions"], value, rtol=1e-5)
+            np.testing.assert_allclose(columnar["outputs"], value, rtol=1e-5)
+        else:  # several: each example's outputs by name (row), each output's batch by name (columnar)
+            assert [set(p) for p in row["predictions"]] == [set(direct)] * len(examples)
+            for name, value in direct.items():
+                np.testing.assert_allclose([p[name] for p in row["predictions"]], value, rtol=1e-5)
+                np.testing.assert_allclose(columnar["outputs"][name], value, rtol=1e-5)
+        request = predict_pb2.PredictRequest.FromString(
+            predict_request(signature, examples, "mlp", version_label="stable").SerializeToString())
+        assert request.model_spec.version_label == "stable" and request.model_spec.signature_name == "serving_default"
+        response = answer_grpc(path, request)
+        assert set(response.outputs) == set(direct)
+        for name, value in direct.items():
+            np.testing.assert_allclose(tf.make_ndarray(response.outputs[name]), value, rtol=1e-5)
+
 def test_a_regression_sweep_minimises_untold_and_a_search_prunes_on_val_mae(tmp_path):
     grid = run_cli_in_process(["task=regression", *SMALL, "trainer.epochs=2", "model.units=4,32", "export=none",
                                "export.mlflow_model=false"], cwd=tmp_path, multirun=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -78,15 +79,121 @@ def test_saved_model_cli_shows_the_named_signature(trained, tmp_path):
     assert "outputs['probabilities'] tensor_info" in shown and "outputs['class'] tensor_info" in shown
 
 
-def test_models_config_lists_every_model_for_tf_serving(trained, tmp_path):
-    model, data = trained
-    SavedModelExport(export_dir=str(tmp_path), model_name="mlp")(model, data)
-    SavedModelExport(export_dir=str(tmp_path), model_name="cnn")(model, data)
-    config = (tmp_path / "models.config").read_text()
-    assert config.startswith("model_config_list {")
-    for name in ("mlp", "cnn"):
-        assert f'name: "{name}"\n    base_path: "{tmp_path / name}"\n    model_platform: "tensorflow"' in config
+def parsed_models_config(export_dir) -> dict:
+    """models.config parsed by TF Serving's own proto: name -> (base_path, platform, served versions, labels)."""
+    from google.protobuf import text_format
+    from tensorflow_serving.config import model_server_config_pb2
 
+    config = text_format.Parse((export_dir / "models.config").read_text(), model_server_config_pb2.ModelServerConfig())
+    return {entry.name: (entry.base_path, entry.model_platform, list(entry.model_version_policy.specific.versions),
+                         dict(entry.version_labels)) for entry in config.model_config_list.config}
+
+
+def test_models_config_is_tf_serving_s_own_proto_with_every_model_and_its_labels(trained, tmp_path):
+    """Every models.config written parses with TF Serving's ModelServerConfig: each model, its folder, the
+    versions it serves (the labelled ones and the newest) and its labels: a model's first version is
+    `stable`, a run's version_label points at its own version, and a later run keeps them."""
+    model, data = trained
+    SavedModelExport(export_dir=str(tmp_path), model_name="mlp", warmup_requests=0)(model, data)
+    assert parsed_models_config(tmp_path) == {"mlp": (str(tmp_path / "mlp"), "tensorflow", [1], {"stable": 1})}
+    SavedModelExport(export_dir=str(tmp_path), model_name="mlp", version_label="canary", warmup_requests=0)(model, data)
+    SavedModelExport(export_dir=str(tmp_path), model_name="cnn", warmup_requests=0)(model, data)
+    assert parsed_models_config(tmp_path) == {
+        "cnn": (str(tmp_path / "cnn"), "tensorflow", [1], {"stable": 1}),
+        "mlp": (str(tmp_path / "mlp"), "tensorflow", [1, 2], {"stable": 1, "canary": 2})}
+    SavedModelExport(export_dir=str(tmp_path), model_name="mlp", warmup_requests=0)(model, data)
+    assert parsed_models_config(tmp_path)["mlp"][2:] == ([1, 2, 3], {"stable": 1, "canary": 2})  # newest served too
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # the config was renamed into place
+
+
+def test_a_label_whose_version_is_gone_is_dropped_and_stable_falls_back_to_the_oldest(trained, tmp_path):
+    """TF Serving refuses a label on a version it does not load: a deleted version takes its labels along."""
+    model, data = trained
+    for label in (None, "canary"):
+        SavedModelExport(export_dir=str(tmp_path), model_name="m", version_label=label, warmup_requests=0)(model, data)
+    shutil.rmtree(tmp_path / "m" / "1")
+    SavedModelExport(export_dir=str(tmp_path), model_name="m", warmup_requests=0)(model, data)
+    assert parsed_models_config(tmp_path)["m"][2:] == ([2, 3], {"canary": 2})
+    shutil.rmtree(tmp_path / "m" / "2")
+    SavedModelExport(export_dir=str(tmp_path), model_name="m", warmup_requests=0)(model, data)
+    assert parsed_models_config(tmp_path)["m"][2:] == ([3, 4], {"stable": 3})
+
+
+def test_a_models_config_tf_serving_cannot_read_is_one_error_with_the_fix(trained, tmp_path):
+    model, data = trained
+    (tmp_path / "models.config").write_text("model_config_list { config { nme: 'x' } }\n")
+    with pytest.raises(ExportError, match=r"(?s)models.config is not a models.config TensorFlow Serving can read: .*"
+                                          r"Fix: correct it, or remove it"):
+        SavedModelExport(export_dir=str(tmp_path), model_name="m", warmup_requests=0)(model, data)
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"version_label": "can ary"}, r"export.savedmodel.version_label='can ary' is not a version label TF Serving"),
+    ({"version_label": "1st"}, r"version_label='1st' is not a version label"),
+    ({"warmup_requests": 1001}, r"warmup_requests=1001: give a whole number from 0 .* to 1000"),
+    ({"warmup_requests": -1}, r"warmup_requests=-1"),
+    ({"warmup_requests": 2.5}, r"warmup_requests=2.5"),
+])
+def test_bad_serving_settings_are_refused_when_the_exporter_is_built(settings, message, tmp_path):
+    with pytest.raises(ConfigError, match=message):
+        SavedModelExport(export_dir=str(tmp_path), model_name="m", **settings)
+
+
+def test_warm_up_records_are_tf_serving_s_prediction_logs_of_real_examples_and_replay_through_the_signature(
+        trained, tmp_path):
+    """assets.extra/tf_serving_warmup_requests, read back with TF Serving's protos: one PredictRequest per
+    validation example for serving_default, its raw values; replayed through the exported signature as the
+    server replays them, each answers what the Keras model answers for that example."""
+    from tfx_hydra.export.warmup import read_warmup_requests
+
+    model, data = trained
+    path = SavedModelExport(export_dir=str(tmp_path), model_name="digits_mlp", warmup_requests=5)(model, data).path
+    requests = read_warmup_requests(path)
+    assert len(requests) == 5
+    assert {(r.model_spec.name, r.model_spec.signature_name) for r in requests} == {("digits_mlp", "serving_default")}
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    scaled, _ = next(iter(data.validation))
+    for request, example in zip(requests, scaled.numpy()):
+        raw = tf.make_ndarray(request.inputs["inputs"])
+        assert raw.shape == (1, 8, 8) and raw.dtype == np.float32
+        np.testing.assert_allclose(raw[0], example * 16.0, atol=1e-5)  # the data's own 0..16 values
+        served = serve(inputs=tf.constant(raw))
+        np.testing.assert_allclose(served["probabilities"].numpy(), model(example[None], training=False), atol=1e-5)
+    no_warmup = SavedModelExport(export_dir=str(tmp_path), model_name="bare", warmup_requests=0)(model, data).path
+    assert not os.path.exists(os.path.join(no_warmup, "assets.extra"))
+
+
+
+def test_requests_tf_serving_refuses_are_one_clear_error_in_the_client_helper_and_in_the_answer(trained, tmp_path):
+    """The classification export (inputs [None, 8, 8]): a good row request is answered with each example's
+    probabilities and class; a request of the wrong shape, input name, values or signature is one RequestError
+    naming what the signature takes (and TF Serving's `{"error": ...}` body from the answering side)."""
+    from tfx_hydra.errors import RequestError
+    from tfx_hydra.export.requests import answer_rest, predict_request, rest_body, signature_of
+
+    model, data = trained
+    path = SavedModelExport(export_dir=str(tmp_path), model_name="m", warmup_requests=0)(model, data).path
+    signature = signature_of(path)
+    assert signature.inputs["inputs"].shown() == "float32 of shape [None, 8, 8]"
+    assert set(signature.outputs) == {"probabilities", "class"}
+    examples = np.full((2, 8, 8), 8.0, "float32")
+    (first, second) = answer_rest(path, rest_body(signature, examples))["predictions"]
+    assert len(first["probabilities"]) == 10 and first["class"] == int(np.argmax(first["probabilities"]))
+    with pytest.raises(RequestError, match=r"(?s)input 'inputs' takes float32 of shape \[None, 8, 8\]; the request "
+                                           r"gives shape \[8, 8\]\..*Fix: send a batch"):
+        rest_body(signature, examples[0])  # one example, not a batch of one
+    with pytest.raises(RequestError, match=r"the request gives shape \[2, 64\]"):
+        predict_request(signature, examples.reshape(2, 64), "m")
+    with pytest.raises(RequestError, match=r"the request's values are not float32"):
+        rest_body(signature, [[["a"] * 8] * 8])
+    with pytest.raises(RequestError, match=r"has no input 'pixels'; its inputs are inputs"):
+        rest_body(signature, {"pixels": examples})
+    with pytest.raises(RequestError, match=r"has no signature 'predict'; it has serving_default"):
+        signature_of(path, "predict")
+    refused = answer_rest(path, {"signature_name": "serving_default", "instances": examples[:, :4].tolist()})
+    assert refused == {"error": "input 'inputs' takes float32 of shape [None, 8, 8]; the request gives shape "
+                                "[2, 4, 8]."}
+    assert "error" in answer_rest(path, {"instances": [], "inputs": []})
 
 def test_next_version_ignores_non_integer_folders(tmp_path):
     for name in ["1", "7", "latest", ".staging-x"]:

@@ -1,5 +1,6 @@
 """export=savedmodel: a SavedModel in TensorFlow Serving's layout (<export_dir>/<model_name>/<version>/),
-its serving signature checked, a new version per run and `models.config` for the model server.
+its serving signature checked, warm-up requests inside it (warmup.py), a new version per run and
+`models.config` for the model server, with version labels (serving_config.py).
 """
 
 from __future__ import annotations
@@ -8,8 +9,10 @@ import os
 import shutil
 import tempfile
 
-from tfx_hydra.errors import ExportError
+from tfx_hydra.errors import ConfigError, ExportError
 from tfx_hydra.export.result import PARITY, ExportResult, folder_size, output_difference, require_parity
+from tfx_hydra.export.serving_config import versions_of, write_models_config
+from tfx_hydra.export.warmup import MAX_WARMUP_REQUESTS, raw_validation_examples, write_warmup_requests
 
 
 class SavedModelExport:
@@ -22,16 +25,26 @@ class SavedModelExport:
     The version is one more than the highest integer version already in the folder, so several runs exporting
     to one export_dir give TF Serving versions 1, 2, 3... and it hot-swaps to the newest;
     `<export_dir>/models.config` lists every model there for
-    `tensorflow_model_server --model_config_file`. The SavedModel is written to a hidden
+    `tensorflow_model_server --model_config_file`, with its version labels: a model's first version is
+    `stable`, and `version_label` (e.g. canary) labels this run's. `warmup_requests` real validation
+    examples go into the version as TF Serving's warm-up records. The SavedModel is written to a hidden
     temporary folder first and renamed into place, so a serving process never sees half a model
     and two runs exporting at once cannot take the same version.
     """
 
     kind = "savedmodel"
 
-    def __init__(self, export_dir: str, model_name: str) -> None:
+    def __init__(self, export_dir: str, model_name: str, version_label: str | None = None,
+                 warmup_requests: int = 10) -> None:
         self.export_dir = export_dir
         self.model_name = model_name
+        self.version_label = require_label(version_label)
+        if isinstance(warmup_requests, bool) or not isinstance(warmup_requests, int) \
+                or not 0 <= warmup_requests <= MAX_WARMUP_REQUESTS:
+            raise ConfigError(f"export.savedmodel.warmup_requests={warmup_requests!r}: give a whole number from 0 "
+                              f"(no warm-up records) to {MAX_WARMUP_REQUESTS} (TF Serving reads no more).",
+                              fix="export.savedmodel.warmup_requests=10")
+        self.warmup_requests = warmup_requests
 
     def __call__(self, model, datasets) -> ExportResult:
         model_dir = os.path.join(self.export_dir, self.model_name)
@@ -45,13 +58,28 @@ class SavedModelExport:
             path = os.path.join(staging, "model")
             write_serving_archive(model, datasets.spec, path)
             max_abs_diff = check_serving_signature(model, path, datasets)
+            if self.warmup_requests:  # inside the version before it appears: the server finds them with it
+                write_warmup_requests(path, self.model_name, raw_validation_examples(datasets, self.warmup_requests))
             version_dir = move_to_next_version(path, model_dir)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-        write_models_config(self.export_dir)
+        version = int(os.path.basename(version_dir))
+        write_models_config(self.export_dir, (self.model_name, self.version_label, version) if self.version_label
+                            else None)
         return ExportResult(self.kind, version_dir, {"export.savedmodel.max_abs_diff": max_abs_diff,
-                                                     "export.savedmodel.version": float(os.path.basename(version_dir)),
+                                                     "export.savedmodel.version": float(version),
                                                      "export.savedmodel.size_bytes": float(folder_size(version_dir))})
+
+
+def require_label(label: str | None, key: str = "export.savedmodel.version_label") -> str | None:
+    """A version label as TF Serving takes it in a URL (/v1/models/<name>/labels/<label>): a letter, then
+    letters, digits, `_` or `-`."""
+    import re
+
+    if label is None or (isinstance(label, str) and re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", label)):
+        return label
+    raise ConfigError(f"{key}={label!r} is not a version label TF Serving takes: a letter, then letters, digits, "
+                      "'_' or '-'.", fix=f"{key}=canary")
 
 
 def write_serving_archive(model, spec, path: str) -> None:
@@ -97,22 +125,9 @@ def check_serving_signature(model, path: str, datasets) -> float:
     return diff
 
 
-def write_models_config(export_dir: str) -> str:
-    """<export_dir>/models.config naming every versioned model there, for TF Serving's --model_config_file."""
-    folders = {name: os.path.join(export_dir, name) for name in os.listdir(export_dir)}
-    names = sorted(name for name, folder in folders.items() if os.path.isdir(folder) and next_version(folder) > 1)
-    entries = "".join(f'  config {{\n    name: "{name}"\n    base_path: "{os.path.abspath(folders[name])}"\n'
-                      f'    model_platform: "tensorflow"\n  }}\n' for name in names)
-    path = os.path.join(export_dir, "models.config")
-    with open(path, "w", encoding="utf-8") as config:
-        config.write(f"model_config_list {{\n{entries}}}\n")
-    return path
-
-
 def next_version(model_dir: str) -> int:
     """One more than the highest integer-named folder in `model_dir` (1 for an empty one)."""
-    versions = [int(n) for n in os.listdir(model_dir) if n.isdigit()] if os.path.isdir(model_dir) else []
-    return max(versions, default=0) + 1
+    return max(versions_of(model_dir), default=0) + 1
 
 
 def move_to_next_version(source: str, model_dir: str) -> str:
