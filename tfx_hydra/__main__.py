@@ -46,6 +46,10 @@ def main() -> None:
         from tfx_hydra.new_project import main as init
 
         sys.exit(init(sys.argv[2:]))
+    if sys.argv[1:2] == ["promote"]:  # `tfx-hydra promote RUN_ID --label stable`: a label moved, not a run
+        from tfx_hydra.promote import main as promote
+
+        sys.exit(promote(sys.argv[2:]))
     quiet_libraries()
     full_errors = os.environ.get("HYDRA_FULL_ERROR") == "1"  # the user asked for every traceback
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra hands errors to us instead of printing them

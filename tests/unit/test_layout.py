@@ -26,7 +26,7 @@ MAX_LINES = 300
 LAYERS = [
     ("entrypoint", {"tfx_hydra.__main__"}),
     ("commands", {"tfx_hydra.run", "tfx_hydra.reproduce", "tfx_hydra.sync", "tfx_hydra.data.to_tfrecord",
-                  "tfx_hydra.new_project"}),
+                  "tfx_hydra.new_project", "tfx_hydra.promote"}),
     ("steps", {"tfx_hydra.hardware", "tfx_hydra.strategy", "tfx_hydra.data", "tfx_hydra.models", "tfx_hydra.optimizer",
                "tfx_hydra.trainer", "tfx_hydra.export", "tfx_hydra.callbacks", "tfx_hydra.records", "tfx_hydra.reports",
                "tfx_hydra.debug",

@@ -1,0 +1,104 @@
+"""`tfx-hydra promote`: a sweep's best trial goes live under a TF Serving version label (models.config, parsed
+with TF Serving's own proto) and the MLflow alias of the same name; a canary beside it; a rollback; the runs
+it refuses. The README's promote example is this test's transcript (UPDATE_README=1 rewrites it)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_readme import README, normalize, shows
+from tests.helpers import mlflow_client, mlflow_runs
+from tests.helpers.in_process import run_cli_in_process, run_in_process
+from tests.unit.test_export import parsed_models_config
+
+pytestmark = pytest.mark.slow
+
+SWEEP = ["model.units=16,64", "export.savedmodel.export_dir=/srv/models", "export.register_as=digits",
+         "trainer.epochs=2", "trainer.tensorboard=false"]
+EXAMPLE = re.compile(r"(<!-- transcript: tests/e2e/test_promote.py -->\n```text\n)(?P<shown>.*?)(```)", re.S)
+
+
+def promote(launch, *args: str):
+    from tfx_hydra.__main__ import main
+
+    return run_in_process(main, ["tfx-hydra", "promote", *args], cwd=launch)
+
+
+def test_a_sweeps_best_run_goes_live_as_stable_a_canary_beside_it_and_a_rollback_is_the_same_command(tmp_path):
+    serving = tmp_path / "srv" / "models"
+    sweep = [arg.replace("/srv/models", str(serving)) for arg in SWEEP]
+    done = run_cli_in_process(sweep, cwd=tmp_path, multirun=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = mlflow_runs(tmp_path)
+    (parent,) = [r for r in runs if "sweep.dir" in r.data.tags]
+    best = next(r for r in runs if r.info.run_id == parent.data.tags["sweep.best_run_id"])
+    (other,) = [r for r in runs if r not in (parent, best)]
+    version = {r.info.run_id: int(os.path.basename(r.data.tags["export.savedmodel.path"])) for r in (best, other)}
+    name = os.path.basename(os.path.dirname(best.data.tags["export.savedmodel.path"]))
+    assert parsed_models_config(serving)[name][3] == {"stable": 1}  # as exported: the first version
+    transcript = [f"$ python -m tfx_hydra -m {' '.join(SWEEP)}", "...", f"$ tfx-hydra promote {best.info.run_id} "
+                  "--label stable"]
+
+    live = promote(tmp_path, best.info.run_id, "--label", "stable")
+    assert live.returncode == 0, live.stderr
+    transcript += [live.stdout, f"$ tfx-hydra promote {other.info.run_id} --label canary"]
+    canary = promote(tmp_path, other.info.run_id, "--label", "canary")
+    assert canary.returncode == 0, canary.stderr
+    transcript.append(canary.stdout)
+    base, platform, served, labels = parsed_models_config(serving)[name]
+    assert (base, platform) == (str(serving / name), "tensorflow")
+    assert labels == {"stable": version[best.info.run_id], "canary": version[other.info.run_id]}
+    assert served == sorted(set(labels.values()) | {2})
+    client = mlflow_client(tmp_path)
+    for run, alias in ((best, "stable"), (other, "canary")):  # the registry says what the server serves
+        (registered,) = client.search_model_versions(f"run_id = '{run.info.run_id}'")
+        assert client.get_model_version_by_alias("digits", alias).version == registered.version
+    assert f"now serves {name} version {version[other.info.run_id]} as `canary`" in canary.stdout
+
+    back = promote(tmp_path, other.info.run_id, "--label", "stable")  # a rollback is the same command
+    assert back.returncode == 0, back.stderr
+    assert parsed_models_config(serving)[name][3]["stable"] == version[other.info.run_id]
+    assert f"(was version {version[best.info.run_id]})" in back.stdout
+
+    example = EXAMPLE.search(README.read_text())
+    assert example is not None and (os.environ.get("UPDATE_README") == "1" or "tfx-hydra promote" in example["shown"])
+    shown = "\n".join(line.replace(str(tmp_path), "/home/you/experiments") for line in "\n".join(transcript)
+                      .replace(str(serving), "/srv/models").splitlines())
+    if os.environ.get("UPDATE_README") == "1":
+        text = README.read_text()
+        README.write_text(text[:example.start("shown")] + shown.rstrip("\n") + "\n" + text[example.end("shown"):])
+    else:
+        launch = Path("/home/you/experiments")
+        assert shows(normalize(example["shown"], launch), normalize(shown, launch)), \
+            "README's promote example is stale (UPDATE_README=1 rewrites it):\n" + shown
+
+
+def test_promote_refuses_what_cannot_go_live_with_one_clear_error(tmp_path):
+    serving = tmp_path / "serving"
+    done = run_cli_in_process(["trainer.epochs=1", "data.limit=200", f"export.savedmodel.export_dir={serving}",
+                               "trainer.tensorboard=false"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run,) = mlflow_runs(tmp_path)
+    refused = {
+        "no such run": promote(tmp_path, "0" * 32, "--label", "stable"),
+        "another model": promote(tmp_path, run.info.run_id, "--label", "stable", "--model", "resnet"),
+        "a bad label": promote(tmp_path, run.info.run_id, "--label", "not a label"),
+    }
+    assert "ExportError: there is no run '00000000000000000000000000000000' in this store." in \
+        refused["no such run"].stderr
+    assert re.search(r"ExportError: run \w+ exported model '\w+' \(.*\), not 'resnet'\.\n  Fix: promote a run of "
+                     r"'resnet', or --model \w+", refused["another model"].stderr)
+    assert "--label='not a label' is not a version label TF Serving takes" in refused["a bad label"].stderr
+    shutil.rmtree(run.data.tags["export.savedmodel.path"])
+    refused["gone"] = promote(tmp_path, run.info.run_id, "--label", "stable")
+    assert f"ExportError: run {run.info.run_id}'s SavedModel is no longer at" in refused["gone"].stderr
+    assert all(done.returncode != 0 and "Traceback" not in done.stderr for done in refused.values())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    nowhere = promote(elsewhere, run.info.run_id, "--label", "stable")
+    assert nowhere.returncode == 1 and "there is no MLflow store here" in nowhere.stderr
