@@ -129,3 +129,22 @@ def test_the_regression_recipe_on_diabetes_is_as_good_as_ridge_on_the_same_split
     assert run["test_rmse"] < 1.15 * run["ridge_rmse"] and run["test_rmse"] < 0.9 * run["mean_baseline_rmse"]
     assert 0.2 < run["test_r2"] < 1 and 1 < run["epochs_trained"] < 200  # early stopping ended it
     assert "median tfx_hydra / Ridge test RMSE" in done.stdout
+
+
+def test_serving_benchmark_runs_quick_and_prints_each_formats_latency(tmp_path):
+    """One run's four exports loaded side by side in this process (the run itself trains in its own), each
+    timed at batch 1 and 32; --quick leaves the MLflow server out."""
+    out = tmp_path / "serving.json"
+    script = bench_script("serving")
+
+    def measure() -> None:  # the script's main returns its report, not an exit status
+        script.main()
+
+    done = run_in_process(measure, ["serving.py", "--quick", "--json", str(out)], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert set(report["results"]) == {"SavedModel (TensorFlow)", "TFLite (LiteRT)", "ONNX (ONNX Runtime)",
+                                      ".keras (Keras, eager call)"}
+    for figures in report["results"].values():
+        assert 0 < figures["batch1_p50_ms"] <= figures["batch1_p99_ms"] and figures["batch32_examples_per_sec"] > 0
+    assert f"fastest at batch 1: {report['fastest_batch1']}" in done.stdout

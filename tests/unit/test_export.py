@@ -15,6 +15,7 @@ import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 from omegaconf import OmegaConf
 
+from tests.helpers import REPO
 from tests.helpers.fakes import RecordingTracker
 from tfx_hydra.data import digits
 from tfx_hydra.errors import ConfigError, DataError, ExportError
@@ -281,7 +282,7 @@ def test_tfjs_without_its_converter_says_how_to_install_it(trained, tmp_path):
                                                                                                              data)
     message = str(caught.value)
     assert "export.tfjs.converter=/nonexistent/tensorflowjs_converter is not installed here" in message
-    assert "pip install tensorflowjs==4.22.0" in message
+    assert "pip install -r requirements/tfjs.txt" in message
 
 
 def test_tfjs_runs_the_converter_on_our_savedmodel(trained, tmp_path):
@@ -294,13 +295,60 @@ import json, os, sys
 saved_model, out = sys.argv[-2], sys.argv[-1]
 assert os.path.isfile(os.path.join(saved_model, "saved_model.pb"))
 os.makedirs(out, exist_ok=True)
-json.dump({{"args": sys.argv[1:-2]}}, open(os.path.join(out, "model.json"), "w"))
+json.dump({{"args": sys.argv[1:-2], "format": "graph-model", "weightsManifest": [],
+           "signature": {{"inputs": {{"inputs": {{}}}}, "outputs": {{"probabilities": {{}}, "class": {{}}}}}}}},
+          open(os.path.join(out, "model.json"), "w"))
 """)
     fake.chmod(0o755)
     result = TfjsExport(export_dir=str(tmp_path / "export"), model_name="m", converter=str(fake))(model, data)
     assert result.path == str(tmp_path / "export" / "m_tfjs")
     args = json.loads((tmp_path / "export" / "m_tfjs" / "model.json").read_text())["args"]
     assert args == ["--input_format=tf_saved_model", "--signature_name=serving_default", "--saved_model_tags=serve"]
+
+
+
+def tfjs_environment() -> tuple[str, str | None]:
+    """The converter of requirements/tfjs.txt's environment (.ci/run builds it) and, when there is one, a
+    node_modules folder holding @tensorflow/tfjs to predict with in Node."""
+    converter = os.environ.get("TFX_HYDRA_TFJS_CONVERTER", "")
+    modules = os.environ.get("TFX_HYDRA_TFJS_NODE_MODULES")
+    required = os.environ.get("TFX_HYDRA_REQUIRE_TFJS") == "1"
+    if not os.access(converter, os.X_OK):
+        why = "no TensorFlow.js converter environment here (TFX_HYDRA_TFJS_CONVERTER; .ci/run builds one from " \
+              "requirements/tfjs.txt)"
+        pytest.fail(why + " but TFX_HYDRA_REQUIRE_TFJS=1") if required else pytest.skip(why)
+    node = shutil.which("node")
+    if not (node and modules and os.path.isdir(os.path.join(modules, "@tensorflow", "tfjs"))):
+        if required:
+            pytest.fail("TFX_HYDRA_REQUIRE_TFJS=1 but no node with @tensorflow/tfjs (TFX_HYDRA_TFJS_NODE_MODULES)")
+        modules = None
+    return converter, modules
+
+
+@pytest.mark.slow
+def test_tfjs_converts_in_the_pinned_environment_and_answers_in_node_as_the_savedmodel_does(trained, tmp_path):
+    """The README's TF.js path for real: requirements/tfjs.txt's converter on our SavedModel, its model.json and
+    weight shards checked by the exporter, then (where Node and @tensorflow/tfjs are) the graph model loaded in
+    Node answers a batch of raw inputs as the SavedModel's signature does."""
+    converter, modules = tfjs_environment()
+    model, data = trained
+    result = TfjsExport(export_dir=str(tmp_path), model_name="m", converter=converter)(model, data)
+    assert result.metrics["export.tfjs.weights"] >= 4 and result.metrics["export.tfjs.size_bytes"] > 0
+    if modules is None:
+        print("TF.js: converted, model.json and its weights manifest checked; no Node with @tensorflow/tfjs here "
+              "for a prediction")
+        return
+    raw = np.random.default_rng(0).uniform(0, 16, (5, 8, 8)).astype("float32")
+    script, inputs, outputs = REPO / "tests" / "tfjs" / "predict.js", tmp_path / "in.json", tmp_path / "out.json"
+    inputs.write_text(json.dumps(raw.tolist()))
+    done = subprocess.run(["node", str(script), result.path, str(inputs), str(outputs)],
+                          env={**os.environ, "NODE_PATH": modules}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    answered = json.loads(outputs.read_text())
+    saved = SavedModelExport(export_dir=str(tmp_path / "sm"), model_name="m", warmup_requests=0)(model, data).path
+    expected = tf.saved_model.load(saved).signatures["serving_default"](inputs=tf.constant(raw))
+    np.testing.assert_allclose(answered["probabilities"], expected["probabilities"].numpy(), atol=1e-5)
+    assert answered["class"] == expected["class"].numpy().tolist()
 
 
 def test_an_op_tflite_lacks_is_named_with_the_fix(tmp_path):
