@@ -53,6 +53,18 @@ def test_the_text_recipe_learns_a_folder_of_texts_and_its_exports_take_raw_strin
     np.testing.assert_allclose(np.asarray(logged.predict(np.asarray(REVIEWS, dtype=object))),
                                served["probabilities"].numpy(), atol=1e-5)
 
+    # TF Serving's requests of raw strings (a JSON body, a gRPC PredictRequest) bind to the string input
+    from tfx_hydra.export.requests import answer_grpc, answer_rest, predict_request, rest_body, signature_of
+
+    path = run.data.tags["export.savedmodel.path"]
+    signature = signature_of(path)
+    assert signature.inputs["inputs"].shown() == "string of shape [None]"
+    body = json.loads(json.dumps(rest_body(signature, REVIEWS)))
+    assert body["instances"] == list(REVIEWS)
+    assert [p["class"] for p in answer_rest(path, body)["predictions"]] == [1, 0]
+    response = answer_grpc(path, predict_request(signature, REVIEWS, "text"))
+    assert tf.make_ndarray(response.outputs["class"]).tolist() == [1, 0]
+
 
 def test_a_jsonl_table_of_tagged_texts_trains_a_multilabel_baseline(tmp_path):
     rng = np.random.default_rng(0)

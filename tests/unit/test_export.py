@@ -196,6 +196,22 @@ def test_requests_tf_serving_refuses_are_one_clear_error_in_the_client_helper_an
                                 "[2, 4, 8]."}
     assert "error" in answer_rest(path, {"instances": [], "inputs": []})
 
+
+def test_text_requests_carry_any_unicode_as_utf8_and_refuse_what_is_not_text():
+    """A text model's string input: the JSON body keeps the text as written, the gRPC tensor its UTF-8 bytes."""
+    from tfx_hydra.errors import RequestError
+    from tfx_hydra.export.requests import Signature, TensorSpec, predict_request, rest_body
+
+    signature = Signature("serving_default", {"inputs": TensorSpec("string", (None,))}, {})
+    texts = ["un café très chaud", "naïve 東京"]
+    assert rest_body(signature, texts)["instances"] == texts
+    assert json.loads(json.dumps(rest_body(signature, texts, columnar=True)))["inputs"] == texts
+    tensor = predict_request(signature, texts, "text").inputs["inputs"]
+    assert [v.decode() for v in tf.make_ndarray(tensor).tolist()] == texts
+    with pytest.raises(RequestError, match=r"input 'inputs' takes string of shape \[None\]; the request gives "
+                                           r"values that are not text"):
+        rest_body(signature, [1, 2])
+
 def test_next_version_ignores_non_integer_folders(tmp_path):
     for name in ["1", "7", "latest", ".staging-x"]:
         (tmp_path / name).mkdir()

@@ -72,10 +72,11 @@ def require_fits(signature: Signature, name: str, value) -> Any:
     except (TypeError, ValueError) as err:
         raise RequestError(f"input {name!r} takes {spec.shown()}; the request's values are not {spec.dtype} "
                            f"({err}).") from None
-    if array.dtype == object and spec.dtype == "string":
-        array = array.astype(bytes) if all(isinstance(v, (str, bytes)) for v in array.flat) else None
-        if array is None:
+    if spec.dtype == "string":  # UTF-8 bytes, as TF Serving's JSON parser makes them
+        if not all(isinstance(v, (str, bytes)) for v in array.flat):
             raise RequestError(f"input {name!r} takes {spec.shown()}; the request gives values that are not text.")
+        array = np.array([v.encode() if isinstance(v, str) else v for v in array.flat], dtype=object) \
+            .reshape(array.shape)
     if len(array.shape) != len(spec.shape) or any(want is not None and got != want
                                                   for got, want in zip(array.shape, spec.shape)):
         raise RequestError(f"input {name!r} takes {spec.shown()}; the request gives shape "
@@ -102,8 +103,12 @@ def _only_input(signature: Signature) -> str:
 
 
 def _json_values(array) -> list:
-    return [v.decode() if isinstance(v, bytes) else v for v in array.tolist()] if array.dtype.kind == "S" \
-        else array.tolist()
+    """An array as JSON takes it: text as str (TF Serving answers strings as JSON strings)."""
+    def decoded(value):
+        if isinstance(value, list):
+            return [decoded(v) for v in value]
+        return value.decode() if isinstance(value, bytes) else value
+    return decoded(array.tolist())
 
 
 def rest_body(signature: Signature, examples, columnar: bool = False) -> dict:
