@@ -349,3 +349,22 @@ def test_a_trial_another_command_gave_up_as_lost_while_it_ran_is_not_counted_as_
     assert study.trials[0].state == optuna.trial.TrialState.FAIL  # as the other command left it
     job.return_value = RuntimeError("out of memory")  # a trial that failed on its own still counts
     assert trials.tell(study, study.ask(), job) is True
+
+
+def test_a_trial_is_pruned_before_its_last_epoch_but_never_at_it():
+    """A pruner that prunes everything (a threshold no accuracy reaches): the first epoch of three is pruned;
+    the last epoch of a fit is only reported, so a trial that trained every epoch ends with its value."""
+    from tfx_hydra.sweeps.hparams_search.pruned import Pruned
+    from tfx_hydra.sweeps.hparams_search.trial_pruning import TrialPruning
+
+    study = optuna.create_study(direction="maximize", pruner=optuna.pruners.ThresholdPruner(lower=2.0))
+    early = study.ask()
+    callback = TrialPruning(early, "val_accuracy")
+    callback.set_params({"epochs": 3})
+    with pytest.raises(Pruned):
+        callback.on_epoch_end(0, {"val_accuracy": 0.5})
+    last = study.ask()
+    callback = TrialPruning(last, "val_accuracy")
+    callback.set_params({"epochs": 3})
+    callback.on_epoch_end(2, {"val_accuracy": 0.75})  # the fit's last epoch: reported, not pruned
+    assert study._storage.get_trial(last._trial_id).intermediate_values == {2: 0.75}

@@ -1,9 +1,11 @@
 """TrialPruning: report each epoch's `sweep.metric` to the live Optuna trial; stop when pruned.
 
-optuna-integration's KerasPruningCallback does the reporting and asks the pruner. Two things
+optuna-integration's KerasPruningCallback does the reporting and asks the pruner. Three things
 are ours: a metric missing from the epoch's logs is a mistake said at the first epoch (the
-library only warns, and the trial would train to its end unpruned), and the pruning is raised
-as `Pruned`, which the run turns into a PRUNED trial whose epochs stay in MLflow.
+library only warns, and the trial would train to its end unpruned); the pruning is raised
+as `Pruned`, which the run turns into a PRUNED trial whose epochs stay in MLflow; and the last epoch
+of a fit is reported but never pruned: the trial has trained it, so it ends COMPLETE with its value
+(which the sampler learns from) instead of PRUNED with nothing saved.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ class TrialPruning(KerasPruningCallback):
                               f"nothing to compare (each epoch logs: {', '.join(sorted(logs))}).",
                               fix="sweep.metric=val_accuracy (a per-epoch validation metric), or "
                               "hparams_search.pruner=none to search without pruning")
+        if epoch + 1 >= (self.params or {}).get("epochs", float("inf")):  # nothing left to save by pruning
+            self._trial.report(float(logs[self._monitor]), step=epoch)
+            return
         try:
             super().on_epoch_end(epoch, logs)
         except optuna.TrialPruned:
