@@ -19,7 +19,6 @@ import sys
 from tfx_hydra import tracking
 from tfx_hydra.console import quiet_libraries, use_terminal
 from tfx_hydra.errors import ExportError, TfxHydraError
-from tfx_hydra.schemas import TrackingConfig
 
 log = logging.getLogger("tfx_hydra.promote")
 EXPORT_TAG = "export.savedmodel.path"
@@ -30,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     use_terminal()
     quiet_libraries()
     try:
-        promote(args.run_id, args.label, store_uri(args.tracking_uri), args.model, args.alias)
+        promote(args.run_id, args.label, tracking.store_to_read(args.tracking_uri), args.model, args.alias)
     except TfxHydraError as err:
         print(str(err), file=sys.stderr)
         return 1
@@ -58,16 +57,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     except TfxHydraError as err:
         parser.error(err.message)
     return args
-
-
-def store_uri(given: str | None) -> str:
-    uri = given or os.environ.get("MLFLOW_TRACKING_URI")
-    resolved = tracking.resolve_tracking_uri(TrackingConfig(uri=uri) if uri else TrackingConfig(), os.getcwd())
-    if not uri and not os.path.exists(resolved.removeprefix("sqlite:///")):
-        raise ExportError(f"there is no MLflow store here ({resolved.removeprefix('sqlite:///')} does not exist).",
-                          fix="run this in the directory the run was launched from, or pass --tracking-uri "
-                          "sqlite:////abs/path/mlflow.db (or http://host:5000)")
-    return resolved
 
 
 def promote(run_id: str, label: str, uri: str, model: str | None = None, alias: str | None = None) -> None:

@@ -38,7 +38,6 @@ from tfx_hydra.reproduce.differences import (
     show_differences,
 )
 from tfx_hydra.reproduce.source import SourceRun, fetch_run
-from tfx_hydra.schemas import TrackingConfig
 
 log = logging.getLogger("tfx_hydra.reproduce")  # by name: run as `python -m`, __name__ is "__main__"
 
@@ -52,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     use_terminal()
     quiet_libraries()  # TensorFlow (the data check) and MLflow (its downloads) say less, here and in the re-run
     try:
-        uri = store_uri(args.tracking_uri)
+        uri = tracking.store_to_read(args.tracking_uri)
         client = _client(uri)
         tracking.close_lost_runs(client, [e.experiment_id for e in client.search_experiments()])  # before reading
         source = fetch_run(client, args.run_id, uri)
@@ -92,19 +91,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("overrides", nargs="*",
                         help="extra overrides applied after the recorded ones (the result is then no exact copy)")
     return parser.parse_args(argv)
-
-
-def store_uri(given: str | None) -> str:
-    """The store to read: the flag, then MLFLOW_TRACKING_URI, then the launch dir's default store."""
-    uri = given or os.environ.get("MLFLOW_TRACKING_URI")
-    if uri:
-        return tracking.resolve_tracking_uri(TrackingConfig(uri=uri), os.getcwd())
-    uri = tracking.resolve_tracking_uri(TrackingConfig(), os.getcwd())
-    if not os.path.exists(uri[len("sqlite:///"):]):
-        raise ReproduceError(f"there is no MLflow store here ({uri[len('sqlite:///'):]} does not exist).",
-                             fix="run this in the directory the run was launched from, or pass "
-                             "--tracking-uri sqlite:////abs/path/mlflow.db (or http://host:5000)")
-    return uri
 
 
 def use_project(source: SourceRun, given: str | None) -> None:

@@ -35,6 +35,7 @@ from tfx_hydra.tracking.store import (
     resolve_tracking_uri,
     send_batch,
     store_setup_lines_to,
+    store_to_read,
     ui_command,
 )
 from tfx_hydra.tracking.tracker import BACKUP_TAG, NullTracker, Tracker, is_result
@@ -46,5 +47,5 @@ __all__ = [
     "mask_files", "mask_secrets", "mask_text", "mask_uri", "now_ms", "open_store", "process_is_gone",
     "process_tags", "recorded_digests", "register_model", "replay_journal", "resolve_artifact_location",
     "resolve_tracking_uri", "resume_hint",
-    "send_batch", "standard_tags", "store_setup_lines_to", "tracked_run", "ui_command",
+    "send_batch", "standard_tags", "store_setup_lines_to", "store_to_read", "tracked_run", "ui_command",
 ]

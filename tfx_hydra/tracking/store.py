@@ -38,6 +38,18 @@ def resolve_tracking_uri(config: TrackingConfig, launch_dir: str) -> str:
     return config.uri
 
 
+def store_to_read(given: str | None) -> str:
+    """The store a command that reads runs (reproduce, promote) opens: its --tracking-uri, then
+    MLFLOW_TRACKING_URI, then the default store of the directory it runs in, which must exist."""
+    uri = given or os.environ.get("MLFLOW_TRACKING_URI")
+    resolved = resolve_tracking_uri(TrackingConfig(uri=uri) if uri else TrackingConfig(), os.getcwd())
+    if not uri and not os.path.exists(resolved.removeprefix("sqlite:///")):
+        raise TrackingError(f"there is no MLflow store here ({resolved.removeprefix('sqlite:///')} does not exist).",
+                            fix="run this in the directory the run was launched from, or pass --tracking-uri "
+                            "sqlite:////abs/path/mlflow.db (or http://host:5000)")
+    return resolved
+
+
 def resolve_artifact_location(config: TrackingConfig, launch_dir: str, uri: str) -> str | None:
     """Where a new experiment keeps its artifacts: <launch dir>/mlruns/<experiment> for a local store."""
     if config.artifact_location:
