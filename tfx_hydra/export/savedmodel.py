@@ -71,6 +71,13 @@ class SavedModelExport:
                                                      "export.savedmodel.size_bytes": float(folder_size(version_dir))})
 
 
+def serving_outputs(spec) -> set[str]:
+    """The names serving_default answers with for the data's task (probabilities and class, predictions, ...)."""
+    import numpy as np
+
+    return set(spec.task.serving(np.zeros((1, spec.num_classes), "float32")))
+
+
 def require_label(label: str | None, key: str = "export.savedmodel.version_label") -> str | None:
     """A version label as TF Serving takes it in a URL (/v1/models/<name>/labels/<label>): a letter, then
     letters, digits, `_` or `-`."""
@@ -108,7 +115,7 @@ def check_serving_signature(model, path: str, datasets) -> float:
     from tensorflow.python.tools import saved_model_utils
 
     task = datasets.spec.task
-    wanted = set(task.serving(np.zeros((1, datasets.spec.num_classes), "float32")))
+    wanted = serving_outputs(datasets.spec)
     signature = saved_model_utils.get_meta_graph_def(path, "serve").signature_def["serving_default"]
     if set(signature.inputs) != {"inputs"} or set(signature.outputs) != wanted:
         raise ExportError(f"serving_default has inputs {sorted(signature.inputs)} and outputs "

@@ -12,7 +12,7 @@ import tempfile
 
 from tfx_hydra.errors import ExportError
 from tfx_hydra.export.result import ExportResult, folder_size, make_parent
-from tfx_hydra.export.savedmodel import write_serving_archive
+from tfx_hydra.export.savedmodel import serving_outputs, write_serving_archive
 
 
 class TfjsExport:
@@ -51,19 +51,12 @@ class TfjsExport:
         if done.returncode != 0 or not os.path.isfile(os.path.join(self.path, "model.json")):
             raise ExportError(f"{self.converter} failed (exit {done.returncode}): "
                               f"{(done.stderr or done.stdout).strip()[-500:]}")
-        outputs = set(datasets.spec.task.serving(_one_row(datasets.spec.num_classes)))
-        weights = check_graph_model(self.path, outputs)
+        weights = check_graph_model(self.path, serving_outputs(datasets.spec))
         return ExportResult(self.kind, self.path, {"export.tfjs.size_bytes": float(folder_size(self.path)),
                                                    "export.tfjs.weights": float(weights)})
 
 
 BYTES_PER_VALUE = {"float32": 4, "int32": 4, "bool": 1, "uint8": 1, "float16": 2}  # the dtypes TF.js stores
-
-
-def _one_row(num_classes: int):
-    import numpy as np
-
-    return np.zeros((1, num_classes), "float32")
 
 
 def check_graph_model(folder: str, outputs: set[str]) -> int:
