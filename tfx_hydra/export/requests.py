@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfx_hydra.errors import RequestError
-
-SIGNATURE = "serving_default"
+from tfx_hydra.export.warmup import SIGNATURE
 
 
 @dataclass(frozen=True)
