@@ -17,6 +17,7 @@ from tfx_hydra.errors import ConfigError, TrainingError
 from tfx_hydra.sweeps.hparams_search import checks, space, trials
 from tfx_hydra.sweeps.hparams_search import study as studies
 from tfx_hydra.sweeps.hparams_search.settings import SearchSettings, storage_url
+from tfx_hydra.sweeps.hparams_search.storage import open_storage
 from tfx_hydra.sweeps.hparams_search.sweeper import OptunaSweeper, Rounds
 from tfx_hydra.sweeps.hparams_search.trial import LiveTrial
 from tfx_hydra.sweeps.hparams_search.worker import WorkerReport
@@ -82,6 +83,24 @@ def searched(tmp_path, *overrides):
     config = composed_sweep(["hparams_search=optuna", *overrides])
     config.hydra.runtime.cwd = str(tmp_path)
     return checks.plan(config, config.hydra.sweeper.params, list(config.hydra.overrides.task))
+
+
+@pytest.mark.parametrize("name", ["optuna.db", "optuna.journal"])
+def test_a_study_file_s_storage_is_opened_once_per_process_and_anew_once_the_file_is_replaced(name, tmp_path):
+    """A search's trials in one process share the storage; a file moved aside and started again is a
+    new file, and its study is written into it, not into the moved one (which the old storage holds)."""
+    url = f"sqlite:///{tmp_path / name}" if name.endswith(".db") else str(tmp_path / name)
+    optuna.create_study(storage=open_storage(url), study_name="first")
+    kept = open_storage(url)
+    assert open_storage(url) is kept
+    (tmp_path / name).rename(tmp_path / f"moved-{name}")
+    fresh = open_storage(url)
+    assert fresh is not kept
+    optuna.create_study(storage=fresh, study_name="second")
+    assert open_storage(url) is not kept
+    assert [s.study_name for s in optuna.get_all_study_summaries(open_storage(url))] == ["second"]
+    moved = f"sqlite:///{tmp_path / f'moved-{name}'}" if name.endswith(".db") else str(tmp_path / f"moved-{name}")
+    assert [s.study_name for s in optuna.get_all_study_summaries(open_storage(moved))] == ["first"]
 
 
 def test_a_search_plan_names_its_study_after_model_and_data_and_gives_each_job_its_trial(tmp_path):

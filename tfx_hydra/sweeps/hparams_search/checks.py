@@ -20,6 +20,7 @@ from tfx_hydra.settings import validate_section
 from tfx_hydra.sweeps.hparams_search import space as search_space
 from tfx_hydra.sweeps.hparams_search import study as studies
 from tfx_hydra.sweeps.hparams_search.settings import SearchSettings, is_url, max_epochs, read, storage_url
+from tfx_hydra.sweeps.hparams_search.storage import open_storage
 from tfx_hydra.tracking import mask_uri
 
 SWEEPER_TARGET = "hydra_plugins.tfx_hydra_sweeps.OptunaSweeper"
@@ -99,7 +100,7 @@ def plan(config: DictConfig, params: dict[str, Any], arguments: list[str]) -> Se
     register_as = (config.get("export") or {}).get("register_as")
     search = SearchPlan(settings, space, fixed, url, sweep.directions, int(config.seed), max_epochs(trainer),
                         register_as, left_out)
-    existing = studies.existing_study(studies.storage(url), settings.study_name)  # an unreachable one fails here
+    existing = studies.existing_study(open_storage(url), settings.study_name)  # an unreachable one fails here
     if existing is not None:  # a resumed study must be the same search, said before its parent run is touched
         studies.require_same_search(existing, settings.study_name, sweep.directions, space, search.compared_overrides)
     return search

@@ -22,9 +22,8 @@ from typing import Any
 
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.sweeps.hparams_search import space as search_space
-from tfx_hydra.sweeps.hparams_search.settings import SearchSettings, is_url
-from tfx_hydra.tracking import mask_uri
-from tfx_hydra.validation import require_sqlite_file
+from tfx_hydra.sweeps.hparams_search.settings import SearchSettings
+from tfx_hydra.sweeps.hparams_search.storage import open_storage
 
 log = logging.getLogger(__name__)
 HEARTBEAT = "tfx_hydra.heartbeat"        # user attr: the time of the trial's last heartbeat
@@ -32,38 +31,6 @@ RETRY_OF = "tfx_hydra.retry_of"          # user attr: the number of the lost tri
 OVER_BUDGET = "tfx_hydra.over_budget"    # user attr: started past n_trials, told FAIL unrun
 REQUEUED = "tfx_hydra.requeued"          # user attr: failed as lost or interrupted, its parameters to run again
 SPACE, COMMAND = "tfx_hydra.search_space", "tfx_hydra.fixed_overrides"  # study user attrs
-
-
-def storage(url: str):
-    """The Optuna storage behind `url`: a database (RDB) or a journal file; unreachable ones fail
-    here, with the URL (password masked) and the way out."""
-    from optuna.storages import JournalStorage, RDBStorage
-    from optuna.storages.journal import JournalFileBackend
-
-    if url.startswith("sqlite:///"):
-        require_sqlite_file("hparams_search.storage", url[len("sqlite:///"):], "Optuna study", ("studies", "trials"))
-    try:
-        if not is_url(url):
-            return JournalStorage(JournalFileBackend(url))
-        engine_kwargs = {"connect_args": {"connect_timeout": 5}} if url.startswith("postgresql") else {}
-        for attempt in range(5):
-            try:
-                return RDBStorage(url, engine_kwargs=engine_kwargs)
-            except Exception as err:  # noqa: BLE001
-                # two commands creating a fresh database's tables at once: the later one's schema
-                # migration collides with the first's (alembic_version); once they exist, it opens
-                if attempt == 4 or not any(s in str(err) for s in ("alembic_version", "already exists", "locked")):
-                    raise
-                time.sleep(0.5 + attempt)
-    except (ImportError, ModuleNotFoundError) as err:
-        raise ConfigError(f"hparams_search.storage={mask_uri(url)} needs a database driver that is not installed: "
-                          f"{err}.", fix="pip install 'psycopg[binary]' (PostgreSQL: SQLAlchemy 2.1 drives it "
-                          "by default) or pymysql (MySQL)") from None
-    except Exception as err:  # noqa: BLE001 - SQLAlchemy's and the driver's errors, said as one line
-        reason = str(getattr(err, "orig", None) or err).strip().splitlines()[0]
-        raise ConfigError(f"hparams_search.storage={mask_uri(url)} cannot be reached: {reason}",
-                          fix="start the database (or correct the URL), or drop hparams_search.storage to keep the "
-                          "study in an SQLite file in the launch directory") from None
 
 
 def sampler(name: str, seed: int, multi_objective: bool):
@@ -127,7 +94,7 @@ def open_study(url: str, settings: SearchSettings, directions: list[str], space:
     trials rather than the ones its first command began with."""
     import optuna
 
-    backend = storage(url)
+    backend = open_storage(url)
     made_pruner = pruner(settings, max_epochs)
     existing = existing_study(backend, settings.study_name)
     if existing is None:

@@ -38,11 +38,12 @@ class LiveTrial:
 
         from tfx_hydra.sweeps.hparams_search import study as studies
         from tfx_hydra.sweeps.hparams_search.settings import storage_url
+        from tfx_hydra.sweeps.hparams_search.storage import open_storage
 
         self.settings, self.started = settings, time.monotonic()
         self.metric, self.multi_objective, self.per_epoch = metrics[0], len(metrics) > 1, per_epoch
         self.study = optuna.load_study(study_name=settings.study_name,
-                                       storage=studies.storage(storage_url(settings, launch_dir)),
+                                       storage=open_storage(storage_url(settings, launch_dir)),
                                        pruner=studies.pruner(settings, max_epochs))
         trial_id = self.study._storage.get_trial_id_from_study_id_trial_number(self.study._study_id,
                                                                               settings.trial)
