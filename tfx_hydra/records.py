@@ -119,6 +119,7 @@ def record_launch(tracker: Tracker, cfg: DictConfig, output_dir: str, launch_dir
             diff.write(git.diff)
     tracker.set_tags(record_code(cfg, environment_dir))
     tracker.log_artifacts(environment_dir, "environment")
+    tracker.flush()  # the config in the store now: the next steps can take long (a dataset's download)
 
 
 def record_code(cfg: DictConfig, environment_dir: str) -> dict[str, str]:

@@ -63,8 +63,7 @@ def compile_model(model, optimizer_cfg: DictConfig, settings: Settings, setup: S
                  + (f", {trainer.grad_accum_steps} batches per update" if trainer.grad_accum_steps > 1 else ""))
     wanted_xla = hardware.xla if trainer.jit_compile == "auto" else trainer.jit_compile
     model.compile(optimizer=optimizer, loss=smoothed(compiled.loss(trainer.loss), trainer.label_smoothing),
-                  metrics=compiled.metrics(trainer.metrics),
-                  jit_compile=wanted_xla,
+                  metrics=compiled.metrics(trainer.metrics), jit_compile=wanted_xla,
                   steps_per_execution=setup.plan.steps_per_execution, auto_scale_loss=auto_scale_loss,
                   run_eagerly=trainer.run_eagerly)
     if trainer.run_eagerly and learning_rate is None:
@@ -239,6 +238,7 @@ def choose_backup_dir(tracker: Tracker, output_dir: str, chief: bool) -> str:
         return tempfile.mkdtemp(prefix="tfx_hydra-worker-backup-")
     backup_dir = tracker.resumed_backup_dir or os.path.join(output_dir, "backup")
     tracker.set_tags({BACKUP_TAG: backup_dir})
+    tracker.flush()  # with all recorded so far, in the store before training: a run killed in it resumes
     return backup_dir
 
 

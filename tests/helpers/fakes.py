@@ -28,6 +28,7 @@ class RecordingTracker:
         self.artifacts: list[tuple[str, str | None]] = []
         self.models: list[Any] = []
         self.ended: tuple[str, str | None] | None = None
+        self.flushes = 0
 
     def log_config(self, config) -> None:
         self.params["<config>"] = str(config)
@@ -58,6 +59,9 @@ class RecordingTracker:
 
     def log_model(self, model, example_inputs, register_as: str | None = None) -> None:
         self.models.append(model)
+
+    def flush(self) -> None:
+        self.flushes += 1
 
     def end(self, status: str, error: str | None = None) -> None:
         self.ended = (status, error)

@@ -21,8 +21,9 @@ launch, which is why its top-level imports stay light.
 from tfx_hydra.tracking.datasets import recorded_digests
 from tfx_hydra.tracking.journal import OFFLINE_DIR, OfflineJournal, replay_journal
 from tfx_hydra.tracking.lifecycle import resume_hint, standard_tags, tracked_run
+from tfx_hydra.tracking.logged_model import register_model
 from tfx_hydra.tracking.lost_runs import close_lost_run, close_lost_runs, process_is_gone, process_tags
-from tfx_hydra.tracking.mlflow_tracker import MlflowTracker, register_model
+from tfx_hydra.tracking.mlflow_tracker import MlflowTracker
 from tfx_hydra.tracking.secrets import mask_files, mask_secrets, mask_text, mask_uri
 from tfx_hydra.tracking.store import (
     check_store_reachable,

@@ -1,13 +1,19 @@
-"""MlflowTracker: what a run writes to MLflow, through one object with one batched request per call.
+"""MlflowTracker: what a run writes to MLflow, through one object, in as few requests as it can.
 
-A single `log_metric` costs 4-8 ms on SQLite, so each call sends one batch, and an epoch's metrics
-are one write. What MLflow does not take once the run has started is kept in the offline journal.
+A `log_batch` request costs 4-8 ms on SQLite whatever it carries, and a run's steps make a dozen
+small records before training starts. So params, tags and metrics are held, and sent together when
+an epoch ends (its metrics: the UI's curves stay live), when a step asks (`flush`: the config as
+soon as it is recorded, everything else before training starts, so a kill -9 during training keeps
+it and a resume finds the backup's tag), before the model is logged (which reads the run's metrics
+back), and when the run ends. What MLflow does not take once the run has started is kept in the
+offline journal.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass, field
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -15,12 +21,13 @@ from omegaconf import DictConfig, OmegaConf
 from tfx_hydra.metrics import PARAMETERS
 from tfx_hydra.process.faults import full_disk_path
 from tfx_hydra.process.signals import uninterrupted
-from tfx_hydra.project import is_users, package_location
 from tfx_hydra.tracking.datasets import described, send_datasets
 from tfx_hydra.tracking.journal import OFFLINE_DIR, OfflineJournal
+from tfx_hydra.tracking.logged_model import code_paths, register_model
 from tfx_hydra.tracking.secrets import mask_secrets, mask_uri
 from tfx_hydra.tracking.store import (
     MAX_PARAMS_PER_CALL,
+    MAX_RECORDS_PER_CALL,
     MAX_TAG_LENGTH,
     MAX_TAGS_PER_CALL,
     flatten,
@@ -35,7 +42,8 @@ log = logging.getLogger(__name__)
 
 
 class MlflowTracker:
-    """Writes one run. Every method batches what it sends: one request per call.
+    """Writes one run. Params, tags and metrics are held until the next `flush` (an epoch's end, a step
+    that asks, the model's logging, the run's end), then sent in as few requests as MLflow's limits allow.
 
     MLflow never stops training: the first failed write (a tracking server that went away,
     a locked or full disk) is reported once, and from then on every record goes to an
@@ -56,6 +64,7 @@ class MlflowTracker:
         self.backup_dir: str | None = resumed_backup_dir  # the per-epoch backup (its tag, BACKUP_TAG)
         self.previous_error = previous_error  # what ended the attempt this run resumes
         self.datasets: dict[str, tuple[str, str]] = {}  # context -> (name, digest) logged: metrics link to them
+        self._held = _Held()  # records not sent yet
 
     @property
     def ui_command(self) -> str:
@@ -68,26 +77,33 @@ class MlflowTracker:
         self.log_params(flatten(container))
 
     def log_params(self, params: dict[str, str]) -> None:
-        items = list(mask_secrets(params).items())
-        for start in range(0, len(items), MAX_PARAMS_PER_CALL):
-            self._log_batch(params=items[start:start + MAX_PARAMS_PER_CALL])
+        self._held.params += mask_secrets(params).items()
 
     def set_tags(self, tags: dict[str, Any]) -> None:
         if BACKUP_TAG in tags:
             self.backup_dir = str(tags[BACKUP_TAG])
-        items = [(k, v[:MAX_TAG_LENGTH]) for k, v in mask_secrets({k: str(v) for k, v in tags.items()}).items()]
-        for start in range(0, len(items), MAX_TAGS_PER_CALL):
-            self._log_batch(tags=items[start:start + MAX_TAGS_PER_CALL])
+        masked = mask_secrets({k: str(v) for k, v in tags.items()})
+        self._held.tags |= {k: v[:MAX_TAG_LENGTH] for k, v in masked.items()}
 
     def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
         now = now_ms()
-        items = [(k, float(v), now, step or 0) for k, v in metrics.items() if _is_number(v)]
-        if items:
-            self._log_batch(metrics=items)
+        self._held.metrics += [(k, float(v), now, step or 0) for k, v in metrics.items() if _is_number(v)]
 
     def log_epoch(self, epoch: int, logs: dict[str, Any] | None) -> None:
-        """Keras' on_epoch_end signature: one batched write of every epoch metric, step = epoch."""
+        """Keras' on_epoch_end signature: the epoch's metrics (step = epoch) and whatever is held, one write."""
         self.log_metrics(dict(logs or {}), step=epoch)
+        self.flush()
+
+    def flush(self) -> None:
+        """Send what is held: params, tags and metrics together, each request within MLflow's limits."""
+        params, tags, metrics = self._held.params, list(self._held.tags.items()), self._held.metrics
+        self._held = _Held()
+        while params or tags or metrics:
+            some_params, params = params[:MAX_PARAMS_PER_CALL], params[MAX_PARAMS_PER_CALL:]
+            some_tags, tags = tags[:MAX_TAGS_PER_CALL], tags[MAX_TAGS_PER_CALL:]
+            room = MAX_RECORDS_PER_CALL - len(some_params) - len(some_tags)
+            some_metrics, metrics = metrics[:room], metrics[room:]
+            self._log_batch(params=some_params, tags=some_tags, metrics=some_metrics)
 
     def log_missing_epochs(self, backed_up: dict[int, dict[str, float]]) -> None:
         """On resume: epochs the backup holds whose metrics never reached MLflow (the process died
@@ -131,6 +147,7 @@ class MlflowTracker:
         import tensorflow as tf
         from mlflow.models import Model, infer_signature
 
+        self.flush()  # the logged model links the run's metrics, read back from the store
         example_inputs = np.asarray(example_inputs)
         if example_inputs.dtype.kind in "OSU":  # text: the strings as str, which MLflow's schema reads as string
             example_inputs = np.asarray([v.decode() if isinstance(v, bytes) else str(v) for v in example_inputs],
@@ -204,6 +221,7 @@ class MlflowTracker:
             elif status == "FINISHED" and self.previous_error:  # the interruption is history, not the outcome
                 self.set_tags({"resume.interrupted_by": self.previous_error})
                 self._try(lambda: self.client.delete_tag(self.run_id, "error"))
+            self.flush()
             end_time = now_ms()
             if not self._try(lambda: self.client.set_terminated(self.run_id, status=status, end_time=end_time)):
                 self._keep(lambda: self.journal.append({"op": "set_terminated", "status": status,
@@ -260,40 +278,18 @@ class MlflowTracker:
                         "MLflow records of this run are lost from here on.")
 
 
+@dataclass
+class _Held:
+    """Records made and not sent yet. Tags by key: a tag set twice is sent once, with its last value."""
+
+    params: list[tuple[str, str]] = field(default_factory=list)
+    tags: dict[str, str] = field(default_factory=dict)
+    metrics: list[tuple[str, float, int, int]] = field(default_factory=list)  # key, value, timestamp ms, step
+
+
 def _is_number(value: Any) -> bool:
     try:
         float(value)
         return True
     except (TypeError, ValueError):
         return False
-
-
-def register_model(client, run_id: str, name: str) -> str:
-    """A new version of registered model `name` from the run's logged model (or, for a run synced
-    from the offline journal, its `model/` artifacts); its version number."""
-    from mlflow.exceptions import MlflowException
-
-    try:
-        client.create_registered_model(name)
-    except MlflowException:
-        pass  # already registered: add a version
-    run = client.get_run(run_id)
-    outputs = run.outputs.model_outputs if run.outputs else []
-    if outputs:
-        model_id = outputs[-1].model_id
-        return client.create_model_version(name, f"models:/{model_id}", run_id=run_id, model_id=model_id).version
-    return client.create_model_version(name, f"{run.info.artifact_uri}/model", run_id=run_id).version
-
-
-def code_paths(model) -> list[str]:
-    """The folders of the user's packages whose classes the model holds (a custom layer): MLflow copies
-    them into the logged model, so `mlflow models serve` imports them (which registers the classes)
-    wherever it runs. tfx_hydra's own layers come with tfx_hydra, which the serving environment has.
-    MLflow also pickles every class registered in this process (keras.saving.get_custom_objects), in the
-    model or not, and unpickling imports their packages: those are carried too."""
-    import keras
-
-    modules = {type(layer).__module__ for layer in [model, *model._flatten_layers()]}
-    modules |= {getattr(obj, "__module__", "") or "" for obj in keras.saving.get_custom_objects().values()}
-    packages = sorted({module.split(".", 1)[0] for module in modules if is_users(module)})
-    return [location for location in map(package_location, packages) if location]

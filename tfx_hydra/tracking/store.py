@@ -21,8 +21,9 @@ from tfx_hydra.schemas import TrackingConfig
 from tfx_hydra.tracking.secrets import mask_uri
 from tfx_hydra.validation import require_sqlite_file
 
-MAX_PARAMS_PER_CALL = 100  # MLflow's log_batch limit
+MAX_PARAMS_PER_CALL = 100  # MLflow's log_batch limits
 MAX_TAGS_PER_CALL = 100
+MAX_RECORDS_PER_CALL = 1000  # params, tags and metrics together
 MAX_PARAM_LENGTH = 6000
 MAX_TAG_LENGTH = 5000
 MLFLOW_TABLES = ("experiments", "runs")  # an SQLite file with tables but not these is someone else's

@@ -30,6 +30,7 @@ class Tracker(Protocol):
     def log_artifact(self, local_path: str, artifact_path: str | None = None) -> None: ...
     def log_datasets(self, reads) -> None: ...
     def log_model(self, model, example_inputs, register_as: str | None = None) -> str | None: ...
+    def flush(self) -> None: ...  # what was recorded reaches the store now, not with the next epoch
     def end(self, status: str, error: str | None = None) -> None: ...
 
 
@@ -69,6 +70,9 @@ class NullTracker:
         pass
 
     def log_model(self, model, example_inputs, register_as: str | None = None) -> None:
+        pass
+
+    def flush(self) -> None:
         pass
 
     def end(self, status: str, error: str | None = None) -> None:

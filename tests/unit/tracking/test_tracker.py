@@ -23,8 +23,8 @@ def mlflow_tracker() -> MlflowTracker:
 def test_each_tracker_implements_the_protocol_with_its_signatures(make):
     implementation = make()
     assert PROTOCOL_METHODS == sorted(["end", "log_artifact", "log_artifacts", "log_config", "log_datasets",
-                                       "log_epoch", "log_metrics", "log_missing_epochs", "log_model", "log_params",
-                                       "set_tags"])
+                                       "flush", "log_epoch", "log_metrics", "log_missing_epochs", "log_model",
+                                       "log_params", "set_tags"])
     for name in PROTOCOL_METHODS:
         wanted = list(inspect.signature(getattr(Tracker, name)).parameters)
         assert ["self", *inspect.signature(getattr(implementation, name)).parameters] == wanted, name

@@ -1,0 +1,37 @@
+"""logged_model: what a run's MLflow logged model carries beyond its files -- the user's packages its
+classes come from (`code_paths`) -- and a registered model's new version made from it."""
+
+from __future__ import annotations
+
+from tfx_hydra.project import is_users, package_location
+
+
+def register_model(client, run_id: str, name: str) -> str:
+    """A new version of registered model `name` from the run's logged model (or, for a run synced
+    from the offline journal, its `model/` artifacts); its version number."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client.create_registered_model(name)
+    except MlflowException:
+        pass  # already registered: add a version
+    run = client.get_run(run_id)
+    outputs = run.outputs.model_outputs if run.outputs else []
+    if outputs:
+        model_id = outputs[-1].model_id
+        return client.create_model_version(name, f"models:/{model_id}", run_id=run_id, model_id=model_id).version
+    return client.create_model_version(name, f"{run.info.artifact_uri}/model", run_id=run_id).version
+
+
+def code_paths(model) -> list[str]:
+    """The folders of the user's packages whose classes the model holds (a custom layer): MLflow copies
+    them into the logged model, so `mlflow models serve` imports them (which registers the classes)
+    wherever it runs. tfx_hydra's own layers come with tfx_hydra, which the serving environment has.
+    MLflow also pickles every class registered in this process (keras.saving.get_custom_objects), in the
+    model or not, and unpickling imports their packages: those are carried too."""
+    import keras
+
+    modules = {type(layer).__module__ for layer in [model, *model._flatten_layers()]}
+    modules |= {getattr(obj, "__module__", "") or "" for obj in keras.saving.get_custom_objects().values()}
+    packages = sorted({module.split(".", 1)[0] for module in modules if is_users(module)})
+    return [location for location in map(package_location, packages) if location]
