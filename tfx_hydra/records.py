@@ -83,6 +83,14 @@ def resume_key(cfg: DictConfig) -> str:
     return hashlib.sha256(json.dumps(container, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def resolved_config(cfg: DictConfig) -> dict:
+    """The config with every interpolation resolved, as plain containers, without Hydra's own node:
+    what a run records as its params and config_resolved.yaml."""
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    resolved.pop("hydra", None)
+    return resolved
+
+
 def record_launch(tracker: Tracker, cfg: DictConfig, output_dir: str, launch_dir: str) -> None:
     """Config, overrides, git state and packages: recorded before any training."""
     from tfx_hydra.environment import git_state, installed_packages
@@ -90,10 +98,11 @@ def record_launch(tracker: Tracker, cfg: DictConfig, output_dir: str, launch_dir
     tracked = f"MLflow run {tracker.run_id}" if tracker.run_id else "not tracked"
     shown = os.path.relpath(output_dir, launch_dir)  # as the user would type it from where they launched
     log.info(f"run: {tracked}, outputs in {output_dir if shown.startswith(os.pardir) else shown}")
+    resolved = resolved_config(cfg)
     if tracker.resumed_backup_dir:
         log.info(f"resuming MLflow run {tracker.run_id} from its backup in {tracker.resumed_backup_dir}")
     else:  # params are write-once in MLflow: a resumed run keeps those of its first attempt
-        tracker.log_config(cfg)
+        tracker.log_config(resolved)
     git = git_state(launch_dir)
     tags = {"git.commit": git.commit or "none (not a git work tree)", "git.dirty": git.dirty,
             "git.branch": git.branch or "none"}
@@ -101,8 +110,6 @@ def record_launch(tracker: Tracker, cfg: DictConfig, output_dir: str, launch_dir
         tags["mlflow.source.git.commit"] = git.commit  # shown by the MLflow UI's run page
     tracker.set_tags(tags)
     os.makedirs(output_dir, exist_ok=True)
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    resolved.pop("hydra", None)
     OmegaConf.save(OmegaConf.create(resolved), os.path.join(output_dir, "config_resolved.yaml"))
     mask_files(output_dir)  # credentials never reach the saved configs (nor MLflow)
     tracker.log_artifact(os.path.join(output_dir, "config_resolved.yaml"))

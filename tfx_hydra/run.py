@@ -132,7 +132,7 @@ def evaluate_export(cfg: DictConfig, settings: Settings) -> float:
     tags = records.launch_tags(cfg) | {"mode": "evaluate", "export.source": source}
     with tracking.tracked_run(settings.tracking, cfg.paths.launch_dir, tags=tags,
                               offline_dir=os.path.join(output_dir, tracking.OFFLINE_DIR)) as tracker:
-        tracker.log_config(cfg)
+        tracker.log_config(records.resolved_config(cfg))
         path = resolve_export_source(source, settings.tracking, cfg.paths.launch_dir,  # before TensorFlow: fails fast
                                      download_dir=os.path.join(output_dir, "export_source"))
         records.record_evaluated_model(tracker, source, path)

@@ -8,6 +8,7 @@ what was expected, the fix). Ranges and choices are the dataclasses' own `__post
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -127,7 +128,7 @@ def validate_section(cfg: DictConfig, name: str, schema: type | None = None) -> 
         raise ConfigError(f"the config has no '{name}' section.", fix=f"add '{name}' to the defaults list")
     try:
         # resolved first: a section may read another (trainer.loss: ${task.loss}), which the schema cannot
-        merged = OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.to_container(cfg[name], resolve=True))
+        merged = OmegaConf.merge(_typed_defaults(schema), OmegaConf.to_container(cfg[name], resolve=True))
         return OmegaConf.to_object(merged)
     except ConfigError:
         raise
@@ -145,6 +146,13 @@ def validate_section(cfg: DictConfig, name: str, schema: type | None = None) -> 
         ) from None
     except OmegaConfBaseException as err:
         raise ConfigError(f"invalid '{name}' section: {err.msg}") from None
+
+
+@functools.lru_cache(maxsize=None)
+def _typed_defaults(schema: type) -> DictConfig:
+    """The schema as OmegaConf's typed node, made once per process: a run validates the same six
+    sections, and a search's trials do so each (merge copies it, which costs a fifth of making it)."""
+    return OmegaConf.structured(schema)
 
 
 def _expected_type(schema: type, full_key: str) -> str:

@@ -30,8 +30,8 @@ class RecordingTracker:
         self.ended: tuple[str, str | None] | None = None
         self.flushes = 0
 
-    def log_config(self, config) -> None:
-        self.params["<config>"] = str(config)
+    def log_config(self, resolved) -> None:
+        self.params["<config>"] = str(resolved)
 
     def log_params(self, params: dict[str, str]) -> None:
         self.params.update(params)

@@ -107,8 +107,9 @@ def finished_objective(job: SweepJob | None, track: TrackingConfig, launch_dir: 
         return None
     from tfx_hydra.tracking import connect
 
-    client, _, _ = connect(track, launch_dir)
-    finished = children(client, job.parent_run_id, status="FINISHED", tags={"resume.key": resume_key}, newest=1)
+    client, experiment_id, _ = connect(track, launch_dir)
+    finished = children(client, job.parent_run_id, status="FINISHED", tags={"resume.key": resume_key}, newest=1,
+                        experiment_id=experiment_id)
     if not finished or OBJECTIVE not in finished[0].data.metrics:
         return None
     log.info(f"sweep job {job.num} already finished as MLflow run {finished[0].info.run_id}: skipped")

@@ -43,15 +43,16 @@ SWEEP_RECORDS = ("multirun.yaml", "optimization_results.yaml", SWEEP_LOG)
 
 
 def children(client, parent_run_id: str, status: str | None = None, tags: dict[str, str] | None = None,
-             newest: int | None = None) -> list:
+             newest: int | None = None, experiment_id: str | None = None) -> list:
     """The parent's child runs (`status`: only those in it; `tags`: only those with these values;
-    `newest`: at most that many, the latest started first)."""
-    parent = client.get_run(parent_run_id)
+    `newest`: at most that many, the latest started first), in `experiment_id` (a job's own, which it
+    knows), else in the parent's."""
+    experiment_id = experiment_id or client.get_run(parent_run_id).info.experiment_id
     where = [f"tags.`{PARENT_TAG}` = '{parent_run_id}'", *(f"tags.`{k}` = '{v}'" for k, v in (tags or {}).items())]
     if status:
         where.append(f"attributes.status = '{status}'")
     order = ["attributes.start_time DESC"] if newest else None
-    return client.search_runs([parent.info.experiment_id], filter_string=" and ".join(where),
+    return client.search_runs([experiment_id], filter_string=" and ".join(where),
                               max_results=newest or 5000, order_by=order)
 
 

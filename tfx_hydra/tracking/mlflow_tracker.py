@@ -16,8 +16,6 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
 from tfx_hydra.metrics import PARAMETERS
 from tfx_hydra.process.faults import full_disk_path
 from tfx_hydra.process.signals import uninterrupted
@@ -70,11 +68,9 @@ class MlflowTracker:
     def ui_command(self) -> str:
         return ui_command(self.uri, self.launch_dir)
 
-    def log_config(self, config: DictConfig) -> None:
-        """The resolved config (without Hydra's own node), flattened to dotted params."""
-        container = OmegaConf.to_container(config, resolve=True)
-        container.pop("hydra", None)
-        self.log_params(flatten(container))
+    def log_config(self, resolved: dict[str, Any]) -> None:
+        """The resolved config (records.resolved_config: a plain container), flattened to dotted params."""
+        self.log_params(flatten(resolved))
 
     def log_params(self, params: dict[str, str]) -> None:
         self._held.params += mask_secrets(params).items()

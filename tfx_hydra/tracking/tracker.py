@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from omegaconf import DictConfig
-
 BACKUP_TAG = "resume.backup_dir"  # where an unfinished run keeps its per-epoch backup
 
 
@@ -20,7 +18,7 @@ class Tracker(Protocol):
     resumed_backup_dir: str | None  # set when this run continues an interrupted one
     backup_dir: str | None
 
-    def log_config(self, config: DictConfig) -> None: ...
+    def log_config(self, resolved: dict[str, Any]) -> None: ...
     def log_params(self, params: dict[str, str]) -> None: ...
     def set_tags(self, tags: dict[str, Any]) -> None: ...
     def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None: ...
@@ -42,7 +40,7 @@ class NullTracker:
     resumed_backup_dir = None
     backup_dir = None
 
-    def log_config(self, config: DictConfig) -> None:
+    def log_config(self, resolved: dict[str, Any]) -> None:
         pass
 
     def log_params(self, params: dict[str, str]) -> None:
