@@ -107,11 +107,14 @@ def _start_or_resume(client, experiment_id: str, uri: str, launch_dir: str, run_
     close_lost_runs(client, [experiment_id], keep=interrupted.info.run_id if interrupted else None)
     tags = {**standard_tags(), **tags, **process_tags()}
     if interrupted:
-        client.update_run(interrupted.info.run_id, status="RUNNING")
         tracker = MlflowTracker(client, interrupted.info.run_id, uri, launch_dir,
                                 resumed_backup_dir=interrupted.data.tags[BACKUP_TAG], offline_dir=offline_dir,
                                 previous_error=interrupted.data.tags.get("error"))
+        # this process's tags reach the store before the run is RUNNING again: a RUNNING run still
+        # naming its dead process would be closed as lost by any other command's close_lost_runs
         tracker.set_tags(tags)
+        tracker.flush()
+        client.update_run(interrupted.info.run_id, status="RUNNING")
         return tracker
     run = client.create_run(experiment_id, run_name=run_name, tags=mask_secrets(tags))
     return MlflowTracker(client, run.info.run_id, uri, launch_dir, offline_dir=offline_dir)

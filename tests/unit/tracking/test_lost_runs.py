@@ -9,7 +9,7 @@ import sys
 
 from tests.helpers import mlflow_client
 from tfx_hydra.schemas import TrackingConfig
-from tfx_hydra.tracking import process_is_gone, process_tags, tracked_run
+from tfx_hydra.tracking import close_lost_runs, process_is_gone, process_tags, tracked_run
 
 
 def test_a_runs_process_is_gone_when_its_pid_ended_or_was_reused_on_this_host():
@@ -34,3 +34,36 @@ def test_a_new_run_closes_the_runs_a_killed_process_left_running_but_not_live_on
     assert closed.info.status == "KILLED" and closed.data.tags["lost"] == "true"
     assert closed.data.tags["error"].startswith("lost: its process (pid 999999999 on ")
     assert client.get_run(live.info.run_id).info.status == "RUNNING"
+
+
+def test_a_resumed_run_names_its_new_process_before_it_is_running_again_so_no_other_command_closes_it(
+        tmp_path, monkeypatch):
+    """Another command's close_lost_runs may come at any instant. Planted at the worst one, right after the
+    resumed run's status flips back to RUNNING (a spy on the real client: the instant cannot be caused
+    otherwise), it must find the run naming this live process, not the dead one it was interrupted in."""
+    from mlflow.tracking import MlflowClient
+
+    from tfx_hydra.tracking.tracker import BACKUP_TAG
+
+    client, backup = mlflow_client(tmp_path), tmp_path / "backup"
+    backup.mkdir()
+    with tracked_run(TrackingConfig(), str(tmp_path), tags={}) as first:
+        pass
+    experiment = client.get_run(first.run_id).info.experiment_id
+    interrupted = client.create_run(experiment, tags=process_tags() | {
+        "process.pid": "999999999", "resume.key": "k1", BACKUP_TAG: str(backup)})
+    client.set_terminated(interrupted.info.run_id, status="KILLED")
+    update_run = MlflowClient.update_run
+
+    def and_another_command_looks_for_lost_runs(self, run_id, status=None, **kwargs):
+        update_run(self, run_id, status=status, **kwargs)
+        if status == "RUNNING":
+            close_lost_runs(self, [experiment])
+
+    monkeypatch.setattr(MlflowClient, "update_run", and_another_command_looks_for_lost_runs)
+    with tracked_run(TrackingConfig(), str(tmp_path), tags={}, resume_key="k1") as resumed:
+        assert resumed.run_id == interrupted.info.run_id
+        assert client.get_run(resumed.run_id).info.status == "RUNNING"
+    resumed = client.get_run(interrupted.info.run_id)
+    assert resumed.info.status == "FINISHED" and "lost" not in resumed.data.tags
+    assert resumed.data.tags["process.pid"] == str(os.getpid())
