@@ -4,6 +4,7 @@ command passes before its first trial, and the study's bookkeeping on a real Opt
 
 from __future__ import annotations
 
+import threading
 import time
 
 import optuna
@@ -336,6 +337,42 @@ def test_a_trial_failed_as_interrupted_whose_retry_was_never_queued_is_queued_on
     assert queued.system_attrs["fixed_params"] == interrupted.params  # what the next ask of the study runs
     assert queued.user_attrs[studies.RETRY_OF] == interrupted.number
     assert studies.requeue_missed(study, only={interrupted.number, errored.number}) == []  # once
+
+
+class WorkersKilledByTheirLauncher:
+    """What the command's workers leave when Ctrl-C reaches it: joblib kills them (SIGKILL) as it stops. One
+    was in the middle of asking for a trial -- planted as Optuna's ask alone, a trial with one parameter and
+    none of trials.ask's marks; one had claimed its trial. Meanwhile another command, alive, claims its own."""
+
+    def __init__(self) -> None:
+        self.killed_mid_ask = self.killed_in_trial = self.other_command_s = None
+
+    def launch(self, overrides, initial_job_idx):
+        study = self.rounds.study
+        worker = next(o for o in overrides[0] if o.startswith("hparams_search.worker=")).split("=")[1]
+        self.killed_in_trial = trials.ask(study, self.rounds.plan.space, 3, worker).number
+        self.killed_mid_ask = study.ask({"x": FloatDistribution(0.0, 1.0)}).number
+        other = study.ask()
+        threading.Timer(0.3, lambda: other.set_user_attr(studies.HEARTBEAT, time.time())).start()  # claimed late
+        self.other_command_s = other.number
+        raise KeyboardInterrupt
+
+
+def test_an_interrupted_command_queues_again_the_trials_its_killed_workers_held_even_one_asked_unclaimed(tmp_path):
+    launcher = WorkersKilledByTheirLauncher()
+    rounds = launcher.rounds = two_worker_rounds(tmp_path, launcher)
+    with pytest.raises(KeyboardInterrupt):
+        rounds.run()
+    rounds.retry_interrupted()  # what the sweeper does as the interrupt passes
+
+    study = rounds.study
+    by_number = {t.number: t for t in study.trials}
+    assert by_number[launcher.killed_in_trial].state == TrialState.FAIL
+    assert by_number[launcher.killed_mid_ask].state == TrialState.FAIL
+    assert by_number[launcher.other_command_s].state == TrialState.RUNNING  # alive elsewhere: not ours to retry
+    queued = {t.user_attrs[studies.RETRY_OF]: t for t in study.get_trials(states=(TrialState.WAITING,))}
+    assert set(queued) == {launcher.killed_in_trial, launcher.killed_mid_ask}
+    assert queued[launcher.killed_mid_ask].system_attrs["fixed_params"] == by_number[launcher.killed_mid_ask].params
 
 
 @pytest.mark.parametrize("failed, ran, stops", [(0, 4, False), (1, 4, False), (2, 4, True), (1, 1, True)])

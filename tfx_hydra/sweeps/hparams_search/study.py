@@ -216,6 +216,22 @@ def requeue_missed(study, only: set[int]) -> list[int]:
     return [t.number for t in missed]
 
 
+def unclaimed(study, settle: float = 2.0) -> set[int]:
+    """RUNNING trials nobody claimed: asked by a worker killed (joblib kills its workers when the command
+    is interrupted) before it wrote the trial's heartbeat, the last of trials.ask's writes. A live asker
+    writes it within milliseconds, so only the trials still without one `settle` seconds later count."""
+    from optuna.trial import TrialState
+
+    def without_heartbeat() -> set[int]:
+        return {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+                if HEARTBEAT not in t.user_attrs}
+
+    if not (first := without_heartbeat()):
+        return set()
+    time.sleep(settle)
+    return first & without_heartbeat()
+
+
 def running_elsewhere(study, own: set[int]) -> int:
     """Trials another command is running (or has queued) now."""
     from optuna.trial import TrialState

@@ -203,7 +203,8 @@ class Rounds:
         queued for the command that resumes."""
         from tfx_hydra.sweeps.hparams_search import study as studies
 
-        only = trials.of_command(self.study, self.command) if self.workers else self.in_flight
+        only = (trials.of_command(self.study, self.command) | studies.unclaimed(self.study) if self.workers
+                else self.in_flight)
         studies.retry_lost_trials(self.study, grace_period=-1.0, own=set(), only=only)
         if self.workers:  # the launcher has stopped them: a worker killed mid-retry left its trial unqueued
             studies.requeue_missed(self.study, only)

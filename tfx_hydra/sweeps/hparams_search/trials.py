@@ -21,12 +21,14 @@ PROCESS = "tfx_hydra.process"  # user attr: where that worker runs, '<host>:<pid
 
 def ask(study, space: dict[str, Any], n_trials: int, worker: str | None = None):
     """A new trial (or a queued retry of a lost one) marked alive at once; None when two commands
-    asked at the same instant and the study already holds n_trials (the later one is told FAIL)."""
+    asked at the same instant and the study already holds n_trials (the later one is told FAIL).
+    The heartbeat is written last: a trial without one was asked by a process killed before it could
+    say whose the trial is (study.unclaimed)."""
     trial = study.ask(fixed_distributions=space)
-    trial.set_user_attr(studies.HEARTBEAT, time.time())  # its job's own heartbeats follow
     if worker is not None:
         trial.set_user_attr(WORKER, worker)
         trial.set_user_attr(PROCESS, f"{socket.gethostname()}:{os.getpid()}")
+    trial.set_user_attr(studies.HEARTBEAT, time.time())  # its job's own heartbeats follow
     if studies.over_budget(study, trial, n_trials):
         return None
     return trial
