@@ -19,7 +19,7 @@ from omegaconf.errors import OmegaConfBaseException
 from tfx_hydra.config import composition_error
 from tfx_hydra.console import held_job_error_line, native_lines_to_log, quiet_libraries
 from tfx_hydra.errors import LOST_WORKER_ERRORS  # a lost sweep job: the sweep's own report names it and the resume
-from tfx_hydra.process.signals import Interrupted, requeue_if_warned
+from tfx_hydra.process.signals import Interrupted, keep_interrupts_from_finalizers, requeue_if_warned
 
 
 @hydra.main(version_base="1.3", config_path="pkg://tfx_hydra.conf", config_name="config")
@@ -51,6 +51,7 @@ def main() -> None:
 
         sys.exit(promote(sys.argv[2:]))
     quiet_libraries()
+    keep_interrupts_from_finalizers()  # a Ctrl-C landing in a library's cleanup: the line below, not a traceback
     full_errors = os.environ.get("HYDRA_FULL_ERROR") == "1"  # the user asked for every traceback
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra hands errors to us instead of printing them
     if sys.argv[0].endswith("__main__.py"):  # `python -m`: Hydra's help names the command by argv[0]

@@ -1,7 +1,8 @@
 """process: what the machine does to a run's process, said the way a user can act on.
 
     signals.py  Ctrl-C and SIGTERM end a run KILLED, never in the middle of a write (`uninterrupted`),
-                and never lost in a finalizer (`raise_missed_interrupt`); Slurm's time-limit warning
+                and never lost in a finalizer, nor printed from one (`raise_missed_interrupt`,
+                `keep_interrupts_from_finalizers`); Slurm's time-limit warning
                 in a submitit job too, which is then requeued (`requeue_if_warned`)
     faults.py   a full disk said once, with where it happened and where else files can go; any
                 error said as one line for a run's `error` tag
@@ -17,6 +18,7 @@ from tfx_hydra.process.signals import (
     Interrupted,
     interrupt_on_signals,
     interrupt_received,
+    keep_interrupts_from_finalizers,
     raise_missed_interrupt,
     requeue_if_warned,
     restore_handlers,
@@ -24,5 +26,5 @@ from tfx_hydra.process.signals import (
 )
 
 __all__ = ["Interrupted", "as_disk_full", "describe_error", "disk_full_error", "disk_full_said", "full_disk_path",
-           "interrupt_on_signals", "interrupt_received", "raise_missed_interrupt", "requeue_if_warned",
-           "restore_handlers", "uninterrupted"]
+           "interrupt_on_signals", "interrupt_received", "keep_interrupts_from_finalizers", "raise_missed_interrupt",
+           "requeue_if_warned", "restore_handlers", "uninterrupted"]

@@ -8,7 +8,9 @@ Python drops an exception raised inside a finalizer (a `__del__`, a weakref call
 "Exception ignored in ..." and goes on), and TensorFlow frees iterators and tensors by the
 thousand each epoch, so now and then a Ctrl-C lands in one and is lost. The handler records every
 signal it raises until the run has received it; `raise_missed_interrupt()` raises it again, after
-each batch (callbacks/missed_interrupt.py) and before a run is closed FINISHED.
+each batch (callbacks/missed_interrupt.py) and before a run is closed FINISHED. A KeyboardInterrupt
+dropped that way is not printed either (`keep_interrupts_from_finalizers`): it is recorded the same way,
+so the user sees the one line that says how to resume, not "Exception ignored in ..." and a traceback.
 
 In a Slurm job submitit started (hydra/launcher=slurm), SIGUSR2 is Slurm's warning of a time limit or a
 pre-emption (submitit asks for it with `sbatch --signal=USR2@signal_delay_s`), and submitit's handler
@@ -20,7 +22,9 @@ closed. The requeued job runs the same config, which resumes the same MLflow run
 
 from __future__ import annotations
 
+import logging
 import signal
+import sys
 import threading
 from contextlib import contextmanager
 from typing import Iterator
@@ -28,6 +32,8 @@ from typing import Iterator
 INTERRUPTING_SIGNALS = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
 LAUNCHER_WARNING = signal.SIGUSR2  # submitit's signal for a Slurm time limit or pre-emption (see above)
 SIGNAL_NUMBERS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGUSR2": LAUNCHER_WARNING}
+
+log = logging.getLogger(__name__)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -55,6 +61,7 @@ def interrupt_on_signals() -> dict | None:
     `uninterrupted()` section is open, in which case when it closes. Main thread only (Python's rule)."""
     if threading.current_thread() is not threading.main_thread():
         return None
+    keep_interrupts_from_finalizers()
     caught = dict(INTERRUPTING_SIGNALS)
     if callable(signal.getsignal(LAUNCHER_WARNING)):  # a launcher's handler (submitit's), or ours around a run's
         caught[LAUNCHER_WARNING] = "SIGUSR2"
@@ -68,6 +75,27 @@ def interrupt_on_signals() -> dict | None:
         raise Interrupted(name)
     interrupt.interrupts_the_run = True
     return {signum: signal.signal(signum, interrupt) for signum in caught}
+
+
+def keep_interrupts_from_finalizers() -> None:
+    """From now on in this process, a KeyboardInterrupt a finalizer drops is recorded for
+    `raise_missed_interrupt()` instead of printed: a Ctrl-C landing in SQLAlchemy's or TensorFlow's
+    cleanup is the user's Ctrl-C, not an error. Every other unraisable error goes to the hook that was
+    there (Python's printout, pytest's warning). Installing it twice keeps one."""
+    previous = sys.unraisablehook
+    if getattr(previous, "keeps_interrupts", False):
+        return
+
+    def record_interrupt_or_pass_on(unraisable) -> None:
+        if not issubclass(unraisable.exc_type, KeyboardInterrupt):
+            previous(unraisable)
+            return
+        name = getattr(unraisable.exc_value, "signal_name", "SIGINT")
+        _deferred["raised"] = _deferred["raised"] or name
+        log.debug("%s landed in a finalizer (%r): raised again at the next check", name, unraisable.object)
+
+    record_interrupt_or_pass_on.keeps_interrupts = True
+    sys.unraisablehook = record_interrupt_or_pass_on
 
 
 def requeue_if_warned(interrupt: BaseException) -> None:
