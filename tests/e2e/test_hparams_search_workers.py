@@ -178,8 +178,11 @@ def test_ctrl_c_stops_every_worker_and_two_joblib_workers_resume_their_trials_wi
     by_trial = {int(c.data.tags["optuna.trial"]): c for c in children}
     # stopped mid-training: KILLED (a trial asked for the instant Ctrl-C came may have no run yet: it is
     # queued again all the same)
-    assert {by_trial[t.number].info.status for t in interrupted if t.number in by_trial} <= {"KILLED"}
-    assert {c.info.status for c in children} <= {"FINISHED", "KILLED"}  # none left RUNNING
+    ended = {t.number: (by_trial[t.number].info.status, by_trial[t.number].data.tags.get("error"))
+             for t in interrupted if t.number in by_trial}
+    assert {status for status, _ in ended.values()} <= {"KILLED"}, ended
+    assert {c.info.status for c in children} <= {"FINISHED", "KILLED"}, {  # none left RUNNING
+        c.info.run_name: (c.info.status, c.data.tags.get("error")) for c in children}
     assert {t.number for t in finished} <= set(by_trial)
     assert parent.info.status == "FINISHED" and parent.data.tags["sweep.launcher"].endswith("JoblibLauncher")
     assert_pruned_trials_look_pruned(study, client, children)
