@@ -16,6 +16,7 @@ but errors.py.
 from tfx_hydra.process.faults import as_disk_full, describe_error, disk_full_error, disk_full_said, full_disk_path
 from tfx_hydra.process.signals import (
     Interrupted,
+    held_signals,
     interrupt_on_signals,
     interrupt_received,
     keep_interrupts_from_finalizers,
@@ -26,5 +27,6 @@ from tfx_hydra.process.signals import (
 )
 
 __all__ = ["Interrupted", "as_disk_full", "describe_error", "disk_full_error", "disk_full_said", "full_disk_path",
+           "held_signals",
            "interrupt_on_signals", "interrupt_received", "keep_interrupts_from_finalizers", "raise_missed_interrupt",
            "requeue_if_warned", "restore_handlers", "uninterrupted"]

@@ -127,6 +127,20 @@ def restore_handlers(previous: dict | None) -> None:
 
 
 @contextmanager
+def held_signals() -> Iterator[None]:
+    """`uninterrupted()` where no run has put its handlers in place yet (Python's own would raise in the
+    middle): Ctrl-C/SIGTERM wait for the block, then raise `Interrupted`. The handlers that were there are
+    put back, and a missed interrupt an enclosing run recorded is kept for it."""
+    previous = interrupt_on_signals()
+    try:
+        with uninterrupted():
+            yield
+    finally:
+        for signum, handler in (previous or {}).items():
+            signal.signal(signum, handler)
+
+
+@contextmanager
 def uninterrupted() -> Iterator[None]:
     """Hold Ctrl-C/SIGTERM until the block is done, then raise it.
 

@@ -17,6 +17,7 @@ from typing import Any, Iterable, Iterator
 
 from tfx_hydra.console import library_lines_to
 from tfx_hydra.errors import TrackingError
+from tfx_hydra.process import held_signals
 from tfx_hydra.schemas import TrackingConfig
 from tfx_hydra.tracking.secrets import mask_uri
 from tfx_hydra.validation import require_sqlite_file
@@ -130,7 +131,9 @@ MODEL_TRAINING = "custom_model_development"
 def one_opener_at_a_time(uri: str) -> Iterator[None]:
     """Two commands opening one fresh SQLite store at once would both run its schema migration, and
     the later one fails half-way (MLflow's alembic steps are not concurrent-safe). A lock file
-    beside the store lets one create it while the other waits, then opens what the first made."""
+    beside the store lets one create it while the other waits, then opens what the first made.
+    Once the lock is held, Ctrl-C/SIGTERM wait for the opening: MLflow creates the tables, then
+    migrates them, and a store cut in between is refused by every later open ("duplicate column")."""
     if not uri.startswith("sqlite:///"):
         yield
         return
@@ -141,7 +144,8 @@ def one_opener_at_a_time(uri: str) -> Iterator[None]:
     with open(f"{path}.lock", "w", encoding="utf-8") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            yield
+            with held_signals():
+                yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
