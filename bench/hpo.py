@@ -25,6 +25,7 @@
    trials' only (the default): seconds per trial beyond its steady epochs (the first epoch's tracing
    counts as fixed cost), from the child runs' start and end and their `epoch_seconds`; beside them,
    the floor: the same model built, compiled and fitted by Keras alone, 10 times in one process.
+   The floor again with TensorFlow's graph optimizer (grappler) off: its share of a new model's first call.
 6. Memory over many trials: a 50-trial search (1 epoch) in one worker process: its resident memory
    (psutil) once 5 trials and once 50 have finished (target: within 10 %).
 
@@ -362,10 +363,27 @@ def report_fixed(results: dict) -> None:
         print(f"   trial_artifacts={r['artifacts']:8s} {r['fixed_seconds_per_trial']:.2f} s per trial beyond its "
               f"epochs (steady epoch {r['steady_epoch_seconds']:.3f} s, first epoch {r['first_epoch_seconds']:.2f} s)")
     alone = keras_alone_fixed_cost()
-    print(f"   Keras alone (the same model built, compiled and fitted, nothing else): "
-          f"{alone['fixed_seconds_per_trial']:.2f} s per model beyond its epochs (steady epoch "
-          f"{alone['steady_epoch_seconds']:.3f} s)")
-    results["fixed"] = {"all": every, "leading": leading, "keras_alone": alone}
+    unoptimized = keras_alone_without_graph_optimizer()
+    for what, r in (("Keras alone (the same model built, compiled and fitted, nothing else)", alone),
+                    ("Keras alone, TensorFlow's graph optimizer off", unoptimized)):
+        print(f"   {what}: {r['fixed_seconds_per_trial']:.2f} s per model beyond its epochs (steady epoch "
+              f"{r['steady_epoch_seconds']:.3f} s)")
+    results["fixed"] = {"all": every, "leading": leading, "keras_alone": alone,
+                        "keras_alone_graph_optimizer_off": unoptimized}
+
+
+def keras_alone_without_graph_optimizer() -> dict:
+    """The Keras-alone floor again with grappler (TensorFlow's graph optimizer) off: how much of a
+    new model's first call is graph optimization. The option is put back afterwards: it is not
+    tfx_hydra's default, and a later part must not run under it."""
+    import tensorflow as tf
+
+    before = tf.config.optimizer.get_experimental_options()
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+    try:
+        return keras_alone_fixed_cost()
+    finally:
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": False, **before})
 
 
 def report_memory(args, results: dict) -> None:
