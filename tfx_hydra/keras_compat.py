@@ -12,9 +12,18 @@ fails twice over (https://github.com/keras-team/keras/issues/20585, open since K
 
 Both fixes are applied only under MultiWorkerMirroredStrategy, only to the Keras versions
 they were verified on, and only once. Everything else keeps Keras' own code.
+
+And one saving: `build_before_first_trace` builds a model's optimizer and metric state before
+`fit` traces its train step, as Keras itself does under a distribution strategy; under the
+default strategy (one CPU or GPU) Keras leaves it to the first trace, whose new variables make
+tf.function trace the whole step a second time (tensorflow/tensorflow#48851).
 """
 
 from __future__ import annotations
+
+import logging
+
+log = logging.getLogger(__name__)
 
 # Verified broken and fixed by this module: Keras 3.7 through 3.15. Widen after checking a
 # new release with tests/e2e/test_keras_multi_worker_fix.py (it shows whether plain Keras still fails).
@@ -29,6 +38,35 @@ MULTI_REPLICA_MAX_STEPS_PER_EXECUTION = 1
 MULTI_REPLICA_ISSUE = "https://github.com/keras-team/keras/issues/19246"
 
 _applied = False
+
+
+def build_before_first_trace(model, dataset) -> bool:
+    """Build the model's optimizer, compiled metrics and loss from `dataset`'s element spec
+    before `fit` traces its train step: True if built here.
+
+    Why: under the default strategy, Keras 3 defers this build to the train step's first trace
+    (`TensorFlowTrainer._maybe_symbolic_build` returns early when the model has no strategy of its
+    own); the variables that trace creates make tf.function trace the step again, which costs
+    every new model ~0.2 s on a 2-core CPU (bench/hpo.py part 5), a search's every trial. The
+    build is Keras' own (`_symbolic_build`, what `fit` runs under a strategy): the same
+    variables, so training is bit for bit the same. Under a strategy Keras builds in the
+    strategy's scope itself, so nothing is done here; and where the symbolic build cannot take
+    the data (Keras' own fallback), the first trace builds as before.
+    """
+    import tensorflow as tf
+
+    build = getattr(model, "_symbolic_build", None)
+    if build is None or getattr(model, "_distribute_strategy", True) is not None:
+        return False
+    spec = getattr(dataset, "element_spec", None)
+    if spec is None or not all(isinstance(s, tf.TensorSpec) for s in tf.nest.flatten(spec)):
+        return False  # ragged or sparse inputs: Keras' symbolic tensors are dense
+    try:
+        build(data_batch=spec)
+    except Exception as err:  # noqa: BLE001 -- Keras' own path (the first trace) still builds it, and says what fails
+        log.debug(f"the model's state is built by its first trace instead: {err}")
+        return False
+    return True
 
 
 def needs_multi_worker_fix(version: str) -> bool:

@@ -25,6 +25,7 @@ from tfx_hydra.config import choice
 from tfx_hydra.console import native_lines_to_log
 from tfx_hydra.debug import NUMERICS_MARK, judge_overfit, non_finite_op, say_numerics_clean, say_profile
 from tfx_hydra.errors import TrainingError
+from tfx_hydra.keras_compat import build_before_first_trace
 from tfx_hydra.lr_schedule import describe as describe_schedule
 from tfx_hydra.lr_schedule import updates_per_epoch
 from tfx_hydra.metrics import FINETUNE_PHASE, PARAMETERS, TEST, TRAIN_PHASE, end_of_run, phase_timing
@@ -180,6 +181,7 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
 
         callbacks.append(TrialPruning(pruning.trial, pruning.metric))
     callbacks += users or []
+    build_before_first_trace(model, datasets.train)  # one trace of the train step, not two
     if trainer.check_numerics:  # before fit traces its step function: every op of it gets a check
         tf.debugging.enable_check_numerics()
     started = time.perf_counter()
