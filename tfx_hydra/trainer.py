@@ -13,13 +13,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
-import tempfile
 import time
 
 from omegaconf import DictConfig
 
 from tfx_hydra import compiled
+from tfx_hydra.backups import FINETUNE_BACKUP, choose_backup_dir, finetuning_backup_exists, remove_backup
 from tfx_hydra.class_weight import class_weights
 from tfx_hydra.config import choice
 from tfx_hydra.console import native_lines_to_log
@@ -34,10 +33,9 @@ from tfx_hydra.optimizer import build_optimizer, finetune_learning_rate, peak_le
 from tfx_hydra.schemas import Settings, TrainerConfig
 from tfx_hydra.strategy import BatchPlan, Setup
 from tfx_hydra.sweeps.hparams_search.pruned import EpochReports, Pruned
-from tfx_hydra.tracking import BACKUP_TAG, Tracker
+from tfx_hydra.tracking import Tracker
 
 log = logging.getLogger(__name__)
-FINETUNE_BACKUP = "finetune"  # phase two's backup, inside the run's backup folder
 
 
 # --- compile -------------------------------------------------------------------------------
@@ -229,36 +227,6 @@ def out_of_memory(err, trainer: TrainerConfig, plan: BatchPlan | None) -> Traini
         fix=f"trainer.batch_size={smaller} trainer.grad_accum_steps={trainer.grad_accum_steps * 2} (same "
         "effective batch in less memory), hardware.memory_growth=true (share the GPU), or precision=mixed/bf16",
     )
-
-
-# --- the backup's lifecycle --------------------------------------------------------------------
-
-def choose_backup_dir(tracker: Tracker, output_dir: str, chief: bool) -> str:
-    """Where BackupAndRestore keeps the per-epoch backup: the interrupted run's when resuming,
-    this run's output dir otherwise; a throwaway folder on non-chief workers."""
-    if not chief:
-        return tempfile.mkdtemp(prefix="tfx_hydra-worker-backup-")
-    backup_dir = tracker.resumed_backup_dir or os.path.join(output_dir, "backup")
-    tracker.set_tags({BACKUP_TAG: backup_dir})
-    tracker.flush()  # with all recorded so far, in the store before training: a run killed in it resumes
-    return backup_dir
-
-
-def finetuning_backup_exists(backup_dir: str, trainer: TrainerConfig) -> bool:
-    """A run killed in its fine-tuning phase resumes there: phase one's result is in that backup."""
-    resuming = bool(trainer.finetune_epochs and trainer.backup and
-                    os.path.isdir(os.path.join(backup_dir, FINETUNE_BACKUP)))
-    if resuming:
-        log.info("resuming in the fine-tuning phase: the head-training phase finished before the interruption")
-    return resuming
-
-
-def remove_backup(backup_dir: str, chief: bool) -> None:
-    """After success: Keras removed each phase's backup; drop the folder they lived in."""
-    if not chief:
-        shutil.rmtree(backup_dir, ignore_errors=True)
-    elif os.path.isdir(backup_dir) and not os.listdir(backup_dir):
-        os.rmdir(backup_dir)
 
 
 # --- fine-tuning (transfer learning) -------------------------------------------------------------

@@ -52,7 +52,9 @@ def test_the_trainer_traces_the_train_step_once_and_trains_the_weights_keras_alo
 
 
 def test_under_a_strategy_of_its_own_keras_builds_and_nothing_is_done_here(two_logical_cpus):
-    strategy = tf.distribute.MirroredStrategy([device.name for device in two_logical_cpus])
+    strategy = tf.distribute.MirroredStrategy([device.name for device in two_logical_cpus],  # no collective ops:
+                                              cross_device_ops=tf.distribute.ReductionToOneDevice())  # their keys
+    # are process-wide, and another test's strategy in this worker would share them
     with strategy.scope():
         model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
         model.compile(optimizer="adam", loss="mse")

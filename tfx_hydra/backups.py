@@ -1,0 +1,48 @@
+"""The per-epoch backup's folder over a run's life: chosen before training (the interrupted run's
+when resuming), looked in for the fine-tuning phase's, removed once both phases are done.
+
+Keras' BackupAndRestore (callbacks/epoch_backup.py) writes and restores what is inside; the
+folder's name is a run tag, so a resumed run finds its backup from MLflow alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+
+from tfx_hydra.schemas import TrainerConfig
+from tfx_hydra.tracking import BACKUP_TAG, Tracker
+
+log = logging.getLogger(__name__)
+
+FINETUNE_BACKUP = "finetune"  # phase two's backup, inside the run's backup folder
+
+
+def choose_backup_dir(tracker: Tracker, output_dir: str, chief: bool) -> str:
+    """Where BackupAndRestore keeps the per-epoch backup: the interrupted run's when resuming,
+    this run's output dir otherwise; a throwaway folder on non-chief workers."""
+    if not chief:
+        return tempfile.mkdtemp(prefix="tfx_hydra-worker-backup-")
+    backup_dir = tracker.resumed_backup_dir or os.path.join(output_dir, "backup")
+    tracker.set_tags({BACKUP_TAG: backup_dir})
+    tracker.flush()  # with all recorded so far, in the store before training: a run killed in it resumes
+    return backup_dir
+
+
+def finetuning_backup_exists(backup_dir: str, trainer: TrainerConfig) -> bool:
+    """A run killed in its fine-tuning phase resumes there: phase one's result is in that backup."""
+    resuming = bool(trainer.finetune_epochs and trainer.backup and
+                    os.path.isdir(os.path.join(backup_dir, FINETUNE_BACKUP)))
+    if resuming:
+        log.info("resuming in the fine-tuning phase: the head-training phase finished before the interruption")
+    return resuming
+
+
+def remove_backup(backup_dir: str, chief: bool) -> None:
+    """After success: Keras removed each phase's backup; drop the folder they lived in."""
+    if not chief:
+        shutil.rmtree(backup_dir, ignore_errors=True)
+    elif os.path.isdir(backup_dir) and not os.listdir(backup_dir):
+        os.rmdir(backup_dir)
