@@ -24,8 +24,13 @@
    and exports (`hparams_search.trial_artifacts=all`, what every trial made before) vs the leading
    trials' only (the default): seconds per trial beyond its steady epochs (the first epoch's tracing
    counts as fixed cost), from the child runs' start and end and their `epoch_seconds`; beside them,
-   the floor: the same model built, compiled and fitted by Keras alone, 10 times in one process.
+   the floor: the same model built, compiled and fitted by Keras alone, 10 times in one process, as a
+   user writes it and with its state built before the first trace (as tfx_hydra's trainer does: under
+   the default strategy Keras otherwise traces the train step twice).
    The floor again with TensorFlow's graph optimizer (grappler) off: its share of a new model's first call.
+   Both again with one step per tf.function call (`trainer.steps_per_execution=1`) instead of the cpu
+   profile's 64: Keras' multi-step loop (a while loop of conds) costs every new model a longer trace,
+   and saves each step a Python call; a whole trial's seconds are printed beside its fixed cost.
 6. Memory over many trials: a 50-trial search (1 epoch) in one worker process: its resident memory
    (psutil) once 5 trials and once 50 have finished (target: within 10 %).
 
@@ -186,14 +191,15 @@ def idle_of(trials: int, epochs: int, how: list[str]) -> dict:
         return {"wall_seconds": seconds, "idle_worker_seconds": idle, "idle_share": idle / (2 * seconds)}
 
 
-def fixed_cost(artifacts: str, trials: int = 10, epochs: int = 2) -> dict:
-    """Seconds per trial beyond its steady epochs, in one process (basic launcher, pruner none)."""
+def fixed_cost(artifacts: str, trials: int = 10, epochs: int = 2, extra: tuple[str, ...] = ()) -> dict:
+    """Seconds per trial beyond its steady epochs, in one process (basic launcher, pruner none), and
+    a whole trial's seconds (its fixed cost plus its steady epochs)."""
     import statistics
 
     from mlflow.tracking import MlflowClient
 
     with tempfile.TemporaryDirectory(prefix="tfx_hydra-bench-fixed-") as launch:
-        command = search_command(trials, epochs, 0, "none", [f"hparams_search.trial_artifacts={artifacts}"])
+        command = search_command(trials, epochs, 0, "none", [f"hparams_search.trial_artifacts={artifacts}", *extra])
         command = [c for c in command if c != "trainer.verbose=false"]  # each epoch's line, as a user's run has it
         done = subprocess.run(command, cwd=launch, env=environment(), capture_output=True, text=True, check=False)
         if done.returncode:
@@ -207,22 +213,28 @@ def fixed_cost(artifacts: str, trials: int = 10, epochs: int = 2) -> dict:
         later = children[1:]  # the first trial also pays the process's imports and the store's opening
         span = (later[-1].info.end_time - children[0].info.end_time) / 1000  # trial 2's start .. the last's end
         trained = sum(len(history) for history in epochs_of[1:])
-        return {"artifacts": artifacts, "trials": len(children), "steady_epoch_seconds": steady,
+        return {"artifacts": artifacts, "overrides": list(extra), "trials": len(children),
+                "steady_epoch_seconds": steady,
                 "first_epoch_seconds": statistics.median(history[0].value for history in epochs_of),
-                "fixed_seconds_per_trial": (span - steady * trained) / len(later)}
+                "fixed_seconds_per_trial": (span - steady * trained) / len(later),
+                "seconds_per_trial": span / len(later)}
 
 
-def keras_alone_fixed_cost(trials: int = 10, epochs: int = 2) -> dict:
+def keras_alone_fixed_cost(trials: int = 10, epochs: int = 2, steps_per_execution: int = 64,
+                           built_before_trace: bool = False) -> dict:
     """The floor under part 5: the same MLP, data and cpu-profile settings (steps_per_execution 64, one
     intra-op thread), built, compiled and fitted `trials` times in this process by Keras alone -- no
     Hydra, no MLflow, no study. Seconds per model beyond its steady epochs: Keras' tracing and first
-    call of the new model's train and test steps, which every trial of a new architecture pays."""
+    call of the new model's train and test steps, which every trial of a new architecture pays.
+    `built_before_trace`: the optimizer's and metrics' state built first, as tfx_hydra's trainer does
+    (keras_compat.build_before_first_trace), so the train step is traced once, not twice."""
     import statistics
 
     import keras
     import tensorflow as tf
 
     from tfx_hydra.config import build, compose
+    from tfx_hydra.keras_compat import build_before_first_trace
 
     try:
         tf.config.threading.set_intra_op_parallelism_threads(1)
@@ -238,7 +250,9 @@ def keras_alone_fixed_cost(trials: int = 10, epochs: int = 2) -> dict:
         started = time.perf_counter()
         model = build(cfg.model, "model")
         model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy",
-                      metrics=["accuracy"], steps_per_execution=64)
+                      metrics=["accuracy"], steps_per_execution=steps_per_execution)
+        if built_before_trace:
+            build_before_first_trace(model, data.train)
         marks = []
         clock = keras.callbacks.LambdaCallback(on_epoch_begin=lambda e, logs: marks.append(time.perf_counter()),
                                                on_epoch_end=lambda e, logs: marks.append(time.perf_counter()))
@@ -246,8 +260,10 @@ def keras_alone_fixed_cost(trials: int = 10, epochs: int = 2) -> dict:
         spans.append(time.perf_counter() - started)
         steady += [marks[i + 1] - marks[i] for i in range(2, len(marks), 2)]
     epoch = statistics.median(steady)
-    return {"trials": trials, "steady_epoch_seconds": epoch,
-            "fixed_seconds_per_trial": statistics.median(span - epoch * epochs for span in spans[1:])}
+    return {"trials": trials, "steps_per_execution": steps_per_execution, "built_before_trace": built_before_trace,
+            "steady_epoch_seconds": epoch,
+            "fixed_seconds_per_trial": statistics.median(span - epoch * epochs for span in spans[1:]),
+            "seconds_per_trial": statistics.median(spans[1:])}
 
 
 def memory_over_trials(trials: int) -> dict:
@@ -357,19 +373,30 @@ def report_batches(args, results: dict) -> None:
 
 def report_fixed(results: dict) -> None:
     print("5. a trial's fixed cost: 10 trials x 2 epochs in one process, every trial's plots and exports vs "
-          "the leading trials'")
-    every, leading = fixed_cost("all"), fixed_cost("leading")
-    for r in (every, leading):
-        print(f"   trial_artifacts={r['artifacts']:8s} {r['fixed_seconds_per_trial']:.2f} s per trial beyond its "
-              f"epochs (steady epoch {r['steady_epoch_seconds']:.3f} s, first epoch {r['first_epoch_seconds']:.2f} s)")
+          "the leading trials', and one step per tf.function call vs the cpu profile's 64")
+    one_step = ("trainer.steps_per_execution=1",)
+    every, leading, single = fixed_cost("all"), fixed_cost("leading"), fixed_cost("leading", extra=one_step)
+    for r in (every, leading, single):
+        print(f"   trial_artifacts={r['artifacts']:8s} {' '.join(r['overrides']):31s} "
+              f"{r['fixed_seconds_per_trial']:.2f} s per trial beyond its epochs, {r['seconds_per_trial']:.2f} s "
+              f"whole (steady epoch {r['steady_epoch_seconds']:.3f} s, first epoch {r['first_epoch_seconds']:.2f} s)")
     alone = keras_alone_fixed_cost()
+    built = keras_alone_fixed_cost(built_before_trace=True)
     unoptimized = keras_alone_without_graph_optimizer()
+    alone_single = keras_alone_fixed_cost(steps_per_execution=1)
+    built_single = keras_alone_fixed_cost(steps_per_execution=1, built_before_trace=True)
     for what, r in (("Keras alone (the same model built, compiled and fitted, nothing else)", alone),
-                    ("Keras alone, TensorFlow's graph optimizer off", unoptimized)):
-        print(f"   {what}: {r['fixed_seconds_per_trial']:.2f} s per model beyond its epochs (steady epoch "
-              f"{r['steady_epoch_seconds']:.3f} s)")
-    results["fixed"] = {"all": every, "leading": leading, "keras_alone": alone,
-                        "keras_alone_graph_optimizer_off": unoptimized}
+                    ("Keras alone, its state built before the first trace (as tfx_hydra's trainer does)", built),
+                    ("Keras alone, TensorFlow's graph optimizer off", unoptimized),
+                    ("Keras alone, steps_per_execution=1", alone_single),
+                    ("Keras alone, steps_per_execution=1, built before the first trace", built_single)):
+        print(f"   {what}: {r['fixed_seconds_per_trial']:.2f} s per model beyond its epochs, "
+              f"{r['seconds_per_trial']:.2f} s whole (steady epoch {r['steady_epoch_seconds']:.3f} s)")
+    results["fixed"] = {"all": every, "leading": leading, "leading_one_step_per_call": single,
+                        "keras_alone": alone, "keras_alone_built_before_trace": built,
+                        "keras_alone_graph_optimizer_off": unoptimized,
+                        "keras_alone_one_step_per_call": alone_single,
+                        "keras_alone_one_step_per_call_built_before_trace": built_single}
 
 
 def keras_alone_without_graph_optimizer() -> dict:
