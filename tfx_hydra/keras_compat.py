@@ -50,8 +50,9 @@ def build_before_first_trace(model, dataset) -> bool:
     every new model ~0.2 s on a 2-core CPU (bench/hpo.py part 5), a search's every trial. The
     build is Keras' own (`_symbolic_build`, what `fit` runs under a strategy): the same
     variables, so training is bit for bit the same. Under a strategy Keras builds in the
-    strategy's scope itself, so nothing is done here; and where the symbolic build cannot take
-    the data (Keras' own fallback), the first trace builds as before.
+    strategy's scope itself, so nothing is done here. Where the symbolic build cannot take the
+    model or its data, nothing is lost: the first trace builds as before, and raises what a user's
+    mistake deserves (a wrong input shape) from inside fit, as it always did.
     """
     import tensorflow as tf
 
