@@ -290,14 +290,17 @@ def slurm_job_of(sweep_dir: Path, job_num: str) -> str:
 
 
 def let_start_again_now(job: str, timeout: float = 60) -> None:
-    """Once Slurm has `job` back in its queue, let it start at once, as the cluster's admin may: Slurm holds a
-    requeued job about two minutes (its begin time) before it may start again."""
+    """Once Slurm has `job` back in its queue, let it start almost at once, as the cluster's admin may: Slurm
+    holds a requeued job about two minutes (its begin time) before it may start again. Not in the same second:
+    slurmd refuses a launch whose credential is from the second the job's last one was revoked in ("Killing
+    non-startable batch JobId=12: Job credential revoked" in slurmctld.log, 0.1 s after the requeue, in a
+    full run of the suite), so the job may start 2 s from now."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         state = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], env=cli_env(), capture_output=True,
                                text=True, timeout=30).stdout.strip()
         if state == "PENDING":
-            subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], env=cli_env(), check=True,
+            subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now+2"], env=cli_env(), check=True,
                            timeout=30)
             return
         time.sleep(0.2)
