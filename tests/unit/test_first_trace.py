@@ -52,9 +52,9 @@ def test_the_trainer_traces_the_train_step_once_and_trains_the_weights_keras_alo
 
 
 def test_under_a_strategy_of_its_own_keras_builds_and_nothing_is_done_here(two_logical_cpus):
-    strategy = tf.distribute.MirroredStrategy([device.name for device in two_logical_cpus],  # no collective ops:
-                                              cross_device_ops=tf.distribute.ReductionToOneDevice())  # their keys
-    # are process-wide, and another test's strategy in this worker would share them
+    # No collective ops: their keys are process-wide, and another test's strategy in this worker would share them
+    strategy = tf.distribute.MirroredStrategy([device.name for device in two_logical_cpus],
+                                              cross_device_ops=tf.distribute.ReductionToOneDevice())
     with strategy.scope():
         model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
         model.compile(optimizer="adam", loss="mse")
@@ -77,9 +77,12 @@ def test_a_model_the_symbolic_build_cannot_take_is_built_by_its_first_trace_and_
     model = compiled(TrainerConfig())
     data = digits([8, 8], 10, batch_size=32, seed=0)
 
-    def cannot(data_batch):  # a planted fault: Keras' symbolic build refuses some models (Python code that
-        raise RuntimeError("Unable to automatically build the model")  # needs concrete values), which
-    monkeypatch.setattr(model, "_symbolic_build", cannot)  # ones changes with Keras' versions
+    # A planted fault: Keras' symbolic build refuses some models (Python code that needs concrete values);
+    # which ones changes with Keras' versions, so this model's build is made to refuse
+    def cannot(data_batch):
+        raise RuntimeError("Unable to automatically build the model")
+
+    monkeypatch.setattr(model, "_symbolic_build", cannot)
     assert build_before_first_trace(model, data.train) is False
     traces = counting_train_steps(model)
     history = model.fit(data.train, epochs=2, verbose=0)
