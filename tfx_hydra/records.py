@@ -28,7 +28,7 @@ from tfx_hydra.config import choice, single_run_hydra_overrides
 from tfx_hydra.tracking import Tracker, mask_files
 
 if TYPE_CHECKING:  # for the annotation only: importing records must not import the strategy step
-    from tfx_hydra.strategy import Setup
+    from tfx_hydra.strategy import BatchPlan, Setup
 
 log = logging.getLogger(__name__)
 
@@ -172,9 +172,7 @@ def record_setup(tracker: Tracker, setup: Setup, precision_warnings: list[str]) 
     tags = {"hardware.profile": hardware.profile, "hardware.profile_reason": hardware.reason,
             "hardware.devices": describe_gpus(hardware.gpus), "hardware.mismatch": hardware.mismatch or "none",
             "precision.policy": setup.policy, "precision.warning": " ".join(precision_warnings) or "none",
-            "strategy": strategy, "strategy.replicas": plan.replicas,
-            "batch.global": plan.global_size, "batch.per_replica": f"{plan.per_replica:g}",
-            "steps_per_execution": plan.steps_per_execution}
+            "strategy": strategy, "strategy.replicas": plan.replicas}
     workers = cluster_workers(setup.strategy)
     if workers:  # where each task of a multi-worker run listened: host:port, task 0 (the chief) first
         tags["strategy.workers"] = workers
@@ -195,9 +193,16 @@ def setup_lines(setup: Setup) -> list[str]:
     return [f"hardware: the {hardware.profile} profile ({hardware.reason}){on}",
             f"precision: {setup.policy}{why_policy}",
             f"strategy: {describe_strategy(setup.strategy)}, {plan.replicas} replica{'s' if plan.replicas > 1 else ''}"
-            f"{why_strategy}",
-            f"batches: {plan.global_size} examples per step ({plan.per_replica:g} per replica), "
-            f"{plan.steps_per_execution} step{'s' if plan.steps_per_execution > 1 else ''} per call"]
+            f"{why_strategy}"]
+
+
+def record_batches(tracker: Tracker, plan: BatchPlan) -> None:
+    """How the batches run (strategy.plan_batches, settled by steps_for_run once the data is known)."""
+    steps = f"{plan.steps_per_execution} step{'s' if plan.steps_per_execution > 1 else ''} per call"
+    log.info(f"batches: {plan.global_size} examples per step ({plan.per_replica:g} per replica), {steps}"
+             + (f" ({plan.steps_reason})" if plan.steps_reason else ""))
+    tracker.set_tags({"batch.global": plan.global_size, "batch.per_replica": f"{plan.per_replica:g}",
+                      "steps_per_execution": plan.steps_per_execution})
 
 
 def record_data(tracker: Tracker, datasets, fold_tags: dict[str, str] | None = None) -> None:

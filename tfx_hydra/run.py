@@ -5,6 +5,7 @@
     2. precision   precision.py    the Keras dtype policy (auto: the profile's)
     3. strategy    strategy.py     the tf.distribute strategy and the batch plan    -> Setup
     4. data        data/           train / validation / test tf.data pipelines      -> Datasets
+                                   (then the batch plan's steps per call, for the run's length)
     5. model       models/ + trainer.compile_model, inside strategy.scope()
     6. train       trainer.fit_phases: head, then fine-tuning; a backup per epoch; a search's pruning
     7. evaluate    trainer.evaluate: the held-out test split
@@ -38,7 +39,7 @@ from tfx_hydra.models.heads import in_target_units
 from tfx_hydra.precision import resolve_policy, set_precision
 from tfx_hydra.schemas import Settings
 from tfx_hydra.settings import validate, validate_section
-from tfx_hydra.strategy import Setup, is_chief, plan_batches
+from tfx_hydra.strategy import Setup, is_chief, plan_batches, steps_for_run
 
 
 def run(cfg: DictConfig) -> float | list[float] | sweeps.PrunedResult | sweeps.WorkerReport:
@@ -74,6 +75,8 @@ def run(cfg: DictConfig) -> float | list[float] | sweeps.PrunedResult | sweeps.W
             datasets = require_datasets(build(cfg.data, "data", batch_size=setup.plan.global_size), cfg.data._target_,
                                         task.from_config(settings.task))
         cv.require_folded(datasets, settings.cv, cfg.data._target_)
+        setup = dataclasses.replace(setup, plan=steps_for_run(setup.plan, settings.trainer, datasets))
+        records.record_batches(tracker, setup.plan)
         records.record_data(tracker, datasets, cv.tags(settings.cv))
         with strategy.scope():  # variables (model and optimizer) live where the strategy puts them
             model = in_target_units(require_keras_model(build(cfg.model, "model"), cfg.model._target_), datasets.spec)

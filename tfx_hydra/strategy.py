@@ -2,8 +2,9 @@
 
 Each option in conf/strategy/ names one factory here. Every factory takes the
 hardware step's `HardwareInfo`, so `auto` can choose from what is really visible.
-`plan_batches` says how the global batch splits over the strategy's replicas, and `Setup`
-carries what steps 1-3 chose (hardware, policy, strategy, batches) to the steps after them.
+`plan_batches` says how the global batch splits over the strategy's replicas (and `steps_for_run`,
+once the data is known, how many steps each call runs), and `Setup` carries what steps 1-3 chose
+(hardware, policy, strategy, batches) to the steps after them.
 TensorFlow is imported inside the factories (validation must not pay for it).
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tfx_hydra.errors import ConfigError, HardwareMismatch
@@ -228,6 +229,7 @@ class BatchPlan:
     global_size: int
     replicas: int
     steps_per_execution: int
+    steps_reason: str = ""  # why steps_per_execution is what it is, where the configured value does not say it
 
     @property
     def per_replica(self) -> float:
@@ -261,3 +263,32 @@ def plan_batches(trainer: TrainerConfig, hardware: HardwareInfo, strategy) -> Ba
                         f"({MULTI_REPLICA_ISSUE}): using {MULTI_REPLICA_MAX_STEPS_PER_EXECUTION} (same updates).")
         steps = MULTI_REPLICA_MAX_STEPS_PER_EXECUTION
     return BatchPlan(global_size=global_size, replicas=replicas, steps_per_execution=steps)
+
+
+def steps_for_run(plan: BatchPlan, trainer: TrainerConfig, datasets) -> BatchPlan:
+    """trainer.steps_per_execution=auto, settled once the data is known: the profile's steps per call,
+    or one step per call for a run of fewer batches (training and validation, every epoch) than one
+    call would bundle.
+
+    Why: Keras traces its multi-step loop (a while loop around a cond around the step) on top of the
+    step, once per model: ~0.1-0.25 s on a 2-core CPU (bench/hpo.py part 5), while a call saved is
+    worth 0.5-2 ms there. A run that would not fill one call cannot earn that trace back, so it is
+    skipped: a search's short trials, a smoke test. A run of unknown length keeps the profile's."""
+    if trainer.steps_per_execution != "auto" or plan.steps_per_execution == 1:
+        return plan
+    per_epoch = [known_batches(datasets.train), known_batches(datasets.validation)]
+    if None in per_epoch:
+        return plan
+    batches = (trainer.epochs + trainer.finetune_epochs) * sum(per_epoch)
+    if batches >= plan.steps_per_execution:
+        return plan
+    return replace(plan, steps_per_execution=1,
+                   steps_reason=f"steps_per_execution=auto: the run's {batches} batches would not fill one call of "
+                                f"{plan.steps_per_execution}")
+
+
+def known_batches(dataset) -> int | None:
+    """The batches one pass over `dataset` yields, where tf.data knows it (None: infinite or unknown)."""
+    cardinality = getattr(dataset, "cardinality", None)
+    count = int(cardinality()) if cardinality else -1
+    return count if count >= 0 else None

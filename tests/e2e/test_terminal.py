@@ -57,7 +57,8 @@ def test_a_piped_default_run_starts_with_its_own_line_and_keeps_tensorflows_in_t
     assert lines[1:8] == ["tfx_hydra hardware: the cpu profile (no GPU is visible)",
                           "tfx_hydra precision: float32 (precision=auto: the cpu profile's)",
                           "tfx_hydra strategy: default, 1 replica (strategy=auto: no GPU is visible)",
-                          "tfx_hydra batches: 32 examples per step (32 per replica), 64 steps per call",
+                          "tfx_hydra batches: 32 examples per step (32 per replica), 1 step per call "
+                          "(steps_per_execution=auto: the run's 30 batches would not fill one call of 64)",
                           "tfx_hydra data: digits, 300 train / 144 validation / 360 test examples; inputs (8, 8), "
                           "10 classes",
                           "tfx_hydra model: mlp, 9,610 parameters",

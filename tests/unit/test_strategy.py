@@ -15,6 +15,7 @@ from tfx_hydra.keras_compat import needs_multi_worker_fix
 from tfx_hydra.models import mlp
 from tfx_hydra.schemas import TrainerConfig
 from tfx_hydra.strategy import (
+    BatchPlan,
     auto_strategy,
     describe_strategy,
     is_chief,
@@ -22,6 +23,7 @@ from tfx_hydra.strategy import (
     multi_worker_strategy,
     one_device_strategy,
     plan_batches,
+    steps_for_run,
     tpu_strategy,
 )
 
@@ -157,3 +159,35 @@ def test_several_replicas_cap_steps_per_execution_at_one_and_say_why_when_asked(
     plan = plan_batches(TrainerConfig(batch_size=64, steps_per_execution=8), a100, FakeStrategy(2))
     assert plan.steps_per_execution == 1
     assert "trainer.steps_per_execution=8 fails in Keras with 2 replicas" in caplog.records[0].getMessage()
+
+
+class Splits:
+    """The two splits steps_for_run reads, as real tf.data pipelines of `train` and `validation` batches."""
+
+    def __init__(self, train: int, validation: int) -> None:
+        self.train = tf.data.Dataset.range(train * 4).batch(4)
+        self.validation = tf.data.Dataset.range(validation * 4).batch(4)
+
+
+CPU_64 = BatchPlan(global_size=4, replicas=1, steps_per_execution=64)
+
+
+def test_auto_takes_one_step_per_call_for_a_run_too_short_to_fill_one_call():
+    # 3 epochs of 15 training and 5 validation batches: 60 in all, fewer than one call of 64 would take
+    plan = steps_for_run(CPU_64, TrainerConfig(epochs=3), Splits(train=15, validation=5))
+    assert (plan.global_size, plan.steps_per_execution) == (4, 1)
+    assert plan.steps_reason == "steps_per_execution=auto: the run's 60 batches would not fill one call of 64"
+    # a fine-tuning phase's epochs count too: 3 + 1 epochs of 20 batches fill it
+    assert steps_for_run(CPU_64, TrainerConfig(epochs=3, finetune_epochs=1), Splits(15, 5)) == CPU_64
+
+
+def test_a_run_that_fills_a_call_or_asked_for_its_steps_keeps_them():
+    assert steps_for_run(CPU_64, TrainerConfig(epochs=4), Splits(train=11, validation=5)) == CPU_64  # 64 batches
+    asked = BatchPlan(global_size=4, replicas=1, steps_per_execution=8)
+    assert steps_for_run(asked, TrainerConfig(epochs=1, steps_per_execution=8), Splits(2, 1)) == asked
+
+
+def test_a_run_of_unknown_length_keeps_the_profiles_steps():
+    splits = Splits(train=2, validation=1)
+    splits.train = splits.train.filter(lambda batch: tf.reduce_sum(batch) >= 0)  # tf.data cannot count a filter
+    assert steps_for_run(CPU_64, TrainerConfig(epochs=1), splits) == CPU_64
