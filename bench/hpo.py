@@ -28,9 +28,10 @@
    user writes it and with its state built before the first trace (as tfx_hydra's trainer does: under
    the default strategy Keras otherwise traces the train step twice).
    The floor again with TensorFlow's graph optimizer (grappler) off: its share of a new model's first call.
-   Both again with one step per tf.function call (`trainer.steps_per_execution=1`) instead of the cpu
-   profile's 64: Keras' multi-step loop (a while loop of conds) costs every new model a longer trace,
-   and saves each step a Python call; a whole trial's seconds are printed beside its fixed cost.
+   Both again with one step per tf.function call (`trainer.steps_per_execution=1`) instead of `auto`
+   (the cpu profile's 64, or 1 for a trial too short to fill one call): Keras' multi-step loop (a while
+   loop of conds) costs every new model a longer trace, and saves each step a Python call; a whole
+   trial's seconds are printed beside its fixed cost.
 6. Memory over many trials: a 50-trial search (1 epoch) in one worker process: its resident memory
    (psutil) once 5 trials and once 50 have finished (target: within 10 %).
 
@@ -373,7 +374,7 @@ def report_batches(args, results: dict) -> None:
 
 def report_fixed(results: dict) -> None:
     print("5. a trial's fixed cost: 10 trials x 2 epochs in one process, every trial's plots and exports vs "
-          "the leading trials', and one step per tf.function call vs the cpu profile's 64")
+          "the leading trials', and one step per tf.function call vs steps_per_execution=auto")
     one_step = ("trainer.steps_per_execution=1",)
     every, leading, single = fixed_cost("all"), fixed_cost("leading"), fixed_cost("leading", extra=one_step)
     for r in (every, leading, single):

@@ -191,3 +191,23 @@ def test_a_run_of_unknown_length_keeps_the_profiles_steps():
     splits = Splits(train=2, validation=1)
     splits.train = splits.train.filter(lambda batch: tf.reduce_sum(batch) >= 0)  # tf.data cannot count a filter
     assert steps_for_run(CPU_64, TrainerConfig(epochs=1), splits) == CPU_64
+
+
+def test_one_step_per_call_trains_bit_for_bit_as_a_bundle_of_them():
+    """What lets auto choose by the run's length alone: the same weights and losses (dropout included)."""
+    import keras
+    import numpy as np
+
+    rng = np.random.RandomState(0)
+    batches = tf.data.Dataset.from_tensor_slices((rng.rand(300, 8, 8).astype("float32"),
+                                                  rng.randint(0, 10, 300))).batch(32)
+    trained = []
+    for steps in (1, 64):
+        keras.utils.set_random_seed(0)
+        model = mlp(name="mlp", input_shape=[8, 8], num_classes=10, dropout=0.3)
+        model.compile("adam", "sparse_categorical_crossentropy", steps_per_execution=steps)
+        history = model.fit(batches, epochs=2, validation_data=batches, verbose=0)
+        trained.append((model.get_weights(), history.history))
+    (one, one_history), (bundled, bundled_history) = trained
+    assert all(np.array_equal(a, b) for a, b in zip(one, bundled))
+    assert one_history == bundled_history
