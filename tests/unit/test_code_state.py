@@ -56,6 +56,28 @@ def test_an_installed_package_is_its_version_and_a_loose_folder_says_it_has_none
     assert code_states(["no_such_package_anywhere"]) == []  # the build step says it cannot import it
 
 
+def test_the_installed_distributions_are_read_once_per_process(monkeypatch):
+    """~0.14 s each time: an installed tfx_hydra's search paid it every trial. A spy that counts the reads
+    and hands back the real answer (not a fake: the versions below are the installed ones)."""
+    from tfx_hydra import code_state
+
+    reads, real = [], metadata.packages_distributions
+
+    def counted():
+        reads.append(1)
+        return real()
+
+    code_state._distributions_by_package.cache_clear()
+    monkeypatch.setattr(code_state.metadata, "packages_distributions", counted)
+    try:
+        first, again = code_states(["rich", "omegaconf"]), code_states(["rich", "omegaconf"])
+    finally:
+        code_state._distributions_by_package.cache_clear()  # the next test reads the real one afresh
+    assert [s.version for s in first] == [s.version for s in again] == [metadata.version("rich"),
+                                                                       metadata.version("omegaconf")]
+    assert len(reads) == 1
+
+
 def test_a_single_runs_command_keeps_hydras_overrides_but_a_sweeps_own():
     given = ["hydra.searchpath=[file:///p/conf]", "hydra.run.dir=out/x", "hydra.mode=MULTIRUN",
              "hydra/launcher=parallel", "hydra.launcher.n_jobs=2", "hydra.sweep.dir=multirun/x",
