@@ -135,6 +135,22 @@ def test_a_killed_worker_s_trial_runs_again_while_the_other_worker_and_a_second_
     assert parent.info.status == "FINISHED"
 
 
+def test_a_ctrl_c_while_hydra_closes_a_trials_job_leaves_the_trial_complete_not_run_again(tmp_path):
+    """The window the joblib Ctrl-C test once hit: the trial's run had ended FINISHED, Hydra was still
+    closing its job, and the worker failed the trial and queued its parameters to run again. Now the
+    interrupt waits until the study is told: the trial is COMPLETE (or PRUNED), its run FINISHED, nothing
+    queued, and the command still stops with 130 and its resume line."""
+    planted = "+hydra.callbacks.ctrl_c._target_=tests.helpers.search.CtrlCAtFirstJobsEnd"
+    done = run_cli_in_process(search(3, "hparams_search.workers=1", planted), cwd=tmp_path, multirun=True)
+    assert done.returncode == 130, done.stderr[-3000:]
+    assert "tfx_hydra: interrupted" in done.stderr, done.stderr[-3000:]
+    study = study_of(tmp_path)
+    assert [(t.number, t.state) for t in study.trials if t.state not in (TrialState.COMPLETE, TrialState.PRUNED)] == []
+    assert [t.number for t in study.trials] == [0]  # the worker stopped once trial 0 was told
+    _, parent, children = parent_and_children(tmp_path)
+    assert [(c.data.tags["optuna.trial"], c.info.status) for c in children] == [("0", "FINISHED")]
+
+
 def test_ctrl_c_stops_every_worker_and_two_joblib_workers_resume_their_trials_without_a_batch(tmp_path, capfd):
     """hydra/launcher=parallel, two workers. Ctrl-C on the terminal reaches the command and its workers
     (one process group): the exit status is 130 with the command that resumes, the trials in flight are

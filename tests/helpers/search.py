@@ -18,6 +18,7 @@ from typing import Iterator
 
 import optuna
 import pytest
+from hydra.experimental.callback import Callback
 from optuna.trial import TrialState
 
 from tests.helpers import cli_env, mlflow_client
@@ -108,3 +109,18 @@ def command_in_its_own_session(command: list[str], cwd: Path) -> Iterator[subpro
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=30)
+
+
+class CtrlCAtFirstJobsEnd(Callback):
+    """A Hydra callback (`+hydra.callbacks.ctrl_c._target_=tests.helpers.search.CtrlCAtFirstJobsEnd`) that
+    sends this process a SIGINT, as a terminal's Ctrl-C would, the moment Hydra ends its first job: after
+    the job's task returned, while Hydra still closes it. An interrupt planted at that instant, which a
+    test cannot time from outside; the rest of the run is real."""
+
+    def __init__(self) -> None:
+        self.sent = False
+
+    def on_job_end(self, config, job_return, **kwargs) -> None:
+        if not self.sent:
+            self.sent = True
+            os.kill(os.getpid(), signal.SIGINT)

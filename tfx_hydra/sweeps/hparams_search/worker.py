@@ -16,6 +16,7 @@ command) runs its parameters again once the grace period has passed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -107,10 +108,11 @@ class Worker:
             if trial is None:
                 self.wait()  # the last trials run elsewhere: one of them may be lost and come back queued
                 return True
-            job_return = self.run_trial(trial)
-            with signals.uninterrupted():
-                self.report.trials += 1
-                self.report.failed += trials.tell(self.study, trial, job_return)
+            with contextlib.ExitStack() as self.until_told:  # held from the trial's end (trial_task) to here
+                job_return = self.run_trial(trial)
+                with signals.uninterrupted():
+                    self.report.trials += 1
+                    self.report.failed += trials.tell(self.study, trial, job_return)
         except BaseException:  # Ctrl-C, SIGTERM: the trial in hand is FAIL and queued again
             if trial is not None:
                 studies.retry_lost_trials(self.study, grace_period=-1.0, own=set(), only={trial.number})
@@ -127,10 +129,18 @@ class Worker:
             config.hydra.job.id = f"{config.hydra.job.name}_{trial.number}"
             config.hydra.job.num = trial.number
         try:
-            return run_job(hydra_context=self.context, task_function=self.task, config=config,
+            return run_job(hydra_context=self.context, task_function=self.trial_task, config=config,
                            job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
         finally:
             _log_to_own_folder(self.own_hydra)
+
+    def trial_task(self, cfg: DictConfig) -> Any:
+        """The trial's run; once it has returned, Ctrl-C and SIGTERM wait until the study is told its
+        result. A run that ended FINISHED is then a COMPLETE trial, never one failed and run again because
+        the interrupt came during Hydra's teardown of the job (its callbacks, its log)."""
+        result = self.task(cfg)
+        self.until_told.enter_context(signals.uninterrupted())
+        return result
 
     def wait(self) -> None:
         pause = min(self.settings.heartbeat_interval, 1.0)
