@@ -151,6 +151,22 @@ def test_a_ctrl_c_while_hydra_closes_a_trials_job_leaves_the_trial_complete_not_
     assert [(c.data.tags["optuna.trial"], c.info.status) for c in children] == [("0", "FINISHED")]
 
 
+def test_a_ctrl_c_while_hydra_closes_a_batchs_job_tells_the_trial_as_its_run_ended(tmp_path):
+    """The same window without workers: the basic launcher's batch is cut by the interrupt before it hands
+    back the finished job's result, so the search reads the trial's FINISHED run instead and tells the
+    study its objective (or PRUNED); only trials still training are failed and run again."""
+    planted = "+hydra.callbacks.ctrl_c._target_=tests.helpers.search.CtrlCAtFirstJobsEnd"
+    done = run_cli_in_process(search(3, planted), cwd=tmp_path, multirun=True)
+    assert done.returncode == 130, done.stderr[-3000:]
+    assert "tfx_hydra: interrupted" in done.stderr, done.stderr[-3000:]
+    study = study_of(tmp_path)
+    (first,) = study.trials  # nothing queued again
+    _, parent, children = parent_and_children(tmp_path)
+    (run,) = children
+    assert (run.data.tags["optuna.trial"], run.info.status, first.state) == ("0", "FINISHED", TrialState.COMPLETE)
+    assert first.value == run.data.metrics["objective"] == pytest.approx(run.data.metrics["val_accuracy"])
+
+
 def test_ctrl_c_stops_every_worker_and_two_joblib_workers_resume_their_trials_without_a_batch(tmp_path, capfd):
     """hydra/launcher=parallel, two workers. Ctrl-C on the terminal reaches the command and its workers
     (one process group): the exit status is 130 with the command that resumes, the trials in flight are

@@ -200,11 +200,14 @@ class Rounds:
 
     def retry_interrupted(self) -> None:
         """Ctrl-C, SIGTERM, a failed batch: this command's running trials are FAIL, their parameters
-        queued for the command that resumes."""
+        queued for the command that resumes (a batch's trial whose run had already ended is told instead)."""
         from tfx_hydra.sweeps.hparams_search import study as studies
 
-        only = (trials.of_command(self.study, self.command) | studies.unclaimed(self.study) if self.workers
-                else self.in_flight)
+        if self.workers:
+            only = trials.of_command(self.study, self.command) | studies.unclaimed(self.study)
+        else:  # a trial whose run ended as the interrupt came is told, not run again
+            sweep_dir = os.path.abspath(str(self.sweeper.config.hydra.sweep.dir))
+            only = self.in_flight - trials.tell_finished_runs(self.study, self.in_flight, sweep_dir)
         studies.retry_lost_trials(self.study, grace_period=-1.0, own=set(), only=only)
         if self.workers:  # the launcher has stopped them: a worker killed mid-retry left its trial unqueued
             studies.requeue_missed(self.study, only)

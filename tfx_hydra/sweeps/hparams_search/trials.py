@@ -78,3 +78,44 @@ def of_command(study, command: str) -> set[int]:
     """The trials this command's workers asked for."""
     return {t.number for t in study.get_trials(deepcopy=False)
             if str(t.user_attrs.get(WORKER, "")).startswith(f"{command}-")}
+
+
+def tell_finished_runs(study, numbers: set[int], sweep_dir: str) -> set[int]:
+    """Of an interrupted batch's trials (`numbers`), those whose run had already ended FINISHED -- the
+    interrupt came while Hydra closed their job, before the launcher handed back their result -- told
+    as their run recorded them: COMPLETE with its `objective`, or PRUNED. Returns their numbers; the
+    others are failed and run again. A multi-objective search's are run again too: its run records
+    the first objective alone."""
+    from optuna.trial import TrialState
+
+    from tfx_hydra import tracking
+    from tfx_hydra.metrics import OBJECTIVE
+    from tfx_hydra.sweeps.hparams_search.trial import STATE_TAG, TRIAL_TAG
+    from tfx_hydra.sweeps.parent import children, read_parent_record
+
+    record = read_parent_record(sweep_dir)
+    if not numbers or record is None or len(study.directions) > 1:
+        return set()
+    running = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
+    try:
+        finished = children(tracking.client_for(record["uri"]), record["run_id"], status="FINISHED")
+    except Exception as err:  # noqa: BLE001 - the store gone too: the trials run again, the interrupt goes on
+        log.warning(f"could not read which interrupted trials had finished ({type(err).__name__}): they run again")
+        return set()
+    told = set()
+    for run in finished:
+        number, state = int(run.data.tags.get(TRIAL_TAG, -1)), run.data.tags.get(STATE_TAG)
+        if number not in numbers & running:
+            continue
+        try:
+            if state == "PRUNED":
+                study.tell(number, state=TrialState.PRUNED)
+            elif state == "COMPLETE" and OBJECTIVE in run.data.metrics:
+                study.tell(number, run.data.metrics[OBJECTIVE])
+            else:
+                continue
+        except (ValueError, RuntimeError):  # told meanwhile by another command
+            continue
+        log.info(f"trial {number}: its run had ended ({state}) when the search was interrupted: told, not run again")
+        told.add(number)
+    return told
