@@ -12,7 +12,8 @@ command can reach, so a search resumes after a crash and spreads over machines.
     checks.py    everything checked before the first trial (and before the parent run exists)
     sweeper.py   OptunaSweeper: Hydra's Sweeper API; ask, launch a batch (or start the workers), tell
     worker.py    a worker job (hparams_search.workers=N): trials one after another until the study is complete
-    trials.py    asking the study for a trial, telling it how the trial's job ended
+    trials.py    asking the study for a trial, telling it how the trial's job ended (or, for an
+                 interrupted batch, how its finished run ended)
     trial.py     a job's side: its live trial, per-epoch pruning, heartbeats
     pruned.py    Pruned (ends a pruned trial's training) and PrunedResult (what its job returns)
     report.py    what the parent run gets: state counts, best and Pareto trials, plots, the best model
