@@ -156,7 +156,12 @@ def test_a_ctrl_c_while_hydra_closes_a_batchs_job_tells_the_trial_as_its_run_end
     back the finished job's result, so the search reads the trial's FINISHED run instead and tells the
     study its objective (or PRUNED); only trials still training are failed and run again."""
     planted = "+hydra.callbacks.ctrl_c._target_=tests.helpers.search.CtrlCAtFirstJobsEnd"
-    done = run_cli_in_process(search(3, planted), cwd=tmp_path, multirun=True)
+    # Python's own Ctrl-C handler, as a command started from a terminal has it (a shell's `cmd &` ignores SIGINT)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        done = run_cli_in_process(search(3, planted), cwd=tmp_path, multirun=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert done.returncode == 130, done.stderr[-3000:]
     assert "tfx_hydra: interrupted" in done.stderr, done.stderr[-3000:]
     study = study_of(tmp_path)
