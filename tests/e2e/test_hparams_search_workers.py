@@ -172,6 +172,23 @@ def test_a_ctrl_c_while_hydra_closes_a_batchs_job_tells_the_trial_as_its_run_end
     assert first.value == run.data.metrics["objective"] == pytest.approx(run.data.metrics["val_accuracy"])
 
 
+def test_a_ctrl_c_while_hydra_closes_a_pruned_trials_job_tells_it_pruned(tmp_path):
+    """The same window at the end of a trial the pruner stopped: PRUNED, as its run says, not run again."""
+    planted = "+hydra.callbacks.ctrl_c._target_=tests.helpers.search.CtrlCAtFirstPrunedJobsEnd"
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in the test above
+    try:
+        done = run_cli_in_process(search(8, planted), cwd=tmp_path, multirun=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert done.returncode == 130, done.stderr[-3000:]
+    study = study_of(tmp_path)
+    *before, last = study.trials  # the interrupted batch's trial is the last asked for, nothing queued after it
+    assert last.state == TrialState.PRUNED and not any(t.user_attrs.get(RETRY_OF) is not None for t in study.trials)
+    _, parent, children = parent_and_children(tmp_path)
+    (run,) = [c for c in children if c.data.tags["optuna.trial"] == str(last.number)]
+    assert (run.info.status, run.data.tags["optuna.state"]) == ("FINISHED", "PRUNED")
+
+
 def test_ctrl_c_stops_every_worker_and_two_joblib_workers_resume_their_trials_without_a_batch(tmp_path, capfd):
     """hydra/launcher=parallel, two workers. Ctrl-C on the terminal reaches the command and its workers
     (one process group): the exit status is 130 with the command that resumes, the trials in flight are

@@ -124,3 +124,11 @@ class CtrlCAtFirstJobsEnd(Callback):
         if not self.sent:
             self.sent = True
             os.kill(os.getpid(), signal.SIGINT)
+
+
+class CtrlCAtFirstPrunedJobsEnd(CtrlCAtFirstJobsEnd):
+    """The same Ctrl-C, at the end of the first job whose trial the pruner stopped."""
+
+    def on_job_end(self, config, job_return, **kwargs) -> None:
+        if type(job_return.return_value).__name__ == "PrunedResult":
+            super().on_job_end(config, job_return, **kwargs)

@@ -107,13 +107,14 @@ def tell_finished_runs(study, numbers: set[int], sweep_dir: str) -> set[int]:
         number, state = int(run.data.tags.get(TRIAL_TAG, -1)), run.data.tags.get(STATE_TAG)
         if number not in numbers & running:
             continue
+        if state == "PRUNED":
+            outcome = {"state": TrialState.PRUNED}
+        elif state == "COMPLETE" and OBJECTIVE in run.data.metrics:
+            outcome = {"values": run.data.metrics[OBJECTIVE]}
+        else:
+            continue
         try:
-            if state == "PRUNED":
-                study.tell(number, state=TrialState.PRUNED)
-            elif state == "COMPLETE" and OBJECTIVE in run.data.metrics:
-                study.tell(number, run.data.metrics[OBJECTIVE])
-            else:
-                continue
+            study.tell(number, **outcome)
         except (ValueError, RuntimeError):  # told meanwhile by another command
             continue
         log.info(f"trial {number}: its run had ended ({state}) when the search was interrupted: told, not run again")
