@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gc
 import shutil
+import signal
+import threading
 from pathlib import Path
 
 import pytest
@@ -62,3 +64,21 @@ def store_in_the_launch_dir(request, tmp_path, migrated_store):
     `fresh_store` and gets an empty tmp_path."""
     if "fresh_store" not in request.keywords:
         shutil.copyfile(migrated_store, tmp_path / "mlflow.db")
+
+
+@pytest.fixture(autouse=True)
+def ctrl_c_as_a_terminal_sends_it():
+    """Every test starts with Python's own SIGINT handler, as a command started from a terminal has it,
+    however the suite itself was started. A job started in the background (`python -m pytest > log &` from a
+    script) inherits SIGINT ignored, and Python then installs no handler of its own: a Ctrl-C a test plants
+    (`os.kill(os.getpid(), SIGINT)`) did nothing there, and a test of what Python's handler does failed in
+    the background only. The commands a test starts inherit the same (a Python handler becomes the default
+    disposition across exec, and their Python installs its own). The handler the test found is put back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -189,6 +189,7 @@ def test_a_resume_logs_the_backed_up_epochs_mlflow_never_got_and_no_epoch_twice(
 
 # --- EpochProgress -------------------------------------------------------------------------------
 
+@pytest.mark.signals
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the dropped interrupt, as planted
 def test_a_ctrl_c_a_finalizer_swallowed_mid_epoch_stops_the_fit_at_that_batch(data):
     """Fault injection: Ctrl-C lands in a finalizer at batch 3 (Python drops the KeyboardInterrupt there);

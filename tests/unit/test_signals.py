@@ -13,6 +13,8 @@ import pytest
 
 from tfx_hydra.process import Interrupted, interrupt_on_signals, requeue_if_warned, restore_handlers
 
+pytestmark = pytest.mark.signals
+
 
 @pytest.fixture
 def launcher_handler():

@@ -14,6 +14,8 @@ from tfx_hydra.process import keep_interrupts_from_finalizers, raise_missed_inte
 from tfx_hydra.schemas import TrackingConfig
 from tfx_hydra.tracking import tracked_run
 
+pytestmark = pytest.mark.signals
+
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_during_a_store_write_waits_for_it_then_ends_the_run_killed(tmp_path, signum):

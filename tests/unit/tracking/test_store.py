@@ -39,6 +39,7 @@ def test_an_unwritable_sqlite_folder_is_reported(tmp_path):
 
 
 @pytest.mark.fresh_store
+@pytest.mark.signals
 def test_a_ctrl_c_while_mlflow_migrates_a_new_store_waits_for_it_so_the_store_is_whole(tmp_path):
     """Fault injection: Ctrl-C planted right after one of the migration's ALTER TABLEs (the instant cannot be
     caused otherwise). Raised there, it left a store every later open refused ("duplicate column name")."""
