@@ -62,8 +62,7 @@ def test_every_optimizer_option_builds_from_its_config_and_trains(option, data):
     losses = model.fit(data.train, epochs=3, verbose=0).history["loss"]
     assert np.isfinite(losses).all() and any(not np.array_equal(b, np.asarray(w))
                                             for b, w in zip(before, model.trainable_weights))
-    if option != "adafactor":  # Keras' Adafactor does not train this small MLP (see conf/optimizer/adafactor.yaml)
-        assert losses[-1] < losses[0]
+    assert losses[-1] < losses[0]  # adafactor too: its epsilon_1 keeps its second moments normal floats
 
 
 @pytest.mark.parametrize("decay_all", [False, True])
