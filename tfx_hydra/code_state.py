@@ -33,8 +33,9 @@ class CodeState:
     folder: str                 # the folder holding the package
     commit: str | None = None   # its git work tree's commit, None outside git
     dirty: bool = False
-    diff: str = ""
+    diff: str = ""              # the uncommitted change, new files included (environment.git_state)
     version: str | None = None  # the installed distribution's version, outside git
+    left_out: tuple[str, ...] = ()  # untracked files too large for the diff
 
     @property
     def described(self) -> str:
@@ -66,7 +67,8 @@ def code_states(packages: list[str]) -> list[CodeState]:
         installed = {"site-packages", "dist-packages"} & set(os.path.normpath(folder).split(os.sep))
         git = git_state(folder) if not installed else None  # an environment may live in a git tree (pyenv's)
         if git is not None and git.commit:
-            states.append(CodeState(package, _work_tree(folder), git.commit, git.dirty, git.diff))
+            states.append(CodeState(package, _work_tree(folder), git.commit, git.dirty, git.diff,
+                                    left_out=git.left_out))
         else:
             states.append(CodeState(package, folder, version=_version(package)))
     return states

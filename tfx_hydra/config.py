@@ -118,6 +118,34 @@ def users_traceback(error: BaseException) -> str:
     return "\n".join("  " + line for text in lines for line in text.rstrip("\n").split("\n"))
 
 
+def users_code_error(error: BaseException, doing: str) -> str | None:
+    """The message for an error raised inside the user's code while tfx_hydra was `doing` something (training:
+    a callback, metric, loss or layer of theirs): one line of ours and the user's own frames, as a build error
+    shows them; None when no frame of the traceback is the user's (then it is ours or a library's, and keeps
+    its whole traceback)."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if is_users_file(f.filename)]
+    if not frames:
+        return None
+    lines = traceback.format_list(frames) + traceback.format_exception_only(type(error), error)
+    shown = "\n".join("  " + line for text in lines for line in text.rstrip("\n").split("\n"))
+    return f"{doing} raised {type(error).__name__} in your code:\n{shown}"
+
+
+def is_users_file(filename: str) -> bool:
+    """A traceback frame's file in the user's code: not tfx_hydra's, not an installed package's (site-packages),
+    not Python's own library, not code TensorFlow generated (autograph's temporary files)."""
+    import sysconfig
+
+    path = os.path.abspath(filename)
+    ours = os.path.dirname(os.path.abspath(__file__))
+    library = {os.path.abspath(sysconfig.get_paths()[key]) for key in ("stdlib", "platstdlib")}
+    parts = set(path.split(os.sep))
+    return not (filename.startswith("<") or path.startswith(ours + os.sep) or parts & {"site-packages", "dist-packages"}
+                or any(path.startswith(folder + os.sep) for folder in library) or "__autograph_generated" in path)
+
+
 def targets(node: Any, key: str = "") -> Iterator[tuple[str, str]]:
     """(key, `_target_`) of every node of a config container that names code, Hydra's own node left out."""
     if isinstance(node, dict):

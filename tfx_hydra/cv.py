@@ -105,12 +105,29 @@ def fold_indices(y, folds: int, fold: int, seed: int, stratified: bool):
     return held
 
 
+# our sources that read their data into memory, where folds are cut (from_arrays): the others stream files
+FOLDING_SOURCES = {"tfx_hydra.data.digits": "digits", "tfx_hydra.data.synthetic": "synthetic",
+                   "tfx_hydra.data.keras_dataset": "keras (mnist, ..., a .npz)", "tfx_hydra.data.csv": "csv",
+                   "tfx_hydra.data.text_folder": "text_folder", "tfx_hydra.data.text_table": "text_table"}
+STREAMED_FIX = f"a source read into memory ({', '.join(FOLDING_SOURCES.values())}), or cv=none"
+
+
+def require_foldable(cv: Any, data: Any, option: str | None = None) -> None:
+    """cv=kfold on one of our streamed sources (tfrecord, image_folder, tfds), refused before any job or sweep
+    record exists; a source of the user's is known only once built (require_folded)."""
+    target = str((data or {}).get("_target_", ""))
+    if cv is None or cv.get("name") != "kfold" or not target.startswith("tfx_hydra.") or target in FOLDING_SOURCES:
+        return
+    named = f"data={option}" if option else f"data._target_={target}"
+    raise ConfigError(f"cv=kfold cuts folds from data held in memory, and {named} streams its examples (files read "
+                      "batch by batch).", fix=STREAMED_FIX)
+
+
 def require_folded(datasets, cv: CvConfig | None, target: str) -> None:
     """A streamed source ignores cv=kfold: said, rather than a 'fold' trained on the usual split."""
     if cv is not None and cv.active and not datasets.folded:
         raise DataError(f"cv=kfold cuts folds from data held in memory, and data._target_={target} streams its "
-                        "examples (files read batch by batch).", fix="a source read into memory (digits, "
-                        "synthetic, keras, csv, text_table, a .npz), or cv=none")
+                        "examples (files read batch by batch).", fix=STREAMED_FIX)
 
 
 def tags(cv: CvConfig | None) -> dict[str, str]:

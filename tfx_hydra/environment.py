@@ -8,6 +8,7 @@ changes the machine. A missing tool (git, nvidia-smi) is recorded as such, never
 from __future__ import annotations
 
 import functools
+import os
 import platform
 import subprocess
 from dataclasses import dataclass
@@ -23,8 +24,16 @@ VERSIONED_PACKAGES = ("tensorflow", "keras", "hydra-core", "omegaconf", "mlflow"
 class GitState:
     commit: str | None  # None outside a git work tree
     branch: str | None = None
-    dirty: bool = False
-    diff: str = ""  # `git diff HEAD` when dirty: the uncommitted change the run used
+    dirty: bool = False  # uncommitted changes, or files git does not track (outside .gitignore)
+    diff: str = ""  # when dirty: the change the run used, new files included (`git apply` restores it)
+    left_out: tuple[str, ...] = ()  # untracked files too large for the diff (their paths)
+
+
+UNTRACKED_LIMIT = 1 << 20  # bytes: an untracked file larger than this (data, a checkpoint) is named, not recorded
+UNTRACKED_BUDGET = 8 << 20  # bytes of untracked files a diff holds in all: the rest are named, not recorded
+# what tfx_hydra and its tools write into a launch folder (the store with SQLite's -wal/-shm/-journal files while
+# it is open): never the user's code, whatever .gitignore says
+OWN_OUTPUTS = ("mlflow.db*", "mlruns", "outputs", "multirun", "optuna.db*", "test-artifacts")
 
 
 def collect_environment(hardware: HardwareInfo) -> dict[str, str]:
@@ -78,14 +87,45 @@ def gpu_driver() -> str | None:
 
 
 def git_state(path: str) -> GitState:
-    """The commit, branch and uncommitted change of the git work tree holding `path`."""
+    """The commit, branch and uncommitted change of the git work tree holding `path`. Files git does not track
+    (and .gitignore does not name) are part of the change: a new model file the run imported makes the tree
+    dirty, and its whole text is in the diff, so `git checkout <commit> && git apply <diff>` restores what ran.
+    tfx_hydra's own outputs (the store, outputs/) are never counted; an untracked file over 1 MiB is named in
+    `left_out` instead of copied."""
     commit = _run(["git", "-C", path, "rev-parse", "HEAD"])
-    if not commit:
+    top = git_toplevel(path)
+    if not commit or not top:
         return GitState(commit=None)
     branch = _run(["git", "-C", path, "rev-parse", "--abbrev-ref", "HEAD"])
-    status = _run(["git", "-C", path, "status", "--porcelain", "--untracked-files=no"])
-    diff = _run(["git", "-C", path, "diff", "HEAD"]) if status else ""
-    return GitState(commit=commit.strip(), branch=(branch or "").strip() or None, dirty=bool(status), diff=diff or "")
+    excluded = [f":(exclude,glob)**/{name}" for name in OWN_OUTPUTS] + \
+        [f":(exclude,glob)**/{name}/**" for name in OWN_OUTPUTS]
+    status = _run(["git", "-C", top, "status", "--porcelain", "-z", "--untracked-files=all", "--", ".", *excluded])
+    entries = [entry for entry in (status or "").split("\0") if entry]
+    untracked = [entry[3:] for entry in entries if entry.startswith("?? ")]
+    if not entries:
+        return GitState(commit=commit.strip(), branch=(branch or "").strip() or None)
+    large, room = [], UNTRACKED_BUDGET
+    for name in untracked:
+        size = os.path.getsize(os.path.join(top, name))
+        if size > min(UNTRACKED_LIMIT, room):
+            large.append(name)
+        else:
+            room -= size
+    large = tuple(large)
+    diff = _run(["git", "-C", top, "diff", "--binary", "HEAD"]) or ""
+    diff += "".join(_new_file_patch(top, f) for f in untracked if f not in large)
+    return GitState(commit=commit.strip(), branch=(branch or "").strip() or None, dirty=True, diff=diff, left_out=large)
+
+
+def _new_file_patch(top: str, relative: str) -> str:
+    """A file git does not track, as a patch that creates it (`git diff --no-index`: nothing is written into
+    the repository; it exits 1 when the files differ, as a new file always does)."""
+    try:
+        done = subprocess.run(["git", "-C", top, "diff", "--no-index", "--binary", "--", os.devnull, relative],
+                              capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout if done.returncode in (0, 1) else ""
 
 
 def git_toplevel(path: str) -> str | None:

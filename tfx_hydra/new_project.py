@@ -3,7 +3,8 @@
 It writes, from tfx_hydra/project_template/: a pyproject.toml whose [tool.tfx_hydra] table makes
 tfx_hydra find the project (project.py), a package with a model builder (with a layer of its own)
 and a data source (its own tf.data pipelines), their options in conf/ (`model=tiny`,
-`data=my_data`, `experiment=<package>`), a README, and a smoke test that runs `debug=fast` on them.
+`data=my_data`, `experiment=<package>`), a README, a smoke test that runs `debug=fast` on them, and a
+.gitignore for what runs write (the store, outputs/): a run records the project's code as its git state.
 Nothing is overwritten: an existing file is a mistake said before anything is written.
 """
 
@@ -72,8 +73,11 @@ def package_name(root: str, given: str | None) -> str:
 
 
 def target_of(relative: Path, package: str) -> Path:
-    """Where a template lands: without .tmpl, `package/` as the package, the experiment by its name."""
+    """Where a template lands: without .tmpl, `package/` as the package, the experiment by its name,
+    `gitignore` as .gitignore (a hidden file would be left out of the wheel's package data)."""
     parts = [package if part == "package" else part for part in relative.with_suffix("").parts]
+    if parts == ["gitignore"]:
+        parts = [".gitignore"]
     if parts[:2] == ["conf", "experiment"]:
         parts[-1] = f"{package}.yaml"
     return Path(*parts)

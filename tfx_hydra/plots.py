@@ -44,16 +44,20 @@ def plot_training_curves(history: dict[str, Sequence[float]], path: str) -> str:
     return path
 
 
-def plot_confusion_matrix(matrix: Sequence[Sequence[int]], path: str) -> str:
-    """Rows are true classes, columns predicted ones (numbered as the labels are); each cell shows its count."""
+def plot_confusion_matrix(matrix: Sequence[Sequence[int]], path: str, names: Sequence[str] = ()) -> str:
+    """Rows are true classes, columns predicted ones (named by `names`, else numbered as the labels are); each
+    cell shows its count."""
     plt = pyplot()
     size = len(matrix)
-    names = [str(i) for i in range(size)]
-    figure, axis = plt.subplots(figsize=(max(4, 0.5 * size + 2), max(4, 0.5 * size + 2)))
+    names = list(names) or [str(i) for i in range(size)]
+    room = 0.5 + 0.08 * max((len(name) for name in names), default=1)  # inches a tick's name needs
+    figure, axis = plt.subplots(figsize=(max(4, 0.5 * size + 1 + room), max(4, 0.5 * size + 1 + room)))
     image = axis.imshow(matrix, cmap="Blues")
     figure.colorbar(image, ax=axis, fraction=0.046)
-    axis.set(xticks=range(size), yticks=range(size), xticklabels=names, yticklabels=names,
-             xlabel="predicted", ylabel="true", title="confusion matrix (test split)")
+    axis.set(xticks=range(size), yticks=range(size), xlabel="predicted", ylabel="true",
+             title="confusion matrix (test split)")
+    axis.set_xticklabels(names, rotation=45 if max(len(name) for name in names) > 2 else 0, ha="right")
+    axis.set_yticklabels(names)
     if size <= 30:  # beyond that the numbers would not fit
         peak = max((max(row) for row in matrix), default=0)
         for i, row in enumerate(matrix):

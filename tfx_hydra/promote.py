@@ -17,7 +17,7 @@ import os
 import sys
 
 from tfx_hydra import tracking
-from tfx_hydra.console import quiet_libraries, use_terminal
+from tfx_hydra.console import quiet_libraries, shown_names, use_terminal
 from tfx_hydra.errors import ExportError, TfxHydraError
 
 log = logging.getLogger("tfx_hydra.promote")
@@ -60,6 +60,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def promote(run_id: str, label: str, uri: str, model: str | None = None, alias: str | None = None) -> None:
+    from tfx_hydra.export.served import LABELS_FILE, read_labels
     from tfx_hydra.export.serving_config import labels_of, read_config, write_models_config
 
     client = tracking.client_for(uri)
@@ -74,6 +75,15 @@ def promote(run_id: str, label: str, uri: str, model: str | None = None, alias: 
     path = write_models_config(export_dir, (name, label, version))
     was = "" if before is None else (" (it already was)" if before == version else f" (was version {before})")
     log.info(f"promote: {path} now serves {name} version {version} as `{label}`{was}")
+    names = read_labels(os.path.join(version_dir, LABELS_FILE))
+    if names:
+        log.info(f"promote: it answers with the classes {shown_names(names)}")
+    sharing = sorted(other for other, at in labels_of(read_config(export_dir)).get(name, {}).items()
+                     if at == version and other != label)
+    if sharing:
+        log.warning(f"promote: {' and '.join(f'`{other}`' for other in sharing)} also point(s) at version {version}: "
+                    f"those labels now serve the same model (promote another run --label {sharing[0]} to split "
+                    "them again)")
     registered = client.search_model_versions(f"run_id = '{run_id}'")
     for found in registered:
         client.set_registered_model_alias(found.name, alias or label, found.version)
@@ -95,6 +105,14 @@ def exported_version(client, run_id: str) -> str:
         raise ExportError(f"run {run_id} is {run.info.status}: only a finished run's model goes live.",
                           fix="promote a FINISHED run (a sweep's table names its best)")
     path = run.data.tags.get(EXPORT_TAG)
+    if path is None and "sweep.jobs" in run.data.tags:  # a sweep's parent run: its jobs trained, not it
+        best = run.data.tags.get("sweep.best_run_id")
+        raise ExportError(f"run {run_id} is a sweep's parent run: it trained and exported nothing itself" +
+                          (f"; its best job is run {best} ({run.data.tags.get('sweep.best_run_name', '')})." if best
+                           else " (a k-fold sweep's folds are no model to ship: train the configuration on all the "
+                           "data, then promote that run)."),
+                          fix=f"tfx-hydra promote {best} --label <label>" if best else "promote a run that exported a "
+                          "SavedModel")
     if path is None:
         raise ExportError(f"run {run_id} exported no SavedModel (no {EXPORT_TAG} tag).",
                           fix="train with export=savedmodel and export.savedmodel.export_dir=<the folder TF Serving "

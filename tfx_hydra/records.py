@@ -6,7 +6,6 @@ contract). Step-level, not tracking plumbing: it reads what the steps chose and 
     record_launch  the config, Hydra's saved configs, git state and packages: before any training
     record_setup   what the hardware, precision and strategy steps chose (and why), the environment
     record_model   the model summary and its parameter counts
-    record_evaluated_model / _split   mode=evaluate: which model, from which run, on which split
 
 TensorFlow and MLflow are imported inside the functions (through the tracker).
 """
@@ -19,12 +18,12 @@ import logging
 import os
 import shlex
 import time
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
 
 from tfx_hydra.config import choice, single_run_hydra_overrides
+from tfx_hydra.console import shown_names, terminal_columns
 from tfx_hydra.tracking import Tracker, mask_files
 
 if TYPE_CHECKING:  # for the annotation only: importing records must not import the strategy step
@@ -105,7 +104,7 @@ def record_launch(tracker: Tracker, cfg: DictConfig, output_dir: str, launch_dir
         tracker.log_config(resolved)
     git = git_state(launch_dir)
     tags = {"git.commit": git.commit or "none (not a git work tree)", "git.dirty": git.dirty,
-            "git.branch": git.branch or "none"}
+            "git.branch": git.branch or "none", **left_out_tag("git.left_out", git.left_out, "git")}
     if git.commit:
         tags["mlflow.source.git.commit"] = git.commit  # shown by the MLflow UI's run page
     tracker.set_tags(tags)
@@ -139,16 +138,28 @@ def record_code(cfg: DictConfig, environment_dir: str) -> dict[str, str]:
     from tfx_hydra.project import find_project
 
     states = code_states(target_packages(cfg))
+    left_out = {}
     for state in states:
+        left_out |= left_out_tag(f"git.left_out.{state.package}", state.left_out, f"code {state.package}")
         if state.dirty:
             os.makedirs(os.path.join(environment_dir, "code"), exist_ok=True)
             with open(os.path.join(environment_dir, "code", f"{state.package}.diff"), "w", encoding="utf-8") as diff:
                 diff.write(state.diff)
     project = find_project(cfg.paths.launch_dir)
-    tags = code_tags(states) | {"environment.pythonpath": os.environ.get("PYTHONPATH") or "none"}
+    tags = code_tags(states) | left_out | {"environment.pythonpath": os.environ.get("PYTHONPATH") or "none"}
     if project is not None:
         tags |= {"project.root": project.root, "project.config_dir": project.config_dir}
     return tags
+
+
+def left_out_tag(tag: str, paths: tuple[str, ...], what: str) -> dict[str, str]:
+    """`tag`: untracked files too large to record (a re-run cannot restore them), said once."""
+    if not paths:
+        return {}
+    shown = ", ".join(paths[:5]) + (f", ... ({len(paths)} in all)" if len(paths) > 5 else "")
+    log.warning(f"{what}: {len(paths)} untracked file(s) over 1 MiB are not in the recorded diff: {shown}. "
+                "A re-run cannot restore them: commit them, or name them in .gitignore if they are data.")
+    return {tag: shown}
 
 
 def record_setup(tracker: Tracker, setup: Setup, precision_warnings: list[str]) -> None:
@@ -213,11 +224,29 @@ def record_data(tracker: Tracker, datasets, fold_tags: dict[str, str] | None = N
     log.info(f"data: {named}, {datasets.num_train:,} train / {datasets.num_validation:,} validation{fold} / "
              f"{datasets.num_test:,} test examples; inputs {tuple(spec.input_shape)}, "
              f"{spec.task.describe(spec.num_classes)}")
+    if spec.class_names:
+        log.info(f"classes: {shown_names(spec.class_names)}")
     tracker.set_tags({**fold_tags, "task": spec.task.name, "data.num_train": datasets.num_train,
                       "data.num_validation": datasets.num_validation, "data.num_test": datasets.num_test,
                       "data.input_shape": str(tuple(spec.input_shape)),
-                      "data.num_classes": spec.num_classes})
+                      "data.num_classes": spec.num_classes, **class_names_tag(spec.names)})
     tracker.log_datasets(datasets.reads.values())
+
+
+CLASS_NAMES_TAG = "data.class_names"
+TAG_ROOM = 5000  # characters of an MLflow tag the names may fill (its limit is 8000)
+
+
+def class_names_tag(names: tuple[str, ...]) -> dict[str, str]:
+    """`data.class_names`: the names as a JSON list in index order (numbered where the data names none); one
+    that would not fit a tag keeps the first names and says how many there are."""
+    if not names:
+        return {}
+    text = json.dumps(list(names), ensure_ascii=False)
+    if len(text) > TAG_ROOM:
+        kept = json.dumps(list(names), ensure_ascii=False)[:TAG_ROOM].rsplit('", "', 1)[0] + '"'
+        text = f"{kept}, ... ({len(names)} names in all; every export holds them: labels.txt)]"
+    return {CLASS_NAMES_TAG: text}
 
 
 def record_model(tracker: Tracker, model, output_dir: str) -> None:
@@ -242,36 +271,6 @@ def record_model(tracker: Tracker, model, output_dir: str) -> None:
 
 
 SUMMARY_WIDTH = 110  # the model summary's width, whether or not a terminal is attached
-
-
-@contextmanager
-def terminal_columns(columns: int) -> Iterator[None]:
-    """COLUMNS (which rich and shutil read for the terminal's width) set for the block."""
-    saved = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = str(columns)
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop("COLUMNS", None)
-        else:
-            os.environ["COLUMNS"] = saved
-
-
-def record_evaluated_model(tracker: Tracker, source: str, path: str) -> None:
-    """mode=evaluate's first line: which model, and the run it came from."""
-    origin = f" (the export of MLflow run {source[len('runs:/'):].strip('/').split('/')[0]})" \
-        if source.startswith("runs:/") else ""
-    log.info(f"evaluate: the SavedModel at {path}{origin}")
-    tracker.set_tags({"export.source.path": path})
-
-
-def record_evaluated_split(datasets) -> str:
-    """mode=evaluate's second line: which data and split; returns the data's name for messages."""
-    named = f"data={choice('data')}" if choice("data") else "the configured data"
-    log.info(f"evaluate: on the test split of {named}: {datasets.num_test:,} examples, inputs "
-             f"{tuple(datasets.spec.input_shape)}, {datasets.spec.task.describe(datasets.spec.num_classes)}")
-    return named
 
 
 def weights_sha256(model) -> str:

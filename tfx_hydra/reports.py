@@ -36,18 +36,19 @@ def record_plots(tracker: Tracker, model, datasets, history, output_dir: str, pe
         import numpy as np
 
         curves = {name: [float(v) for v in series] for name, series in history.history.items()}
-        np.savez(os.path.join(folder, PENDING_FILE), values=values, labels=labels, history=json.dumps(curves))
+        np.savez(os.path.join(folder, PENDING_FILE), values=values, labels=labels, history=json.dumps(curves),
+                 names=np.asarray(datasets.spec.names, dtype=str))
         tracker.set_tags({PLOTS_PENDING: folder})
         return
-    draw_plots(datasets.spec.task, values, labels, history.history, folder)
+    draw_plots(datasets.spec.task, values, labels, history.history, folder, datasets.spec.names)
     tracker.log_artifacts(folder, "plots")
 
 
-def draw_plots(task, values, labels, history: dict, folder: str) -> None:
+def draw_plots(task, values, labels, history: dict, folder: str, names: tuple[str, ...] = ()) -> None:
     from tfx_hydra.plots import plot_training_curves
 
     plot_training_curves(history, os.path.join(folder, "training_curves.png"))
-    task.report(values, labels, folder)
+    task.report(values, labels, folder, names)
 
 
 def draw_pending_plots(folder: str, task) -> bool:
@@ -60,7 +61,8 @@ def draw_pending_plots(folder: str, task) -> bool:
         return False
     with np.load(path) as saved:
         values, labels, history = saved["values"], saved["labels"], json.loads(str(saved["history"]))
-    draw_plots(task, values, labels, history, folder)
+        names = tuple(str(name) for name in saved["names"]) if "names" in saved.files else ()
+    draw_plots(task, values, labels, history, folder, names)
     os.remove(path)
     return True
 

@@ -25,16 +25,17 @@ import os
 from omegaconf import DictConfig, OmegaConf
 
 from tfx_hydra import cv, records, reports, sweeps, task, tracking, trainer
-from tfx_hydra.config import build, require_importable_targets
-from tfx_hydra.console import print_summary
+from tfx_hydra.config import build, choice, require_importable_targets
+from tfx_hydra.console import print_summary, shown_names
 from tfx_hydra.data.pipeline import require_datasets
 from tfx_hydra.data.preflight import check_data_config
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.export import check_exporters, evaluate_saved_model, export_model, resolve_export_source
+from tfx_hydra.export.source import record_evaluated_model, record_evaluated_split
 from tfx_hydra.hardware import setup_hardware
 from tfx_hydra.lr_schedule import LrScheduleConfig
 from tfx_hydra.models.adapt import adapt_to_training_split
-from tfx_hydra.models.contract import require_fits_data, require_keras_model
+from tfx_hydra.models.contract import require_fits_data, require_keras_model, require_model_takes_the_inputs
 from tfx_hydra.models.heads import in_target_units
 from tfx_hydra.precision import resolve_policy, set_precision
 from tfx_hydra.schemas import Settings
@@ -102,7 +103,9 @@ def run(cfg: DictConfig) -> float | list[float] | sweeps.PrunedResult | sweeps.W
             trial.completed(tracker, history)
 
     ui = tracker.ui_command if job is None else None  # a sweep ends with its own, once
-    print_summary(metrics, tracker.run_id, exports, ui, output_dir, records.weights_said(model))
+    print_summary(metrics, tracker.run_id, exports, ui, output_dir, records.weights_said(model),
+                  shown_names(datasets.spec.class_names) if datasets.spec.class_names else None,
+                  history.kept.said if history.kept.chosen else None)
     return objective
 
 
@@ -111,7 +114,9 @@ def preflight(cfg: DictConfig) -> Settings:
     settings = validate(cfg)
     settings.lr_schedule = validate_section(cfg, "lr_schedule", LrScheduleConfig) if "lr_schedule" in cfg else None
     settings.cv = validate_section(cfg, "cv", cv.CvConfig) if "cv" in cfg else None
+    cv.require_foldable(cfg.get("cv"), cfg.data, choice("data"))
     require_importable_targets(OmegaConf.to_container(cfg, resolve=False))
+    require_model_takes_the_inputs(cfg.model, cfg.data)
     sweeps.require_multirun_for_search(cfg)
     if cfg.mode == "train":
         sweeps.require_known_metric(settings)
@@ -138,13 +143,14 @@ def evaluate_export(cfg: DictConfig, settings: Settings) -> float:
         tracker.log_config(records.resolved_config(cfg))
         path = resolve_export_source(source, settings.tracking, cfg.paths.launch_dir,  # before TensorFlow: fails fast
                                      download_dir=os.path.join(output_dir, "export_source"))
-        records.record_evaluated_model(tracker, source, path)
+        record_evaluated_model(tracker, source, path)
         setup_hardware(settings.hardware, settings.seed)
         batch_size = settings.trainer.batch_size if settings.trainer.batch_size != "auto" else 256
         datasets = require_datasets(build(cfg.data, "data", batch_size=batch_size), cfg.data._target_,
                                     task.from_config(settings.task))
-        metrics = evaluate_saved_model(path, datasets, records.record_evaluated_split(datasets))
+        metrics = evaluate_saved_model(path, datasets, record_evaluated_split(datasets))
         tracker.log_metrics(metrics)
-    print_summary(metrics, tracker.run_id, [], tracker.ui_command, output_dir, "n/a (evaluate)")
+    print_summary(metrics, tracker.run_id, [], tracker.ui_command, output_dir, "n/a (evaluate)",
+                  shown_names(datasets.spec.class_names) if datasets.spec.class_names else None)
     metric = settings.sweep.metric  # a val_ metric: its test_ value, the only split evaluated here
     return metrics.get(metric, metrics.get(metric.replace("val_", "test_", 1), metrics["test_loss"]))

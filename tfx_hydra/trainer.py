@@ -10,20 +10,19 @@ Keras is imported inside the functions: config validation must not pay for it.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import time
 
 from omegaconf import DictConfig
 
-from tfx_hydra import compiled
+from tfx_hydra import compiled, kept_weights
 from tfx_hydra.backups import FINETUNE_BACKUP, choose_backup_dir, finetuning_backup_exists, remove_backup
 from tfx_hydra.class_weight import class_weights
-from tfx_hydra.config import choice
-from tfx_hydra.console import native_lines_to_log
+from tfx_hydra.config import choice, users_code_error
+from tfx_hydra.console import native_lines_streamed
 from tfx_hydra.debug import NUMERICS_MARK, judge_overfit, non_finite_op, say_numerics_clean, say_profile
-from tfx_hydra.errors import TrainingError
+from tfx_hydra.errors import TfxHydraError, TrainingError
 from tfx_hydra.keras_compat import build_before_first_trace
 from tfx_hydra.lr_schedule import describe as describe_schedule
 from tfx_hydra.lr_schedule import updates_per_epoch
@@ -159,11 +158,11 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     ]
     if trainer.tensorboard and tensorboard_dir:
         callbacks.append(TensorBoardWithGraph.from_config(trainer, tensorboard_dir))
-    stopping = trainer.early_stopping
+    stopping, keeping, early = trainer.early_stopping, None, None
     if stopping.enabled:
-        callbacks.append(keras.callbacks.EarlyStopping(monitor=stopping.monitor, patience=stopping.patience,
-                                                       mode=stopping.mode,
-                                                       restore_best_weights=stopping.restore_best_weights))
+        early = keras.callbacks.EarlyStopping(monitor=stopping.monitor, patience=stopping.patience, mode=stopping.mode,
+                                              restore_best_weights=stopping.restore_best_weights)
+        callbacks.append(early)
     if trainer.keep_best.enabled:  # its best-so-far beside the backup, so a resumed run still has it
         keeping = KeepBest(trainer.keep_best.monitor, trainer.keep_best.mode, backup_dir if trainer.backup else None)
         callbacks.append(keeping)
@@ -183,11 +182,10 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     if trainer.check_numerics:  # before fit traces its step function: every op of it gets a check
         tf.debugging.enable_check_numerics()
     started = time.perf_counter()
-    # check_numerics' finding is also a ~80-line warning TensorFlow's C++ side writes to descriptor 2 as
-    # the step aborts: to the job log, so the terminal shows our one line (our own lines go to stdout)
-    native = native_lines_to_log() if trainer.check_numerics else contextlib.nullcontext()
+    # TensorFlow's C++ lines while training (check_numerics' ~80-line finding as the step aborts, oneDNN's
+    # DT_BOOL note at a multilabel model's first step) go to the job log: the terminal shows our lines (stdout)
     try:
-        with native:
+        with native_lines_streamed(), datasets.named_errors():  # a file that cannot be read: named, not a traceback
             history = model.fit(datasets.train, validation_data=datasets.validation, epochs=last_epoch,
                                 initial_epoch=first_epoch, callbacks=callbacks, class_weight=class_weight,
                                 shuffle=False, verbose=0)  # the pipeline shuffles, seeded
@@ -196,6 +194,12 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     except tf.errors.InvalidArgumentError as err:
         if trainer.check_numerics and NUMERICS_MARK in err.message:
             raise non_finite_op(err.message) from None
+        raise_if_users(err)
+        raise
+    except TfxHydraError:
+        raise
+    except Exception as err:  # a callback, metric, loss or layer of the user's: its frames, not Keras' and ours
+        raise_if_users(err)
         raise
     finally:
         if trainer.check_numerics:  # a process-wide switch: the next run in this process (a sweep's job) is not checked
@@ -203,9 +207,13 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
         if progress:  # Ctrl-C or an error mid-epoch (Keras then ends no epoch): the bar is erased before any
             progress.stop()  # line is said, and is not drawn again under the next one (a search's summary)
     seconds = time.perf_counter() - started
-    if trainer.keep_best.enabled and keeping.best_epoch is not None:
+    if keeping is not None and keeping.best_epoch is not None:
         tracker.set_tags({f"{phase}.best_epoch": keeping.best_epoch + 1, f"{phase}.best_{keeping.monitor}":
                           keeping.best_value})
+    history.kept = kept_weights.describe(first_epoch + len(history.epoch), keeping, early, model.optimizer)
+    if history.kept.chosen:  # the last epoch's own weights, as a user expects without a chooser, go unsaid
+        log.info(f"weights: kept {history.kept.said}")
+    tracker.set_tags({"weights.kept": history.kept.said})
     losses = history.history.get("loss", [])  # finite: NonFiniteGuard saw each epoch's running loss
     if trainer.check_numerics:
         say_numerics_clean(len(losses), datasets.num_train, tracker)
@@ -215,6 +223,16 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
         history.timings = {seconds_name: seconds, throughput_name: datasets.num_train * len(losses) / seconds}
         tracker.log_metrics(history.timings)
     return history
+
+
+def raise_if_users(err: Exception) -> None:
+    """An error raised by the user's code during training, said as a build error is (its frames only); the run
+    ends FAILED with its backup, so the same command resumes once the code is fixed. Else nothing: the caller
+    lets the error go on with its whole traceback (ours or a library's)."""
+    said = users_code_error(err, "training")
+    if said is not None:
+        raise TrainingError(said, fix="fix your code (the frames above are its own); the run's backup is kept: the "
+                            "same command resumes from its last finished epoch") from None
 
 
 def out_of_memory(err, trainer: TrainerConfig, plan: BatchPlan | None) -> TrainingError:
@@ -254,6 +272,7 @@ def merge_histories(first, second):
         first.history.setdefault(key, []).extend(values)
     first.epoch.extend(second.epoch)
     first.timings = {**getattr(first, "timings", {}), **getattr(second, "timings", {})}
+    first.kept = second.kept  # what the last phase ended with
     return first
 
 
@@ -262,9 +281,14 @@ def merge_histories(first, second):
 def evaluate(model, datasets, history, tracker: Tracker) -> dict[str, float]:
     """The run's results (metrics.end_of_run): the last epoch's metrics, each phase's timing, the
     test split's (logged as test_*) and the model's size in `parameters` (logged: a multi-objective
-    search can trade accuracy against it)."""
-    test = model.evaluate(datasets.test, return_dict=True, verbose=0)
+    search can trade accuracy against it). Validation and test figures are the kept weights' (kept_weights.py):
+    where those are not the last epoch's own, the validation split is measured again on them."""
+    with datasets.named_errors():
+        test = model.evaluate(datasets.test, return_dict=True, verbose=0)
     last_epoch = {k: float(v[-1]) for k, v in history.history.items() if v}
+    kept = getattr(history, "kept", None)
+    if kept is not None and not kept.last_epoch:
+        last_epoch = kept_weights.validation_on_kept(model, datasets, last_epoch)
     results = end_of_run(last_epoch, getattr(history, "timings", {}), test, float(model.count_params()))
     tracker.log_metrics({k: v for k, v in results.items() if k.startswith(TEST) or k == PARAMETERS})
     return results

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 from tests.helpers import free_ports, mlflow_runs, run_cli
@@ -130,7 +131,20 @@ CASES = {
         "Fix: data.check_finite_batches=10"]),
     "a fine-tuning metric without fine-tuning": (["sweep.metric=finetune_seconds"], [
         "sweep.metric=finetune_seconds is not a metric this run logs"]),
+    # a model and data that cannot meet, said before anything is built (it failed in the first step's traceback)
+    "text into a numeric model": (["data=text_table", "data.path=/nonexistent/tickets.csv", "data.num_classes=3"], [
+        "ConfigError: data=text_table gives raw text, but model=mlp takes numbers.",
+        "Fix: model=text_baseline (or model=hub_text), or experiment=text_classification"]),
+    "numbers into a text model": (["model=text_baseline"], [
+        "ConfigError: model=text_baseline takes raw text, but data=digits gives numbers.",
+        "Fix: data=text_folder or data=text_table (raw text)"]),
+    "k-fold on a streamed source": (["cv=kfold", "data=tfrecord", "data.train_files=/nonexistent/*.tfrecord",
+                                     "data.input_shape=[8]", "data.num_classes=2"], [
+        "ConfigError: cv=kfold cuts folds from data held in memory, and data=tfrecord streams its examples",
+        "Fix: a source read into memory (digits, synthetic, keras (mnist, ..., a .npz), csv, text_folder, "
+        "text_table), or cv=none"]),
 }
+BEFORE_ANY_RUN = {"text into a numeric model", "numbers into a text model", "k-fold on a streamed source"}
 
 
 # The test process splits its CPU into two logical devices (tests/conftest.py), so in it mirrored has two to
@@ -159,6 +173,36 @@ def test_bad_input_gives_one_clear_message(name, tmp_path):
         assert text in done.stderr, done.stderr[-2000:]
     assert_only_the_message(done.stderr)
     assert [r.info.status for r in mlflow_runs(tmp_path) if r.info.status in ("FINISHED", "RUNNING")] == []
+    if name in BEFORE_ANY_RUN:
+        assert mlflow_runs(tmp_path) == []  # said in preflight: no run was started
+
+
+def test_labels_that_are_numbers_to_predict_are_said_before_any_run_with_regression_as_the_fix(tmp_path):
+    """scikit-learn's diabetes table with its target as the label, left at task=classification: 214 distinct
+    values (the old message said data.num_classes=214)."""
+    from sklearn.datasets import load_diabetes
+
+    bunch = load_diabetes(scaled=False)
+    table = tmp_path / "diabetes.csv"
+    table.write_text(",".join([*bunch.feature_names, "target"]) + "\n" + "".join(
+        ",".join(f"{v:g}" for v in [*x, t]) + "\n" for x, t in zip(bunch.data, bunch.target)))
+    done = run_cli_in_process(["data=csv", f"data.path={table}", "data.label_column=target", "data.input_shape=[10]",
+                               "data.num_classes=3"], cwd=tmp_path)
+    assert done.returncode == 1
+    assert (f"ConfigError: task=classification, but data.label_column=target of {table} holds numbers to predict, "
+            "not classes: 214 distinct values over [25, 346] in its first 442 rows.") in done.stderr, done.stderr
+    assert "Fix: task=regression (numeric targets)" in done.stderr
+    assert_only_the_message(done.stderr)
+    assert mlflow_runs(tmp_path) == []
+
+
+def test_a_k_fold_sweep_of_a_streamed_source_is_refused_before_its_parent_or_folder_exists(tmp_path):
+    done = run_cli_in_process(["cv=kfold", "cv.folds=3", "data=tfrecord", "data.train_files=/nonexistent/*.tfrecord",
+                               "trainer.epochs=1"], cwd=tmp_path, multirun=True)
+    assert done.returncode != 0
+    assert "cv=kfold cuts folds from data held in memory, and data=tfrecord streams its examples" in done.stderr
+    assert "text_folder" in done.stderr and "Traceback" not in done.stderr
+    assert mlflow_runs(tmp_path) == [] and not (tmp_path / "multirun").exists()
 
 
 def test_a_corrupt_npz_fails_the_started_run(tmp_path):
@@ -219,3 +263,24 @@ def test_a_store_or_study_file_that_is_not_one_is_named_and_left_untouched(tmp_p
     assert path.read_bytes() == before  # nothing written into it
     if file == "optuna.db" and (tmp_path / "mlflow.db").exists():  # the search's store: no parent left open
         assert [r.info.status for r in mlflow_runs(tmp_path) if r.info.status in ("FINISHED", "RUNNING")] == []
+
+
+def test_an_unreadable_image_among_good_ones_is_named_when_met_and_the_run_ends_failed(tmp_path):
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for name in ("cats", "dogs"):
+        (tmp_path / "pets" / name).mkdir(parents=True)
+        for i in range(12):
+            Image.fromarray(rng.integers(0, 255, (8, 8, 3)).astype("uint8")).save(tmp_path / "pets" / name / f"{i}.png")
+    broken = tmp_path / "pets" / "dogs" / "5.png"
+    broken.write_bytes(b"\x89PNG\r\n\x1a\n but then nothing an image is made of")
+    done = run_cli_in_process(["data=image_folder", f"data.directory={tmp_path / 'pets'}", "data.input_shape=[8,8,3]",
+                               "data.num_classes=2", "data.validation_split=0.2", "data.test_split=0.2",
+                               "trainer.batch_size=4", "trainer.epochs=1", "export=none"], cwd=tmp_path)
+    assert done.returncode == 1
+    assert f"DataError: {broken} cannot be read as an image (" in done.stderr, done.stderr[-3000:]
+    assert "Fix: replace or remove that file" in done.stderr
+    assert_only_the_message(done.stderr)
+    (run,) = mlflow_runs(tmp_path)
+    assert run.info.status == "FAILED" and run.data.tags["error"].startswith(f"DataError: {broken}")

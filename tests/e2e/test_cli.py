@@ -113,7 +113,8 @@ def test_default_run_logs_its_plots_and_objective(default_run):
         artifact_paths(client, run.info.run_id)
     folder = Path(client.download_artifacts(run.info.run_id, "plots", str(launch / "downloaded")))
     assert (folder / "training_curves.png").read_bytes()[:4] == b"\x89PNG"
-    matrix = np.loadtxt(folder / "confusion_matrix.csv", delimiter=",", dtype=int)
+    matrix = np.loadtxt(folder / "confusion_matrix.csv", delimiter=",", dtype=int, skiprows=1,
+                        usecols=range(1, 11))  # a header of the predicted classes' names, the true one's first
     assert matrix.shape == (10, 10)  # digits: 10 classes
     assert np.trace(matrix) / matrix.sum() == pytest.approx(run.data.metrics["test_accuracy"], abs=1e-6)
 
@@ -221,9 +222,12 @@ def test_several_exports_are_verified_and_logged(tmp_path):
                    cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     (run,) = mlflow_runs(tmp_path)
-    metrics = run.data.metrics
-    assert metrics["export.onnx.max_abs_diff"] < 1e-5 and metrics["export.keras.max_abs_diff"] < 1e-5
-    assert abs(metrics["export.tflite.accuracy"] - metrics["export.tflite.keras_accuracy"]) < 0.05
+    figures = {k: float(v) for k, v in run.data.tags.items() if k.split(".")[-1] in (
+        "max_abs_diff", "accuracy", "keras_accuracy", "size_bytes", "version")}  # what the files are: tags
+    assert figures["export.onnx.max_abs_diff"] < 1e-5 and figures["export.keras.max_abs_diff"] < 1e-5
+    assert abs(figures["export.tflite.accuracy"] - figures["export.tflite.keras_accuracy"]) < 0.05
+    assert figures["export.tflite.size_bytes"] > 0 and figures["export.savedmodel.version"] == 1
+    assert not [k for k in run.data.metrics if k.startswith("export.")]  # never charted beside the epochs
     assert run.data.tags["export.failed"] == "0"
     artifacts = artifact_paths(mlflow_client(tmp_path), run.info.run_id)
     assert {"export/mlp.tflite", "export/mlp.onnx", "export/mlp.keras",  # as on disk, under export/

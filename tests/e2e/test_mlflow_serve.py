@@ -20,10 +20,10 @@ from tests.helpers.in_process import run_cli_in_process
 pytestmark = pytest.mark.slow
 
 
-def readme_curl_body() -> str:
-    """The -d body of README.md's `curl .../invocations` line."""
+def readme_curl_body(holding: str) -> str:
+    """The -d body of README.md's `curl .../invocations` line whose body holds `holding`."""
     lines = (REPO / "README.md").read_text().splitlines()
-    (line,) = [line for line in lines if "curl -s" in line and "/invocations" in line]
+    (line,) = [line for line in lines if "curl -s" in line and "/invocations" in line and holding in line]
     return line.split(" -d '", 1)[1].rstrip("'")
 
 
@@ -45,20 +45,23 @@ def test_mlflow_models_serve_answers_like_the_trained_model(tmp_path):
         tmp_path, env, tmp_path / "serve.log", "mlflow models serve")
     base = f"http://127.0.0.1:{port}"
     try:
-        inputs = np.random.default_rng(0).uniform(0, 1, size=(4, 8, 8)).astype("float32")
+        inputs = np.random.default_rng(0).uniform(0, 16, size=(4, 8, 8)).astype("float32")  # raw digits: 0..16
         request = urllib.request.Request(f"{base}/invocations", data=json.dumps({"inputs": inputs.tolist()}).encode(),
                                          headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request) as response:
-            served = np.asarray(json.loads(response.read())["predictions"])
-        readme_body = readme_curl_body()  # the README's curl example, sent as it is written
+            served = json.loads(response.read())["predictions"]
+        readme_body = readme_curl_body("[[[0, 0, 5, 13")  # the README's curl example, sent as it is written
         request = urllib.request.Request(f"{base}/invocations", data=readme_body.encode(),
                                          headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request) as response:
             answered = json.loads(response.read())["predictions"]
-        assert np.asarray(answered).shape == (1, 10) and abs(sum(answered[0]) - 1) < 1e-4
+        probabilities = answered["probabilities"]
+        assert np.asarray(probabilities).shape == (1, 10) and abs(sum(probabilities[0]) - 1) < 1e-4
+        assert answered["class"] == [str(answered["class_index"][0])]  # the digits' names are their numbers, as text
     finally:
         stop_server(server)
-    # The MLflow model is the Keras model (scaled inputs); the SavedModel takes raw digits pixels (0..16).
+    # The MLflow model takes what the SavedModel takes: the digits' raw pixels (0..16)
     saved_model = tf.saved_model.load(run.data.tags["export.savedmodel.path"])
-    expected = saved_model.signatures["serving_default"](inputs=tf.constant(inputs * 16.0))["probabilities"]
-    np.testing.assert_allclose(served, expected.numpy(), atol=1e-5)
+    expected = saved_model.signatures["serving_default"](inputs=tf.constant(inputs))
+    np.testing.assert_allclose(served["probabilities"], expected["probabilities"].numpy(), atol=1e-5)
+    assert served["class"] == expected["class"].numpy().astype(str).tolist()

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers import cli_env, mlflow_client, mlflow_runs, serve_on_a_free_port, stop_server
+from tests.helpers import cli_env, mlflow_client, mlflow_runs, run_cli, serve_on_a_free_port, stop_server
 from tests.helpers.in_process import run_cli_in_process
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_own_project")]
@@ -89,9 +89,9 @@ def trained(project):
 
 def test_init_writes_a_project_whose_options_join_ours(project):
     assert sorted(p.relative_to(project).as_posix() for p in project.rglob("*") if p.is_file() and ".git" not in p.parts
-                  ) == ["README.md", "acme/__init__.py", "acme/data.py", "acme/layers.py", "acme/models.py",
-                        "conf/data/my_data.yaml", "conf/experiment/acme.yaml", "conf/model/doubled.yaml",
-                        "conf/model/tiny.yaml", "pyproject.toml", "tests/test_smoke.py"]
+                  ) == [".gitignore", "README.md", "acme/__init__.py", "acme/data.py", "acme/layers.py",
+                        "acme/models.py", "conf/data/my_data.yaml", "conf/experiment/acme.yaml",
+                        "conf/model/doubled.yaml", "conf/model/tiny.yaml", "pyproject.toml", "tests/test_smoke.py"]
     helped = run_cli_in_process(["--help"], cwd=project / "acme")  # from a folder inside the project
     assert helped.returncode == 0
     model_line = next(line for line in helped.stdout.splitlines() if line.startswith("model:"))
@@ -144,7 +144,9 @@ def test_the_export_evaluates_and_the_mlflow_model_serves_elsewhere(project, tra
                                          data=json.dumps({"inputs": inputs.tolist()}).encode(),
                                          headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=60) as response:
-            served = np.asarray(json.loads(response.read())["predictions"])
+            answered = json.loads(response.read())["predictions"]
+        served = np.asarray(answered["probabilities"])
+        assert answered["class"] == [str(i) for i in answered["class_index"]]  # my_data's classes are numbered
     finally:
         stop_server(server)
     import keras  # the project's layer is registered in this process: the run above imported acme.layers
@@ -290,6 +292,69 @@ def test_a_mistake_in_the_users_code_is_one_clear_error(project, tmp_path, case)
     statuses = {r.data.tags.get("mlflow.runName", ""): r.info.status for r in mlflow_runs(project)
                 if r.data.params.get("trainer.epochs") == "1"}
     assert "RUNNING" not in statuses.values() and "FINISHED" not in statuses.values(), statuses
+
+
+WIDE = '''import keras
+
+
+def wide(name, input_shape, num_classes, units=64, scale=1.0):
+    inputs = keras.Input(shape=tuple(input_shape), name="inputs")
+    hidden = keras.layers.Dense(units, activation="relu")(keras.layers.Flatten()(inputs))
+    outputs = keras.layers.Dense(num_classes, activation="softmax", dtype="float32")(hidden)
+    return keras.Model(inputs, outputs, name=name)
+'''
+WIDE_YAML = '''defaults:
+  - tiny
+  - _self_
+_target_: acme.wide.wide
+name: wide
+'''
+
+
+def test_code_not_yet_committed_is_recorded_as_a_change_a_reproduce_restores(project, tmp_path):
+    """A new model file and its option, written and run before any commit: the run is recorded dirty with both
+    files in its diff (git's own state is clean of the run's store and outputs: init's .gitignore), and once
+    the user commits them, reproduce's advice -- checkout the recorded commit, apply the recorded diff --
+    brings back exactly the code that ran."""
+    import shutil
+
+    copy = tmp_path / "acme-copy"  # the module's project stays as the other tests left it
+    shutil.copytree(project, copy, ignore=shutil.ignore_patterns("outputs", "mlruns", "mlflow.db*"))
+    subprocess.run(["git", "clean", "-fdq"], cwd=copy, check=True)  # what other tests left there: the commit only
+    subprocess.run(["git", "checkout", "-q", "--", "."], cwd=copy, check=True)
+    (copy / "acme" / "wide.py").write_text(WIDE)
+    (copy / "conf" / "model" / "wide.yaml").write_text(WIDE_YAML)
+    # a fresh interpreter: this test process imported the module's project's `acme`, and the copy has its own
+    done = run_cli(["experiment=acme", "model=wide", "trainer.epochs=1", "export=none", "export.mlflow_model=false"],
+                   cwd=copy)
+    assert done.returncode == 0, done.stderr[-3000:]
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=copy, capture_output=True, text=True).stdout
+    assert sorted(status.splitlines()) == ["?? acme/wide.py", "?? conf/model/wide.yaml"]  # not mlflow.db, outputs/
+    (run,) = mlflow_runs(copy)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=copy, capture_output=True, text=True).stdout.strip()
+    assert run.data.tags["code.acme"] == f"git {commit[:12]} (uncommitted changes) in {copy}"
+    assert run.data.tags["git.dirty"] == "True"
+    client = mlflow_client(copy)
+    diff = Path(client.download_artifacts(run.info.run_id, "environment/code/acme.diff", str(tmp_path))).read_text()
+    assert "+def wide(name, input_shape, num_classes, units=64, scale=1.0):" in diff
+    assert "+_target_: acme.wide.wide" in diff
+
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "add", "-A"], cwd=copy, check=True)
+    subprocess.run([*git, "commit", "-qm", "wide"], cwd=copy, check=True)
+    said = run_in_reproduce([run.info.run_id, "--tracking-uri", f"sqlite:///{copy / 'mlflow.db'}", "--dry-run"],
+                            cwd=tmp_path)
+    assert said.returncode == 0, said.stderr[-3000:]
+    advice = (f"to run the same code: git checkout {commit[:12]} && mlflow artifacts download -r {run.info.run_id} "
+              "-a environment/git.diff -d . && git apply environment/git.diff")
+    assert advice in said.stdout, said.stdout
+    restored = tmp_path / "restored"  # the advice, followed in a fresh clone
+    subprocess.run(["git", "clone", "-q", str(copy), str(restored)], check=True)
+    subprocess.run(["git", "checkout", "-q", commit[:12]], cwd=restored, check=True)
+    recorded = client.download_artifacts(run.info.run_id, "environment/git.diff", str(tmp_path / "download"))
+    subprocess.run(["git", "apply", recorded], cwd=restored, check=True)
+    assert (restored / "acme" / "wide.py").read_text() == WIDE
+    assert (restored / "conf" / "model" / "wide.yaml").read_text() == WIDE_YAML
 
 
 def test_a_project_file_naming_a_missing_folder_is_said(tmp_path):

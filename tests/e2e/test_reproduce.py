@@ -57,8 +57,11 @@ def test_a_deterministic_run_is_reproduced_bit_identically_with_the_differences_
     status, out = run_on_a_terminal([original.info.run_id], tmp_path, columns=120, module="tfx_hydra.reproduce")
     assert status == 0, out[-3000:]
     assert_no_native_chatter(out)
-    assert f"git commit: {first_commit} then, {second_commit} now" in out
-    assert "the run used uncommitted changes: its diff is the artifact environment/git.diff" in out
+    # table.csv is still not committed: the tree has uncommitted changes now as well
+    assert (f"git commit: {first_commit} with uncommitted changes then, {second_commit} with uncommitted changes now "
+            "(to run the same code: "
+            f"git checkout {first_commit[:12]} && mlflow artifacts download -r {original.info.run_id} -a "
+            "environment/git.diff -d . && git apply environment/git.diff)") in out.replace("\n", "")
     assert out.index("difference(s)") < out.index("epoch 1/2")  # listed before the re-run starts
     assert "results are bit-identical" in out and "the data changed" not in out
     assert "weights sha256" in out  # the weights' hash is a result too
@@ -72,7 +75,7 @@ def test_a_deterministic_run_is_reproduced_bit_identically_with_the_differences_
     assert copy.data.tags["model.weights_sha256"] == tags["model.weights_sha256"]
     # the export's size is an artifact figure: listed apart when it differs, never a result difference
     assert "export.savedmodel.size_bytes" not in copy.data.tags.get("reproduce.different_metrics", "")
-    if copy.data.metrics["export.savedmodel.size_bytes"] != original.data.metrics["export.savedmodel.size_bytes"]:
+    if copy.data.tags["export.savedmodel.size_bytes"] != original.data.tags["export.savedmodel.size_bytes"]:
         assert "export.savedmodel.size_bytes" in copy.data.tags["reproduce.different_artifacts"]
     recorded = {i.dataset.digest for i in original.inputs.dataset_inputs}
     assert recorded == {i.dataset.digest for i in copy.inputs.dataset_inputs} and len(recorded) == 3

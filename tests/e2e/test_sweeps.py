@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import statistics
 
 import pytest
@@ -155,5 +156,6 @@ def test_kfold_runs_a_job_per_fold_and_the_parent_reports_mean_and_std(tmp_path)
         assert parent.data.metrics[f"cv_mean_{metric}"] == pytest.approx(statistics.mean(values))
         assert parent.data.metrics[f"cv_std_{metric}"] == pytest.approx(statistics.stdev(values))
     mean, std = parent.data.metrics["cv_mean_val_accuracy"], parent.data.metrics["cv_std_val_accuracy"]
-    assert f"cross-validation  │ val_accuracy {mean:.4f} ± {std:.4f}, test_accuracy" in done.stdout
+    assert re.search(rf"cross-validation +│ val_accuracy {mean:.4f} ± {std:.4f}, test_accuracy", done.stdout)
     assert "(3 folds)" in done.stdout
+    assert "best job" not in done.stdout and "sweep.best_run_id" not in parent.data.tags  # no fold is "the best"

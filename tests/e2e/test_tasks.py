@@ -61,9 +61,9 @@ def test_each_task_trains_logs_its_metrics_and_reports_and_exports(launch, task)
     assert run.data.metrics["objective"] == run.data.metrics[{"binary": "val_auc", "multilabel": "val_f1_macro",
                                                               "regression": "val_loss"}[task]]
     if task == "regression":  # learned: targets are ~50 +- 10, so a model that learned nothing errs by ~8
-        assert run.data.metrics["test_mae"] < 6 and "export.tflite.neg_mae" in run.data.metrics
+        assert run.data.metrics["test_mae"] < 6 and "export.tflite.neg_mae" in run.data.tags
     else:
-        assert run.data.metrics["test_accuracy"] > 0.7 and "export.tflite.accuracy" in run.data.metrics
+        assert run.data.metrics["test_accuracy"] > 0.7 and "export.tflite.accuracy" in run.data.tags
 
 
 @pytest.mark.parametrize("task", list(TASKS))
@@ -101,13 +101,16 @@ def test_mlflow_models_serve_answers_with_each_tasks_outputs(launch, tmp_path):
             stop_server(server)
     saved = {task: tf.saved_model.load(run_of(launch, task).data.tags["export.savedmodel.path"])
              .signatures["serving_default"](inputs=tf.constant(inputs)) for task in TASKS}
-    binary = answers["binary"]  # the probability and the 0/1 decision at task.threshold
+    binary = answers["binary"]  # the probability, the 0/1 decision at task.threshold, and its name
     np.testing.assert_allclose(binary["probabilities"], saved["binary"]["probabilities"].numpy(), atol=1e-5)
-    assert np.array_equal(np.asarray(binary["class"]), (np.asarray(binary["probabilities"]) >= 0.5).astype(int))
-    tags = answers["multilabel"]  # a score per label and the labels that apply
+    decided = (np.asarray(binary["probabilities"]) >= 0.5).astype(int)
+    assert np.array_equal(np.asarray(binary["class_index"]), decided)
+    assert np.array_equal(np.asarray(binary["class"]), decided.astype(str))  # as text: "0", "1" (numbered)
+    tags = answers["multilabel"]  # a score per label, the labels that apply, and their names
     assert np.asarray(tags["probabilities"]).shape == (5, 4)
     assert np.array_equal(np.asarray(tags["labels"]), saved["multilabel"]["labels"].numpy())
-    numbers = np.asarray(answers["regression"])  # in the targets' units (about 50), as the SavedModel says
+    assert tags["tags"] == saved["multilabel"]["tags"].numpy().astype(str).tolist()
+    numbers = np.asarray(answers["regression"]["predictions"])  # in the targets' units (about 50), as the SavedModel
     np.testing.assert_allclose(numbers, saved["regression"]["predictions"].numpy(), rtol=1e-5)
     assert numbers.shape == (5, 2) and 20 < numbers.mean() < 80
 
@@ -138,15 +141,25 @@ def test_tf_serving_s_rest_and_grpc_requests_are_answered_through_each_tasks_exp
         else:  # several: each example's outputs by name (row), each output's batch by name (columnar)
             assert [set(p) for p in row["predictions"]] == [set(direct)] * len(examples)
             for name, value in direct.items():
-                np.testing.assert_allclose([p[name] for p in row["predictions"]], value, rtol=1e-5)
-                np.testing.assert_allclose(columnar["outputs"][name], value, rtol=1e-5)
+                same(value, [p[name] for p in row["predictions"]])
+                same(value, columnar["outputs"][name])
         request = predict_pb2.PredictRequest.FromString(
             predict_request(signature, examples, "mlp", version_label="stable").SerializeToString())
         assert request.model_spec.version_label == "stable" and request.model_spec.signature_name == "serving_default"
         response = answer_grpc(path, request)
         assert set(response.outputs) == set(direct)
         for name, value in direct.items():
-            np.testing.assert_allclose(tf.make_ndarray(response.outputs[name]), value, rtol=1e-5)
+            same(value, tf.make_ndarray(response.outputs[name]))
+
+
+def same(expected: np.ndarray, answered) -> None:
+    """An answer equal to the signature's own: numbers within float32's last digits, names exactly (as text)."""
+    if expected.dtype.kind in "OSU":
+        answered = np.asarray(answered)
+        assert np.array_equal(answered.astype(str) if answered.dtype.kind != "O" else np.vectorize(
+            lambda v: v.decode() if isinstance(v, bytes) else str(v))(answered), expected.astype(str))
+    else:
+        np.testing.assert_allclose(answered, expected, rtol=1e-5)
 
 def test_a_regression_sweep_minimises_untold_and_a_search_prunes_on_val_mae(tmp_path):
     grid = run_cli_in_process(["task=regression", *SMALL, "trainer.epochs=2", "model.units=4,32", "export=none",
@@ -226,7 +239,8 @@ def test_the_multilabel_images_recipe_tags_images_from_a_csv(tmp_path):
     (run,) = mlflow_runs(tmp_path)
     assert run.data.tags["task"] == "multilabel" and run.data.metrics["test_f1_macro"] > 0.8
     serve = tf.saved_model.load(run.data.tags["export.savedmodel.path"]).signatures["serving_default"]
-    assert set(serve.structured_outputs) == {"probabilities", "labels"}
+    assert set(serve.structured_outputs) == {"probabilities", "labels", "tags"}
+    assert run.data.tags["data.class_names"] == '["bar", "dot", "red"]'  # the tags of labels_csv, sorted
 
 
 def test_a_regression_run_is_reproduced_from_its_id_with_its_task(tmp_path):

@@ -47,11 +47,13 @@ def test_the_text_recipe_learns_a_folder_of_texts_and_its_exports_take_raw_strin
 
     serve = tf.saved_model.load(run.data.tags["export.savedmodel.path"]).signatures["serving_default"]
     served = serve(inputs=tf.constant(REVIEWS))  # raw strings in, TF Serving's way
-    assert served["class"].numpy().tolist() == [1, 0]  # pos, neg (class folders in sorted order)
+    assert served["class_index"].numpy().tolist() == [1, 0]  # pos, neg (class folders in sorted order)
+    assert served["class"].numpy().tolist() == [b"pos", b"neg"]  # by the folders' names
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     logged = mlflow.pyfunc.load_model(f"runs:/{run.info.run_id}/model")  # the MLflow model takes strings too
-    np.testing.assert_allclose(np.asarray(logged.predict(np.asarray(REVIEWS, dtype=object))),
-                               served["probabilities"].numpy(), atol=1e-5)
+    answered = logged.predict(np.asarray(REVIEWS, dtype=object))
+    np.testing.assert_allclose(answered["probabilities"], served["probabilities"].numpy(), atol=1e-5)
+    assert list(answered["class"]) == ["pos", "neg"]  # as text, beside the indices
 
     # TF Serving's requests of raw strings (a JSON body, a gRPC PredictRequest) bind to the string input
     from tfx_hydra.export.requests import answer_grpc, answer_rest, predict_request, rest_body, signature_of
@@ -61,9 +63,9 @@ def test_the_text_recipe_learns_a_folder_of_texts_and_its_exports_take_raw_strin
     assert signature.inputs["inputs"].shown() == "string of shape [None]"
     body = json.loads(json.dumps(rest_body(signature, REVIEWS)))
     assert body["instances"] == list(REVIEWS)
-    assert [p["class"] for p in answer_rest(path, body)["predictions"]] == [1, 0]
+    assert [(p["class"], p["class_index"]) for p in answer_rest(path, body)["predictions"]] == [("pos", 1), ("neg", 0)]
     response = answer_grpc(path, predict_request(signature, REVIEWS, "text"))
-    assert tf.make_ndarray(response.outputs["class"]).tolist() == [1, 0]
+    assert tf.make_ndarray(response.outputs["class"]).tolist() == [b"pos", b"neg"]
 
 
 def test_a_jsonl_table_of_tagged_texts_trains_a_multilabel_baseline(tmp_path):

@@ -57,7 +57,7 @@ class RecordingTracker:
     def log_datasets(self, reads) -> None:
         self.datasets = list(reads)
 
-    def log_model(self, model, example_inputs, register_as: str | None = None) -> None:
+    def log_model(self, model, example_inputs, register_as: str | None = None, metadata: dict | None = None) -> None:
         self.models.append(model)
 
     def flush(self) -> None:
@@ -65,6 +65,11 @@ class RecordingTracker:
 
     def end(self, status: str, error: str | None = None) -> None:
         self.ended = (status, error)
+
+
+class PlantedKill(BaseException):
+    """The process dying where a test plants it: not an Exception (a kill is not an error of anybody's code), so
+    it passes through the trainer's handling of errors raised in the user's code, as a real kill would."""
 
 
 class StopAfterEpoch(RecordingTracker):
@@ -77,7 +82,7 @@ class StopAfterEpoch(RecordingTracker):
 
     def log_epoch(self, epoch, logs):
         if epoch == self.stop:
-            raise RuntimeError("stopped here")
+            raise PlantedKill("stopped here")
         super().log_epoch(epoch, logs)
 
 

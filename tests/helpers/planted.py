@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from tfx_hydra.models import mlp
@@ -57,3 +58,17 @@ def loss_nan_when(flag: tf.Variable):
         real = keras.losses.sparse_categorical_crossentropy(y_true, y_pred)
         return tf.where(flag, tf.fill(tf.shape(real), math.nan), real)
     return loss
+
+
+class Scramble(keras.callbacks.Callback):
+    """A planted fault (a callback of the user's, run after ours): at the start of epoch `at` (from 0), heavy
+    noise on every weight, so the epochs after it are worse than the best one before it."""
+
+    def __init__(self, at: int):
+        super().__init__()
+        self.at = at
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if epoch == self.at:
+            rng = np.random.default_rng(0)
+            self.model.set_weights([w + rng.normal(0, 3.0, w.shape).astype(w.dtype) for w in self.model.get_weights()])

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.helpers.fakes import RecordingTracker, StopAfterEpoch
+from tests.helpers.fakes import PlantedKill, RecordingTracker, StopAfterEpoch
 from tests.helpers.planted import loss_nan_when, mlp_with_nan_after
 from tests.helpers.training import ADAM, batches_per_epoch, compiled, settings_with, setup_with
 from tfx_hydra.callbacks import NonFiniteGuard, non_finite_weights
@@ -145,7 +145,7 @@ def test_the_weight_check_finds_a_nan_planted_in_a_trainable_weight():
 def test_a_backup_at_or_past_the_last_epoch_is_refused_before_training(data, tmp_path):
     backup = tmp_path / "backup"
     trainer = TrainerConfig(epochs=5, verbose=False)
-    with pytest.raises(RuntimeError, match="stopped here"):
+    with pytest.raises(PlantedKill, match="stopped here"):
         train(compiled(trainer), data, trainer, StopAfterEpoch(2), backup_dir=str(backup))  # epochs 1-3 backed up
     fewer = TrainerConfig(epochs=2, verbose=False)
     tracker = RecordingTracker()
@@ -159,7 +159,7 @@ def test_a_backup_at_or_past_the_last_epoch_is_refused_before_training(data, tmp
 def test_a_backup_of_another_model_shape_is_refused_before_training(data, tmp_path):
     backup = tmp_path / "backup"
     trainer = TrainerConfig(epochs=5, verbose=False)
-    with pytest.raises(RuntimeError, match="stopped here"):
+    with pytest.raises(PlantedKill, match="stopped here"):
         train(compiled(trainer), data, trainer, StopAfterEpoch(0), backup_dir=str(backup))
     wider = mlp(name="mlp", input_shape=[8, 8], num_classes=10, units=64)
     compile_model(wider, ADAM, settings_with(trainer), setup_with(), RecordingTracker())
@@ -172,7 +172,7 @@ def test_a_resume_logs_the_backed_up_epochs_mlflow_never_got_and_no_epoch_twice(
     backup = tmp_path / "backup"
     trainer = TrainerConfig(epochs=4, verbose=False)
     first = StopAfterEpoch(1)  # epoch 2 backed up, then the process "dies" before its metrics are written
-    with pytest.raises(RuntimeError):
+    with pytest.raises(PlantedKill):
         train(compiled(trainer), data, trainer, first, backup_dir=str(backup))
     assert [epoch for epoch, _ in first.epochs] == [0]
 

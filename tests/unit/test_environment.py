@@ -29,6 +29,37 @@ def test_git_commit_dirty_flag_and_diff(tmp_path):
     assert dirty.dirty is True and "+lr = 0.2" in dirty.diff
 
 
+def test_untracked_files_make_the_tree_dirty_and_their_text_is_in_a_diff_that_restores_them(tmp_path):
+    """A new file git does not track yet (a model file, a layer) is part of what ran: the tree is dirty and the
+    diff creates the file, so `git checkout <commit> && git apply <diff>` restores the tree; .gitignore'd files,
+    tfx_hydra's own outputs (the store while open, with SQLite's side files) and files over 1 MiB (named instead)
+    stay out."""
+    repo, copy = tmp_path / "repo", tmp_path / "restored"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / ".gitignore").write_text("data/\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "x")
+    commit = git(repo, "rev-parse", "HEAD").strip()
+    for ignored in ("data/table.csv", "mlflow.db", "mlflow.db-wal", "outputs/2026-12-04/12-00-00/tfx_hydra.log",
+                    "mlruns/1/meta.yaml"):
+        (repo / ignored).parent.mkdir(parents=True, exist_ok=True)
+        (repo / ignored).write_text("not code\n")
+    assert git_state(str(repo)).dirty is False  # ignored, or a run's own outputs: not the code's state
+    (repo / "acme" / "models").mkdir(parents=True)
+    (repo / "acme" / "models" / "wide.py").write_text("def wide(units=512):\n    return units\n")
+    (repo / "weights.bin").write_bytes(b"\0" * (2 << 20))
+    state = git_state(str(repo / "acme"))  # from a folder inside the tree: the whole tree's state
+    assert state.dirty is True and state.left_out == ("weights.bin",)
+    assert "+def wide(units=512):" in state.diff and "weights.bin" not in state.diff
+
+    git(tmp_path, "clone", "-q", str(repo), str(copy))
+    git(copy, "checkout", "-q", commit)
+    (copy / "run.diff").write_text(state.diff)
+    git(copy, "apply", "run.diff")
+    assert (copy / "acme" / "models" / "wide.py").read_text() == "def wide(units=512):\n    return units\n"
+
+
 def test_outside_a_work_tree_there_is_no_commit(tmp_path):
     assert git_state(str(tmp_path)).commit is None
 

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -51,22 +52,54 @@ def test_versions_count_up_in_tf_serving_layout(trained, tmp_path):
     assert second.path == str(tmp_path / "digits_mlp" / "2")
     assert sorted(os.listdir(tmp_path / "digits_mlp")) == ["1", "2"]  # no staging folder left behind
     assert os.path.isfile(tmp_path / "digits_mlp" / "2" / "saved_model.pb")
-    assert second.metrics["export.savedmodel.version"] == 2.0
+    assert second.figures["export.savedmodel.version"] == 2.0
     graph = tmp_path / "digits_mlp" / "2" / "saved_model.pb"
-    assert second.metrics["export.savedmodel.size_bytes"] > os.path.getsize(graph)
+    assert second.figures["export.savedmodel.size_bytes"] > os.path.getsize(graph)
 
 
 def test_serving_default_takes_raw_inputs_and_names_its_outputs(trained, tmp_path):
     model, data = trained
     result = SavedModelExport(export_dir=str(tmp_path), model_name="m")(model, data)
-    assert result.metrics["export.savedmodel.max_abs_diff"] < 1e-5
+    assert result.figures["export.savedmodel.max_abs_diff"] < 1e-5
     serve = tf.saved_model.load(result.path).signatures["serving_default"]
     scaled, _ = next(iter(data.test))
     raw = scaled.numpy() * 16.0  # the digits' own 0..16 pixel values: scaling is inside the graph
     served = serve(inputs=tf.constant(raw))
     expected = model.predict(scaled, verbose=0)
     np.testing.assert_allclose(served["probabilities"].numpy(), expected, atol=1e-5)
-    np.testing.assert_array_equal(served["class"].numpy(), np.argmax(expected, axis=1))
+    np.testing.assert_array_equal(served["class_index"].numpy(), np.argmax(expected, axis=1))
+    np.testing.assert_array_equal(served["class"].numpy().astype(str), np.argmax(expected, axis=1).astype(str))
+    labels = open(os.path.join(result.path, "assets.extra", "labels.txt"), encoding="utf-8").read().split("\n")
+    assert labels == [str(i) for i in range(10)] + [""]  # one name per line, in index order
+
+
+def test_the_classes_names_are_what_every_export_answers_with_and_carries(tmp_path):
+    """A source that names its classes (here from_pipelines' class_names): the SavedModel answers `class` by name
+    beside `class_index` and holds assets.extra/labels.txt; the .keras, TFLite and ONNX files get
+    <model>.labels.txt beside them, and the ONNX file its metadata `class_names`."""
+    import onnxruntime
+
+    from tfx_hydra.data import from_pipelines
+
+    x = np.random.default_rng(0).normal(size=(120, 4)).astype("float32")
+    y = (x[:, 0] > 0).astype("int64") + (x[:, 1] > 0).astype("int64")
+    pipelines = [tf.data.Dataset.from_tensor_slices((x[i::3], y[i::3])) for i in range(3)]
+    data = from_pipelines(*pipelines, input_shape=[4], num_classes=3, batch_size=8, class_names=["low", "mid", "high"])
+    model = mlp(name="named", input_shape=[4], num_classes=3)
+    results = {exporter.kind: exporter(model, data) for exporter in (
+        SavedModelExport(export_dir=str(tmp_path), model_name="named", warmup_requests=0),
+        KerasExport(export_dir=str(tmp_path), model_name="named"),
+        TFLiteExport(export_dir=str(tmp_path), model_name="named"),
+        OnnxExport(export_dir=str(tmp_path), model_name="named"))}
+    served = tf.saved_model.load(results["savedmodel"].path).signatures["serving_default"](inputs=tf.constant(x[:6]))
+    names = np.asarray(["low", "mid", "high"])
+    assert served["class"].numpy().astype(str).tolist() == names[served["class_index"].numpy()].tolist()
+    assert (tmp_path / "named" / "1" / "assets.extra" / "labels.txt").read_text() == "low\nmid\nhigh\n"
+    for kind in ("keras", "tflite", "onnx"):
+        assert results[kind].beside == [str(tmp_path / "named.labels.txt")]
+    assert (tmp_path / "named.labels.txt").read_text() == "low\nmid\nhigh\n"
+    meta = onnxruntime.InferenceSession(results["onnx"].path).get_modelmeta().custom_metadata_map
+    assert json.loads(meta["class_names"]) == ["low", "mid", "high"]
 
 
 @pytest.mark.slow  # a heavy unit test: the full suite runs it, the quick subset (-m 'not slow') does not
@@ -161,7 +194,7 @@ def test_warm_up_records_are_tf_serving_s_prediction_logs_of_real_examples_and_r
         served = serve(inputs=tf.constant(raw))
         np.testing.assert_allclose(served["probabilities"].numpy(), model(example[None], training=False), atol=1e-5)
     no_warmup = SavedModelExport(export_dir=str(tmp_path), model_name="bare", warmup_requests=0)(model, data).path
-    assert not os.path.exists(os.path.join(no_warmup, "assets.extra"))
+    assert os.listdir(os.path.join(no_warmup, "assets.extra")) == ["labels.txt"]  # the classes' names only
 
 
 
@@ -176,10 +209,12 @@ def test_requests_tf_serving_refuses_are_one_clear_error_in_the_client_helper_an
     path = SavedModelExport(export_dir=str(tmp_path), model_name="m", warmup_requests=0)(model, data).path
     signature = signature_of(path)
     assert signature.inputs["inputs"].shown() == "float32 of shape [None, 8, 8]"
-    assert set(signature.outputs) == {"probabilities", "class"}
+    assert set(signature.outputs) == {"probabilities", "class", "class_index"}
+    assert signature.outputs["class"].dtype == "string"
     examples = np.full((2, 8, 8), 8.0, "float32")
     (first, second) = answer_rest(path, rest_body(signature, examples))["predictions"]
-    assert len(first["probabilities"]) == 10 and first["class"] == int(np.argmax(first["probabilities"]))
+    assert len(first["probabilities"]) == 10 and first["class_index"] == int(np.argmax(first["probabilities"]))
+    assert first["class"] == str(first["class_index"])  # the digits' names are their numbers
     with pytest.raises(RequestError, match=r"(?s)input 'inputs' takes float32 of shape \[None, 8, 8\]; the request "
                                            r"gives shape \[8, 8\]\..*Fix: send a batch"):
         rest_body(signature, examples[0])  # one example, not a batch of one
@@ -226,8 +261,8 @@ def test_tflite_float32_equals_keras_and_runs_in_litert(trained, tmp_path):
     model, data = trained
     result = TFLiteExport(export_dir=str(tmp_path), model_name="m")(model, data)
     assert result.path == str(tmp_path / "m.tflite")
-    assert result.metrics["export.tflite.max_abs_diff"] < 1e-5
-    assert result.metrics["export.tflite.accuracy"] == result.metrics["export.tflite.keras_accuracy"]
+    assert result.figures["export.tflite.max_abs_diff"] < 1e-5
+    assert result.figures["export.tflite.accuracy"] == result.figures["export.tflite.keras_accuracy"]
     interpreter = Interpreter(model_path=result.path)
     assert list(interpreter.get_input_details()[0]["shape_signature"]) == [-1, 8, 8]
 
@@ -237,22 +272,22 @@ def test_quantized_tflite_is_smaller_and_about_as_accurate(trained, tmp_path, qu
     model, data = trained
     plain = TFLiteExport(export_dir=str(tmp_path / "plain"), model_name="m")(model, data)
     quantized = TFLiteExport(export_dir=str(tmp_path), model_name="m", quantization=quantization)(model, data)
-    assert quantized.metrics["export.tflite.size_bytes"] < 0.7 * plain.metrics["export.tflite.size_bytes"]
-    assert abs(quantized.metrics["export.tflite.accuracy"] - quantized.metrics["export.tflite.keras_accuracy"]) < 0.05
+    assert quantized.figures["export.tflite.size_bytes"] < 0.7 * plain.figures["export.tflite.size_bytes"]
+    assert abs(quantized.figures["export.tflite.accuracy"] - quantized.figures["export.tflite.keras_accuracy"]) < 0.05
 
 
 def test_onnx_equals_keras_in_onnx_runtime(trained, tmp_path):
     model, data = trained
     result = OnnxExport(export_dir=str(tmp_path), model_name="m")(model, data)
     assert result.path == str(tmp_path / "m.onnx")
-    assert result.metrics["export.onnx.max_abs_diff"] < 1e-5
-    assert result.metrics["export.onnx.accuracy"] == result.metrics["export.onnx.keras_accuracy"]
+    assert result.figures["export.onnx.max_abs_diff"] < 1e-5
+    assert result.figures["export.onnx.accuracy"] == result.figures["export.onnx.keras_accuracy"]
 
 
 def test_keras_file_reloads_to_the_same_model(trained, tmp_path):
     model, data = trained
     result = KerasExport(export_dir=str(tmp_path), model_name="m")(model, data)
-    assert result.path == str(tmp_path / "m.keras") and result.metrics["export.keras.max_abs_diff"] == 0.0
+    assert result.path == str(tmp_path / "m.keras") and result.figures["export.keras.max_abs_diff"] == 0.0
 
 
 def test_bad_tflite_settings_are_config_errors(tmp_path):
@@ -312,14 +347,15 @@ saved_model, out = sys.argv[-2], sys.argv[-1]
 assert os.path.isfile(os.path.join(saved_model, "saved_model.pb"))
 os.makedirs(out, exist_ok=True)
 json.dump({{"args": sys.argv[1:-2], "format": "graph-model", "weightsManifest": [],
-           "signature": {{"inputs": {{"inputs": {{}}}}, "outputs": {{"probabilities": {{}}, "class": {{}}}}}}}},
+           "signature": {{"inputs": {{"inputs": {{}}}}, "outputs": {{"probabilities": {{}}, "class_index": {{}}}}}}}},
           open(os.path.join(out, "model.json"), "w"))
 """)
     fake.chmod(0o755)
     result = TfjsExport(export_dir=str(tmp_path / "export"), model_name="m", converter=str(fake))(model, data)
     assert result.path == str(tmp_path / "export" / "m_tfjs")
     args = json.loads((tmp_path / "export" / "m_tfjs" / "model.json").read_text())["args"]
-    assert args == ["--input_format=tf_saved_model", "--signature_name=serving_default", "--saved_model_tags=serve"]
+    assert args[:3] == ["--input_format=tf_saved_model", "--signature_name=serving_default", "--saved_model_tags=serve"]
+    assert len(args) == 4 and args[3].startswith("--metadata=class_names:")  # model.json's userDefinedMetadata
 
 
 
@@ -349,7 +385,7 @@ def test_tfjs_converts_in_the_pinned_environment_and_answers_in_node_as_the_save
     converter, modules = tfjs_environment()
     model, data = trained
     result = TfjsExport(export_dir=str(tmp_path), model_name="m", converter=converter)(model, data)
-    assert result.metrics["export.tfjs.weights"] >= 4 and result.metrics["export.tfjs.size_bytes"] > 0
+    assert result.figures["export.tfjs.weights"] >= 4 and result.figures["export.tfjs.size_bytes"] > 0
     if modules is None:
         print("TF.js: converted, model.json and its weights manifest checked; no Node with @tensorflow/tfjs here "
               "for a prediction")
@@ -364,7 +400,9 @@ def test_tfjs_converts_in_the_pinned_environment_and_answers_in_node_as_the_save
     saved = SavedModelExport(export_dir=str(tmp_path / "sm"), model_name="m", warmup_requests=0)(model, data).path
     expected = tf.saved_model.load(saved).signatures["serving_default"](inputs=tf.constant(raw))
     np.testing.assert_allclose(answered["probabilities"], expected["probabilities"].numpy(), atol=1e-5)
-    assert answered["class"] == expected["class"].numpy().tolist()
+    assert answered["class_index"] == expected["class_index"].numpy().tolist()
+    metadata = json.loads((Path(result.path) / "model.json").read_text())["userDefinedMetadata"]
+    assert metadata["class_names"] == [str(i) for i in range(10)]  # TF.js answers numbers: the names are here
 
 
 def test_an_op_tflite_lacks_is_named_with_the_fix(tmp_path):

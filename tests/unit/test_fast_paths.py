@@ -23,7 +23,7 @@ def imported_modules(args: list[str], cwd) -> tuple[set[str], subprocess.Complet
 @pytest.mark.parametrize("args,expected", [
     (["--help"], "Groups (group=option):"),
     (["--cfg", "job"], "_target_: tfx_hydra.models.mlp"),
-    (["init", "new-project"], "init: wrote 9 files into "),
+    (["init", "new-project"], "init: wrote 10 files into "),
 ])
 def test_help_and_cfg_do_not_import_heavy_libraries(args, expected, tmp_path):
     modules, done = imported_modules(args, tmp_path)

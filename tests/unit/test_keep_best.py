@@ -9,7 +9,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from tests.helpers import compose
-from tests.helpers.fakes import RecordingTracker, StopAfterEpoch
+from tests.helpers.fakes import PlantedKill, RecordingTracker, StopAfterEpoch
+from tests.helpers.planted import Scramble
 from tests.helpers.training import settings_with, setup_with
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.models import mlp
@@ -18,20 +19,6 @@ from tfx_hydra.settings import validate
 from tfx_hydra.trainer import compile_model, train
 
 ADAM = OmegaConf.create({"_target_": "keras.optimizers.Adam", "learning_rate": 0.01})
-
-
-class Scramble(keras.callbacks.Callback):
-    """A planted fault (a callback of the user's, run after ours): at the start of epoch `at`, heavy noise on
-    every weight, so the epochs after it are worse than the best one before it."""
-
-    def __init__(self, at: int):
-        super().__init__()
-        self.at = at
-
-    def on_epoch_begin(self, epoch, logs=None):
-        if epoch == self.at:
-            rng = np.random.default_rng(0)
-            self.model.set_weights([w + rng.normal(0, 3.0, w.shape).astype(w.dtype) for w in self.model.get_weights()])
 
 
 def model_for(settings):
@@ -77,7 +64,7 @@ def test_the_best_so_far_survives_a_kill_and_the_resumed_run_still_ends_with_it(
     settings = settings_with(TrainerConfig(epochs=8, verbose=False,
                                            keep_best=KeepBestConfig(enabled=True, monitor="val_loss")))
     killed = StopAfterEpoch(5)
-    with pytest.raises(RuntimeError, match="stopped here"):
+    with pytest.raises(PlantedKill, match="stopped here"):
         train(model_for(settings), data, settings.trainer, killed, backup_dir=str(tmp_path / "backup"),
               users=[Scramble(at=4)])
     before = [logs["val_loss"] for _, logs in killed.epochs]  # epochs 0-4, as MLflow got them

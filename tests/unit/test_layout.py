@@ -33,7 +33,7 @@ LAYERS = [
                "tfx_hydra.plots", "tfx_hydra.environment", "tfx_hydra.keras_compat", "tfx_hydra.sweeps",
                "tfx_hydra.code_state", "tfx_hydra.compiled", "tfx_hydra.task",
                "tfx_hydra.lr_schedule", "tfx_hydra.losses", "tfx_hydra.class_weight",
-               "tfx_hydra.cv", "tfx_hydra.backups"}),
+               "tfx_hydra.cv", "tfx_hydra.backups", "tfx_hydra.kept_weights"}),
     ("tracking", {"tfx_hydra.tracking"}),
     # the vocabulary every layer speaks (precision.py spells the dtype policies the schemas check; it
     # imports Keras only inside the function that sets one)

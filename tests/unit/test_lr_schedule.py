@@ -10,7 +10,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from tests.helpers import compose
-from tests.helpers.fakes import RecordingTracker, StopAfterEpoch
+from tests.helpers.fakes import PlantedKill, RecordingTracker, StopAfterEpoch
 from tests.helpers.training import settings_with, setup_with
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.lr_schedule import LrScheduleConfig, build_schedule, updates_per_epoch
@@ -71,7 +71,7 @@ def test_the_rate_logged_each_epoch_follows_the_schedule_and_continues_after_a_k
         return model
 
     killed = StopAfterEpoch(2)
-    with pytest.raises(RuntimeError, match="stopped here"):
+    with pytest.raises(PlantedKill, match="stopped here"):
         train(compiled_model(), data, settings.trainer, killed, backup_dir=str(tmp_path / "backup"))
     resumed = RecordingTracker()
     model = compiled_model()

@@ -123,5 +123,5 @@ def test_with_ema_the_model_ends_training_holding_the_average_it_is_evaluated_an
     for weight, average in zip(model.trainable_variables, averages):
         np.testing.assert_array_equal(np.asarray(weight), np.asarray(average))  # the average replaced the weights
     export = SavedModelExport(str(tmp_path), "mlp")(model, data)  # and is what the export serves
-    assert export.metrics["export.savedmodel.max_abs_diff"] <= 1e-5
+    assert export.figures["export.savedmodel.max_abs_diff"] <= 1e-5
     assert weights_said(model).endswith("(the EMA of the weights, momentum 0.9)")

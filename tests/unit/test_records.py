@@ -25,8 +25,11 @@ def model_and_data():
 
 def test_the_confusion_matrix_counts_each_true_and_predicted_pair(model_and_data, tmp_path):
     model, data = model_and_data
-    Classification().report(*predictions(model, data.test), str(tmp_path))
-    matrix = np.loadtxt(tmp_path / "confusion_matrix.csv", delimiter=",", dtype=int)
+    Classification().report(*predictions(model, data.test), str(tmp_path), data.spec.names)
+    header, *rows = (tmp_path / "confusion_matrix.csv").read_text().splitlines()
+    assert header == "true \\ predicted," + ",".join(data.spec.names)  # each column and row headed by its class
+    assert [row.split(",")[0] for row in rows] == list(data.spec.names)
+    matrix = np.asarray([[int(v) for v in row.split(",")[1:]] for row in rows])
     truth = np.concatenate([labels.numpy() for _, labels in data.test])
     predicted = np.concatenate([np.argmax(model(inputs, training=False), -1) for inputs, _ in data.test])
     assert matrix.shape == (10, 10) and matrix.sum() == len(truth) == data.num_test

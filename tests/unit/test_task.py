@@ -81,6 +81,26 @@ def test_an_array_label_that_is_not_a_class_index_is_named():
         get("classification").labels(np.array([0, 1.5, 2]), "test", 3)
 
 
+def test_labels_that_read_as_a_quantity_point_to_regression_not_to_more_classes():
+    """Integer labels with many distinct values and few examples each (a price, a dose) under task=classification:
+    the fix is task=regression first; a few classes over the declared number still get data.num_classes."""
+    doses = np.random.default_rng(0).integers(25, 347, 400)
+    with pytest.raises(DataError, match=r"the train labels look like numbers to predict, not classes: \d+ distinct "
+                                        r"values over \[25, 346\]") as caught:
+        get("classification").labels(doses, "train", 3)
+    assert "Fix: task=regression (numeric targets), or data.num_classes=347 if they are class indices" in str(
+        caught.value)
+    with pytest.raises(DataError, match=r"num_classes=3 does not match the data: train labels range over \[0, 4\]"):
+        get("classification").labels(np.arange(100) % 5, "train", 3)
+
+
+def test_a_csv_label_with_fractions_is_a_quantity_named_by_its_row(tmp_path):
+    path = write_csv(tmp_path / "t.csv", ["a", "label"], [(0.1, "151.0"), (0.2, "75.5"), (0.3, "141")])
+    with pytest.raises(DataError, match=r"task=classification: .*t.csv, row 3, has label 75.5: a number with a "
+                                        r"fraction, not a class\.\n  Fix: task=regression"):
+        csv(path, "label", [1], 3, batch_size=1, seed=0)
+
+
 def test_a_multilabel_row_that_is_not_multi_hot_is_named():
     y = np.array([[0, 1, 1], [1, 0, 0], [0, 2, 0]])
     with pytest.raises(DataError, match=r"task=multilabel: example 2 of the train split has 2 for label 1: "
@@ -151,9 +171,9 @@ def trained(tmp_path_factory):
     return made
 
 
-@pytest.mark.parametrize("name, outputs", [("classification", {"probabilities", "class"}),
-                                           ("binary", {"probabilities", "class"}),
-                                           ("multilabel", {"probabilities", "labels"}),
+@pytest.mark.parametrize("name, outputs", [("classification", {"probabilities", "class", "class_index"}),
+                                           ("binary", {"probabilities", "class", "class_index"}),
+                                           ("multilabel", {"probabilities", "labels", "tags"}),
                                            ("regression", {"predictions"})])
 def test_each_tasks_savedmodel_serves_its_outputs_from_raw_inputs(trained, name, outputs):
     task, data, model, export = trained[name]
@@ -163,10 +183,13 @@ def test_each_tasks_savedmodel_serves_its_outputs_from_raw_inputs(trained, name,
     assert set(served) == outputs
     expected = np.asarray(model(scaled))
     assert np.allclose(served[task.output], expected, atol=1e-5)
-    if name == "binary":  # the decision at the threshold, as integers
-        assert np.array_equal(served["class"], (expected >= 0.5).astype(int))
+    if name == "binary":  # the decision at the threshold, as integers, and its name beside it
+        assert np.array_equal(served["class_index"], (expected >= 0.5).astype(int))
+        assert np.array_equal(served["class"].astype(str), served["class_index"].astype(str))  # named "0" and "1"
     if name == "multilabel":
         assert served["labels"].shape == expected.shape and set(np.unique(served["labels"])) <= {0, 1}
+        numbered = np.broadcast_to(np.arange(expected.shape[1]).astype(str), expected.shape)
+        assert np.array_equal(served["tags"].astype(str), np.where(served["labels"] == 1, numbered, ""))
 
 
 def test_each_task_learns_its_synthetic_data_and_evaluating_the_export_agrees(trained):

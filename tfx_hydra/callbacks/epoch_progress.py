@@ -17,9 +17,13 @@ import keras
 
 
 def terminal_console():
-    """The rich console of the run's terminal log handler, if it draws on an interactive terminal."""
-    from tfx_hydra.console import TerminalHandler
+    """The rich console of the run's terminal log handler, if it draws on an interactive terminal that is the
+    run's alone: a job of a launcher that runs jobs side by side (joblib, submitit) shares it with the others,
+    whose bars and lines would cut into its own (its epoch lines still say how it goes)."""
+    from tfx_hydra.console import TerminalHandler, parallel_job_label
 
+    if parallel_job_label():
+        return None
     for handler in logging.getLogger().handlers:
         if isinstance(handler, TerminalHandler) and handler.console.is_terminal:
             return handler.console

@@ -16,8 +16,22 @@ call `use_terminal()`.
 
 from tfx_hydra.console.held_error import HeldJobErrorLine, held_job_error_line
 from tfx_hydra.console.library_lines import library_lines_to
-from tfx_hydra.console.native_lines import native_lines_to_log, quiet_libraries, start_tensorflow_quietly
-from tfx_hydra.console.tables import BARE, epoch_line, format_value, key_value_table, print_summary, render_text
+from tfx_hydra.console.native_lines import (
+    native_lines_streamed,
+    native_lines_to_log,
+    quiet_libraries,
+    start_tensorflow_quietly,
+)
+from tfx_hydra.console.tables import (
+    BARE,
+    epoch_line,
+    format_value,
+    key_value_table,
+    print_summary,
+    render_text,
+    shown_names,
+    terminal_columns,
+)
 from tfx_hydra.console.terminal import (
            NATIVE_LOGGER,
            QuietUnlessVerbose,
@@ -29,5 +43,5 @@ from tfx_hydra.console.terminal import (
 
 __all__ = ["BARE", "HeldJobErrorLine", "NATIVE_LOGGER", "QuietUnlessVerbose", "TerminalFormatter", "TerminalHandler",
            "epoch_line", "format_value", "held_job_error_line", "key_value_table", "library_lines_to",
-           "native_lines_to_log", "quiet_libraries", "start_tensorflow_quietly",
-           "parallel_job_label", "print_summary", "render_text", "use_terminal"]
+           "native_lines_streamed", "native_lines_to_log", "quiet_libraries", "start_tensorflow_quietly",
+           "parallel_job_label", "print_summary", "render_text", "shown_names", "terminal_columns", "use_terminal"]

@@ -50,6 +50,47 @@ def native_lines_to_log() -> Iterator[None]:
                     native.info(line, extra=BARE)
 
 
+@contextmanager
+def native_lines_streamed() -> Iterator[None]:
+    """`native_lines_to_log` for a long block (training): descriptor 2 points into a pipe whose lines a thread
+    hands to the `tfx_hydra.native` logger as they come, so a line TensorFlow writes mid-training (oneDNN's
+    "supports DT_BOOL only on platforms with AVX-512" at a multilabel model's first step) lands in the job
+    log, off the terminal, and one that ends the process (an absl `F...` line, "Fatal Python error") still
+    reaches the terminal before it dies."""
+    import threading
+
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):
+        yield
+        return
+    reading, writing = os.pipe()
+    native = logging.getLogger(NATIVE_LOGGER)
+
+    def forward() -> None:  # logged at INFO (job log only): a handler writing it back to descriptor 2 would loop
+        with os.fdopen(reading, "rb") as lines:
+            for raw in lines:
+                line = raw.decode(errors="replace").rstrip()
+                if not line.strip():
+                    continue
+                native.info(line, extra=BARE)
+                if line[:1] == "F" and line[1:5].isdigit() or line.startswith("Fatal Python error"):
+                    os.write(saved, raw)  # the line the process dies on: on the terminal too
+
+    reader = threading.Thread(target=forward, name="tfx_hydra-native-lines", daemon=True)
+    reader.start()
+    os.dup2(writing, 2)
+    os.close(writing)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)  # the pipe's last writer gone: the reader sees its end
+        reader.join(timeout=10)
+        os.close(saved)
+
+
 def start_tensorflow_quietly() -> None:
     """TensorFlow imported and its devices probed (cuInit's error on a machine without a GPU comes then)
     with its start-up lines to the log, and its objects frozen out of the garbage collector

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import io
 import logging
-from typing import Any
+import os
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from rich.console import Console
 from rich.table import Table
@@ -36,9 +38,15 @@ def format_value(value: Any) -> str:
 
 
 def print_summary(metrics: dict[str, float], run_id: str | None, exports: list, ui_command: str | None,
-                  output_dir: str, weights_sha256: str) -> None:
-    """The run's results as one table, then the command that opens its MLflow store."""
+                  output_dir: str, weights_sha256: str, classes: str | None = None, kept: str | None = None) -> None:
+    """The run's results as one table, then the command that opens its MLflow store. `classes`: the names
+    the served model answers with, where the data names its classes; `kept`: which weights the run ended
+    with (kept_weights.py), the ones its val_* and test_* figures are of."""
     rows = [(key, format_value(metrics[key])) for key in summary_names(metrics)]
+    if kept:
+        rows.append(("measured on", f"the weights kept: {kept}"))
+    if classes:
+        rows.append(("classes", classes))
     rows.append(("outputs", output_dir))
     rows += [(f"export ({result.kind})", result.path) for result in exports]
     rows.append(("weights sha256", weights_sha256))
@@ -64,3 +72,23 @@ def render_text(renderable) -> str:
     buffer = io.StringIO()
     Console(file=buffer, width=10_000, highlight=False, color_system=None).print(renderable)
     return "\n".join(line.rstrip() for line in buffer.getvalue().rstrip("\n").splitlines())
+
+
+def shown_names(names, most: int = 12) -> str:
+    """'cooking, sports, tech' (the first `most`, then how many more)."""
+    shown = ", ".join(names[:most])
+    return shown + (f", ... ({len(names)} in all)" if len(names) > most else "")
+
+
+@contextmanager
+def terminal_columns(columns: int) -> Iterator[None]:
+    """COLUMNS (which rich and shutil read for the terminal's width) set for the block."""
+    saved = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = str(columns)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = saved

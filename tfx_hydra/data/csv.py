@@ -52,8 +52,8 @@ def csv(path, label_column, input_shape, num_classes, batch_size, seed, feature_
     if options.check_finite:
         require_finite_cells(path, x, features)
     kind = get_task(task)
-    y = kind.labels(label_values(path, header, rows, labels, task, label_delimiter), path, int(num_classes),
-                    first_row=2)
+    values, names = label_values(path, header, rows, labels, task, label_delimiter)
+    y = kind.labels(values, path, int(num_classes), first_row=2)
     if weight_column is None:
         splits = split_three_ways(x, y, test_split, validation_split, seed)
     else:  # the weights split with their rows (as the last column), then taken apart again
@@ -62,7 +62,7 @@ def csv(path, label_column, input_shape, num_classes, batch_size, seed, feature_
         splits = {name: Split(s.x[:, :-1], s.y, s.x[:, -1]) for name, s in joined.items()}
     return from_arrays(splits, input_shape, num_classes, options, normalization,
                        named=os.path.splitext(os.path.basename(path))[0], source=os.path.abspath(path),
-                       source_type="local", task=kind)
+                       source_type="local", task=kind, class_names=names)
 
 
 def example_weights(path: str, header: list[str], rows: list[list[str]], column: str) -> np.ndarray:
@@ -79,10 +79,11 @@ def example_weights(path: str, header: list[str], rows: list[list[str]], column:
 
 
 def label_values(path: str, header: list[str], rows: list[list[str]], columns: list[str], task: str,
-                 delimiter: str | None) -> np.ndarray:
-    """The label column(s) as the task reads them (its own check then names a bad row)."""
+                 delimiter: str | None) -> tuple[np.ndarray, list[str] | None]:
+    """The label column(s) as the task reads them (its own check then names a bad row), and the names the
+    file gives the classes: class strings, tags, or a multilabel's 0/1 columns (None: numbered)."""
     if len(columns) > 1:
-        return numeric_columns(path, header, rows, columns)
+        return numeric_columns(path, header, rows, columns), (list(columns) if task == "multilabel" else None)
     values = [row[header.index(columns[0])].strip() for row in rows]
     if task == "classification":
         return label_indices(path, values)
@@ -96,8 +97,8 @@ def label_values(path: str, header: list[str], rows: list[list[str]], columns: l
         hot = np.zeros((len(rows), len(names)), dtype="float32")
         for r, row in enumerate(tags):
             hot[r, [names.index(tag) for tag in row]] = 1
-        return hot
-    return np.asarray(values, dtype=object)
+        return hot, names
+    return np.asarray(values, dtype=object), None
 
 
 def read_csv(key: str, path: str, delimiter: str = ",") -> tuple[list[str], list[list[str]]]:
@@ -135,9 +136,24 @@ def require_finite_cells(path: str, x: np.ndarray, columns: list[str]) -> None:
                         f"number{more}; the inputs must be finite numbers.", fix=NON_FINITE_FIX)
 
 
-def label_indices(path: str, values: list[str]) -> np.ndarray:
+def label_indices(path: str, values: list[str]) -> tuple[np.ndarray, list[str] | None]:
+    """Class indices as written (151 or 151.0), or class names numbered in sorted order (and those names). A
+    column of numbers with fractions holds a quantity to predict: one error naming the row."""
+    numbers = [_number(v) for v in values]
+    if all(n is not None for n in numbers):
+        fraction = next((i for i, n in enumerate(numbers) if not float(n).is_integer()), None)
+        if fraction is not None:
+            raise DataError(f"task=classification: {path}, row {fraction + 2}, has label {values[fraction]}: a number "
+                            "with a fraction, not a class.", fix="task=regression (numeric targets)")
+        return np.asarray([int(n) for n in numbers], dtype="int64"), None
+    names = sorted(set(values))
+    index = {name: i for i, name in enumerate(names)}
+    return np.asarray([index[v] for v in values], dtype="int64"), names
+
+
+def _number(text: str) -> float | None:
     try:
-        return np.asarray([int(v) for v in values], dtype="int64")
+        value = float(text)
     except ValueError:
-        names = sorted(set(values))  # class names: numbered in sorted order
-        return np.asarray([names.index(v) for v in values], dtype="int64")
+        return None
+    return value if np.isfinite(value) else None

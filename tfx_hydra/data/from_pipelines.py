@@ -23,7 +23,15 @@ import logging
 from typing import Any
 
 from tfx_hydra.data.lineage import DIGEST_LENGTH, DataRead
-from tfx_hydra.data.pipeline import Datasets, DataSpec, examples_read, finish, options_from, require_a_batch
+from tfx_hydra.data.pipeline import (
+    Datasets,
+    DataSpec,
+    examples_read,
+    finish,
+    options_from,
+    require_a_batch,
+    with_class_names,
+)
 from tfx_hydra.errors import DataError
 from tfx_hydra.task import get as get_task
 
@@ -37,17 +45,20 @@ DIGESTED = "sha256 of every example's inputs and label, in the pipeline's order"
 def from_pipelines(train: Any, validation: Any, test: Any, *, input_shape, num_classes: int, batch_size: int,
                    seed: int | None = 0, name: str = "own", digest: bool = True,
                    input_scale: float = 1.0, input_offset: float = 0.0, task: Any = "classification",
-                   **pipeline) -> Datasets:
+                   class_names: Any = None, **pipeline) -> Datasets:
     """`Datasets` from three tf.data pipelines of unbatched `(inputs, label)` examples.
     `input_shape`/`num_classes`: what the model is built for (checked against the pipelines);
     `task`: what the labels are (a name, as `task: ${task.name}` hands it): an integer class index
     (classification), 0/1 (binary), a multi-hot row of num_classes (multilabel), num_classes numbers
     (regression), checked in the counting pass;
-    `input_scale`/`input_offset`: the normalization the pipelines already applied, which the exports
-    put in their graph so a served model takes raw inputs; `pipeline`: the data.* options."""
+    `input_scale`/`input_offset`: the normalization the pipelines already applied, which every export
+    puts in front of the model so a served model takes raw inputs; `class_names`: the classes' (or tags')
+    names in index order, which the served model answers with (None: numbered, or data.class_names);
+    `pipeline`: the data.* options."""
     options = options_from(batch_size, seed, pipeline)
     kind = get_task(task) if isinstance(task, str) else task
-    spec = DataSpec(tuple(int(d) for d in input_shape), int(num_classes), input_scale, input_offset, task=kind)
+    spec = with_class_names(DataSpec(tuple(int(d) for d in input_shape), int(num_classes), input_scale, input_offset,
+                                     task=kind), class_names, options.class_names)
     pipelines = {"train": train, "validation": validation, "test": test}
     reads, counts, told = {}, {}, {}
     for split, dataset in pipelines.items():

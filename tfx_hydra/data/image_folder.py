@@ -63,7 +63,7 @@ def image_folder(directory, input_shape, num_classes, batch_size, seed, test_dir
     if not resize:
         check_image_sizes(np.concatenate([s.x for s in held.values()]), shape)
     scale = PIXEL_SCALE if normalization == "scale" else 1.0
-    spec = DataSpec(shape, int(num_classes), input_scale=scale, task=kind)
+    spec = DataSpec(shape, int(num_classes), input_scale=scale, task=kind, class_names=tuple(classes))
 
     def load(path, label):
         data = tf.io.read_file(path)
@@ -83,8 +83,31 @@ def image_folder(directory, input_shape, num_classes, batch_size, seed, test_dir
         return files_read(name, os.path.basename(os.path.normpath(directory)), os.path.abspath(folder), paths,
                           count, shape, num_classes, held[name].y[:count].tobytes())
 
+    every = [str(path) for split in held.values() for path in split.x]
     return streamed_datasets(splits, counts, load, spec, options,
-                             augment=augmenter(augmentation or {}, shape, options.seed), reads=read)
+                             augment=augmenter(augmentation or {}, shape, options.seed), reads=read,
+                             explain=lambda err: unreadable_image(err, every, len(shape) == 3 and shape[2] or 1))
+
+
+def unreadable_image(err: Exception, paths: list[str], channels: int) -> Exception | None:
+    """The file an image decode or read failed on, found by decoding each in turn (only once the error has
+    happened: the pipeline decodes in parallel and TensorFlow's message names no file), as one DataError."""
+    import tensorflow as tf
+
+    reading = isinstance(err, (tf.errors.NotFoundError, tf.errors.PermissionDeniedError, tf.errors.DataLossError))
+    decoding = isinstance(err, tf.errors.InvalidArgumentError) and any(
+        word in str(err) for word in ("Decode", "decode", "image file format", "PNG", "JPEG", "GIF", "BMP"))
+    if not (reading or decoding):
+        return None
+    for path in paths:
+        try:
+            tf.io.decode_image(tf.io.read_file(path), channels=channels, expand_animations=False)
+        except tf.errors.OpError as failed:
+            reason = failed.message.strip().splitlines()[0]
+            return DataError(f"{path} cannot be read as an image ({reason}).",
+                             fix="replace or remove that file (the others read): the run's backup is kept, so the "
+                             "same command resumes")
+    return None
 
 
 def list_image_folder(key: str, directory: str) -> tuple[list[str], np.ndarray, np.ndarray]:

@@ -16,6 +16,12 @@ from tfx_hydra.validation import require_path
 
 KERAS_KEYS = ("x_train", "y_train", "x_test", "y_test")  # also the layout of a local data.path .npz
 KERAS_DATASETS = ("mnist", "fashion_mnist", "cifar10", "cifar100")
+# the classes' names, as the datasets' own documentation gives them (mnist's and cifar100's are their indices here)
+KERAS_CLASS_NAMES = {
+    "fashion_mnist": ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
+                      "Ankle boot"),
+    "cifar10": ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"),
+}
 
 
 def keras_dataset(name, path, input_shape, num_classes, batch_size, seed, validation_split=0.1,
@@ -40,7 +46,8 @@ def keras_dataset(name, path, input_shape, num_classes, batch_size, seed, valida
     augment = augmenter(augmentation or {}, tuple(int(d) for d in input_shape), options.seed)
     return from_arrays(splits, input_shape, num_classes, options, normalization, raw_scale=PIXEL_SCALE, named=name,
                        source=os.path.abspath(path) if path else f"keras.datasets.{name}",
-                       source_type="local" if path else "code", augment=augment, task=task)
+                       source_type="local" if path else "code", augment=augment, task=task,
+                       class_names=KERAS_CLASS_NAMES.get(name) if task == "classification" else None)
 
 
 def download_keras_dataset(name: str) -> dict[str, np.ndarray]:

@@ -10,15 +10,17 @@ functions: config validation must not pay for it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from tfx_hydra.cv import folded
 from tfx_hydra.data.finite import checked_examples, require_finite_stream
+from tfx_hydra.data.spec import DataSpec, with_class_names
 from tfx_hydra.data.splits import Split, normalize_arrays, target_figures
 from tfx_hydra.errors import ConfigError, DataError
-from tfx_hydra.task import Classification, Task
+from tfx_hydra.task import Task
 from tfx_hydra.task import get as get_task
 from tfx_hydra.validation import require_choice, require_positive_or_auto
 
@@ -27,37 +29,6 @@ PIXEL_SCALE = 1 / 255.0  # 8-bit images to [0, 1]
 # streamed files: standardizing a stream needs a pass over it (convert to a CSV or arrays)
 FILE_NORMALIZATIONS = ("scale", "none")
 PARSE_BATCH = 256  # a `parse.batched` parser gets this many records at a time: one parse_example call, not 256
-
-
-@dataclass(frozen=True)
-class DataSpec:
-    """What the model and the exports need to know about the inputs.
-
-    The pipeline feeds the model `(raw - input_offset) * input_scale`; exports put the
-    same arithmetic in their graph so a served model takes raw inputs (pixels 0..255,
-    CSV values as written). Offset and scale are a number or one per feature.
-    """
-
-    input_shape: tuple[int, ...]
-    num_classes: int  # the labels' width: classes, labels (multilabel) or targets (regression); 1 for binary
-    input_scale: float | tuple[float, ...] = 1.0
-    input_offset: float | tuple[float, ...] = 0.0
-    task: Task = dataclasses.field(default_factory=Classification)  # what the labels are (tfx_hydra.task)
-    input_dtype: str = "float32"  # "string": raw text, fed to the model as it is (its own layers tokenize it)
-    target_mean: tuple[float, ...] | None = None  # regression: the training targets' mean and std, per target,
-    target_std: tuple[float, ...] | None = None   # where the source read them (in-memory sources do)
-
-    def normalize(self, raw):
-        """Raw inputs (a tensor or an array) -> what the model was trained on."""
-        return raw if self.text else (raw - self.input_offset) * self.input_scale
-
-    def denormalize(self, inputs):
-        """The pipeline's inputs -> the raw values a served model takes."""
-        return inputs if self.text else inputs / self.input_scale + self.input_offset
-
-    @property
-    def text(self) -> bool:
-        return self.input_dtype == "string"
 
 
 @dataclass
@@ -71,6 +42,13 @@ class Datasets:
     num_test: int
     reads: dict[str, Any] = dataclasses.field(default_factory=dict)  # split -> lineage.DataRead: what was read
     folded: bool = False  # training and validation re-cut into a cv=kfold job's fold (cv.py)
+    # a streamed source's account of an error TensorFlow raised reading it (which file, why): a DataError or None
+    explain: Callable[[Exception], Exception | None] | None = None
+
+    def named_errors(self):
+        """A block (training, evaluation) in which an error TensorFlow raises while reading this data becomes
+        the source's DataError naming the file, where the source can tell (explain)."""
+        return _named_errors(self)
 
 
 @dataclass(frozen=True)
@@ -89,6 +67,7 @@ class PipelineOptions:
     limit_batches: int | float | None = None  # per split and epoch: a number of batches, or a share of them
     check_finite: bool = True  # NaN/inf inputs are a DataError before training (false: let them through)
     check_finite_batches: int | None = 10  # streamed sources: the first N batches of each split (null: all)
+    class_names: tuple[str, ...] | None = None  # the classes' names in index order (null: the data's, or numbered)
 
     def __post_init__(self) -> None:
         require_choice("data.shard_policy", self.shard_policy, SHARD_POLICIES)
@@ -109,6 +88,15 @@ class PipelineOptions:
         if batches is not None and (not isinstance(batches, int) or isinstance(batches, bool) or batches < 1):
             raise ConfigError(f"data.check_finite_batches={batches!r}: expected a positive number of batches or "
                               "null (every batch).", fix="data.check_finite_batches=10")
+        if self.class_names is not None:
+            names = self.class_names
+            if isinstance(names, str) or not all(isinstance(n, (str, int)) and str(n) for n in names):
+                raise ConfigError(f"data.class_names={names!r}: expected a list of names, one per class, in index "
+                                  "order.", fix="data.class_names=[cat,dog,bird], or null (the data's, or numbered)")
+            object.__setattr__(self, "class_names", tuple(str(n) for n in names))
+            if len(set(self.class_names)) != len(self.class_names):
+                raise ConfigError(f"data.class_names={list(self.class_names)} names a class twice.",
+                                  fix="one distinct name per class")
         if not isinstance(self.shuffle_buffer, int) or self.shuffle_buffer < 0:
             raise ConfigError(f"data.shuffle_buffer={self.shuffle_buffer!r}: expected a non-negative integer "
                               "(0 = no shuffling).", fix="data.shuffle_buffer=2048")
@@ -187,10 +175,11 @@ def tf_options(options: PipelineOptions):
 
 def from_arrays(splits: dict[str, Split], input_shape, num_classes, options: PipelineOptions,
                 normalization: str = "scale", raw_scale: float = 1.0, *, named: str, source: str,
-                source_type: str = "code", augment: Callable | None = None, task: Task | str = "classification"
-                ) -> Datasets:
+                source_type: str = "code", augment: Callable | None = None, task: Task | str = "classification",
+                class_names: Sequence[str] | None = None) -> Datasets:
     """Datasets from in-memory splits: checked against the declared spec and the task's labels, digested
-    as read (`named` and `source` name them in MLflow), normalized, batched."""
+    as read (`named` and `source` name them in MLflow), normalized, batched. `class_names`: the classes'
+    names the source read (class strings, tags), in index order."""
     import tensorflow as tf
 
     from tfx_hydra.data.lineage import array_reads
@@ -201,8 +190,8 @@ def from_arrays(splits: dict[str, Split], input_shape, num_classes, options: Pip
     if options.limit is not None:
         splits["train"] = splits["train"].first(options.limit)
     text = splits["train"].x.dtype.kind in "OUS"  # raw strings: no scaling, no float cast
-    spec = DataSpec(tuple(int(d) for d in input_shape), int(num_classes), task=task,
-                    input_dtype="string" if text else "float32")
+    spec = with_class_names(DataSpec(tuple(int(d) for d in input_shape), int(num_classes), task=task,
+                                     input_dtype="string" if text else "float32"), class_names, options.class_names)
     for name, split in {id(split): (name, split) for name, split in splits.items()}.values():
         check_against_spec(name, split.x.shape[1:], len(split.x), spec)
         split.y = task.labels(split.y, name, spec.num_classes)
@@ -227,7 +216,8 @@ def from_arrays(splits: dict[str, Split], input_shape, num_classes, options: Pip
 
 def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spec: DataSpec,
                       options: PipelineOptions, augment=None, check_finite_as: str | None = None,
-                      reads: Callable[[str, int], Any] | None = None) -> Datasets:
+                      reads: Callable[[str, int], Any] | None = None,
+                      explain: Callable[[Exception], Exception | None] | None = None) -> Datasets:
     """Parsed, limited, cached, shuffled, batched: the three splits of a streamed source (TFRecords,
     image files, TFDS), each of a known size. `check_finite_as` (the source's name, for the
     message) checks the first data.check_finite_batches batches of each split for NaN/inf before
@@ -235,6 +225,7 @@ def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spe
     `reads(split, count)` describes what a split reads (lineage.DataRead), once its count is final."""
     import tensorflow as tf
 
+    spec = with_class_names(spec, spec.class_names, options.class_names)
     for name in ("train", "validation", "test"):
         if counts[name] == 0:
             raise DataError(f"the {name} split is empty.", fix="use more data or smaller split fractions")
@@ -259,7 +250,19 @@ def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spe
     read = {name: examples_read(options, counts[name]) for name in counts}
     return Datasets(train=finished["train"], validation=finished["validation"], test=finished["test"], spec=spec,
                     num_train=read["train"], num_validation=read["validation"], num_test=read["test"],
-                    reads=described)
+                    reads=described, explain=explain)
+
+
+@contextlib.contextmanager
+def _named_errors(datasets: Datasets):
+    try:
+        yield
+    except Exception as err:
+        said = datasets.explain(err) if datasets.explain is not None and type(err).__module__.startswith(
+            "tensorflow") else None
+        if said is None:
+            raise
+        raise said from None
 
 
 def require_datasets(built: Any, target: str, task: Task | None = None) -> Datasets:

@@ -17,6 +17,7 @@ def check_data_config(data: DictConfig, task: str = "classification") -> None:
     """The files a data source reads, the options every source shares (ranges and choices:
     data.shard_policy, prefetch, limit, ...), and whether it gives the task's labels."""
     require_task_labels(data, task)
+    require_class_labels(data, task)
     shared = {key: data[key] for key in PipelineOptions.__dataclass_fields__
               if key in data and key not in ("batch_size", "seed")}
     PipelineOptions(batch_size=1, seed=0, **shared)
@@ -51,3 +52,57 @@ def require_task_labels(data: DictConfig, task: str) -> None:
                       fix="pass `task: ${task.name}` to your source (and on to from_pipelines(..., task=task))" if user
                       else "data=csv (a label column, or label_columns), data=synthetic, or data=keras with an .npz "
                       "(data.path) hold labels of every task; or task=classification")
+
+
+LABEL_PEEK = 5000  # rows of a table's label column read before TensorFlow starts (a quick look, not the data step)
+
+
+def require_class_labels(data: DictConfig, task: str) -> None:
+    """A table's label column under task=classification that holds a quantity to predict (a price, a dose: many
+    distinct numbers, few rows each) is said before any run exists, with task=regression as the fix: as
+    classes it would fail later with 'data.num_classes=214', or train a 214-way classifier."""
+    from tfx_hydra.task.classification import looks_continuous
+
+    target = str(data.get("_target_", ""))
+    path, column = data.get("path"), data.get("label_column")
+    if task != "classification" or target not in ("tfx_hydra.data.csv", "tfx_hydra.data.text_table") \
+            or data.get("label_columns") or not path or not column or not os.path.isfile(str(path)):
+        return
+    values = peek_column(str(path), str(column))
+    numbers = [float(v) for v in values if _is_number(v)]
+    if not values or len(numbers) < len(values):  # class names, or a missing column: the data step says which
+        return
+    distinct = len(set(numbers))
+    fractions = any(not n.is_integer() for n in numbers)
+    if fractions or looks_continuous(distinct, len(numbers), int(data.get("num_classes") or 0)):
+        raise ConfigError(f"task=classification, but data.label_column={column} of {path} holds numbers to predict, "
+                          f"not classes: {distinct} distinct values over [{min(numbers):g}, {max(numbers):g}] in its "
+                          f"first {len(numbers)} rows{' (some with fractions)' if fractions else ''}.",
+                          fix="task=regression (numeric targets)")
+
+
+def peek_column(path: str, column: str) -> list[str]:
+    """Up to LABEL_PEEK values of one column of a CSV, TSV or JSON Lines file ([] when it has no such column)."""
+    import csv
+    import itertools
+    import json
+
+    try:
+        with open(path, newline="", encoding="utf-8", errors="replace") as text:
+            if path.endswith(".jsonl"):
+                rows = [json.loads(line) for line in itertools.islice(text, LABEL_PEEK) if line.strip()]
+                return [str(row.get(column, "")) for row in rows if isinstance(row, dict)]
+            reader = csv.DictReader(text, delimiter="\t" if path.endswith(".tsv") else ",")
+            if column not in (reader.fieldnames or []):
+                return []
+            return [(row[column] or "").strip() for row in itertools.islice(reader, LABEL_PEEK)]
+    except (OSError, ValueError, csv.Error):  # unreadable: the data step names what is wrong, where
+        return []
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

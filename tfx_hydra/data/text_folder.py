@@ -34,7 +34,8 @@ def text_folder(directory, num_classes, batch_size, seed, input_shape=(), test_d
     else:
         splits = split_three_ways(texts, labels, test_split, validation_split, seed)
     return from_arrays(splits, input_shape, num_classes, options, "none", named=os.path.basename(
-        os.path.normpath(directory)), source=os.path.abspath(directory), source_type="local", task=task)
+        os.path.normpath(directory)), source=os.path.abspath(directory), source_type="local", task=task,
+        class_names=classes)
 
 
 def read_text_folder(key: str, directory: str, encoding: str) -> tuple[list[str], np.ndarray, np.ndarray]:

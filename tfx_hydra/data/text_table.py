@@ -33,12 +33,12 @@ def text_table(path, text_column, label_column, num_classes, batch_size, seed, i
                         fix="data.text_column=<the text's column> data.label_column=<the label's>")
     texts = np.asarray([row[header.index(text_column)] for row in rows], dtype=object)
     kind = get_task(task)
-    y = kind.labels(label_values(path, header, rows, labels, task, label_delimiter), path, int(num_classes),
-                    first_row=1 if path.endswith(".jsonl") else 2)
+    values, names = label_values(path, header, rows, labels, task, label_delimiter)
+    y = kind.labels(values, path, int(num_classes), first_row=1 if path.endswith(".jsonl") else 2)
     splits = split_three_ways(texts, y, test_split, validation_split, seed)
     return from_arrays(splits, input_shape, num_classes, options, "none",
                        named=os.path.splitext(os.path.basename(path))[0], source=os.path.abspath(path),
-                       source_type="local", task=kind)
+                       source_type="local", task=kind, class_names=names)
 
 
 def read_table(path: str) -> tuple[list[str], list[list[str]]]:

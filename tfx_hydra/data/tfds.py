@@ -48,7 +48,9 @@ def tfds(name, input_shape, num_classes, batch_size, seed, data_dir=None, downlo
         raise DataError(f"the TFDS dataset {name} has no (input, label) supervised keys.",
                         fix="a classification dataset, e.g. data.name=mnist")
     scale = raw_scale if normalization == "scale" else 1.0
-    spec = DataSpec(tuple(int(d) for d in input_shape), int(num_classes), input_scale=scale)
+    label = builder.info.features[supervised[1]]
+    spec = DataSpec(tuple(int(d) for d in input_shape), int(num_classes), input_scale=scale,
+                    class_names=tuple(getattr(label, "names", None) or ()))  # a ClassLabel's names
     splits, counts = {}, {}
     for role, split in (("train", train_split), ("validation", validation_split), ("test", test_split)):
         try:

@@ -70,6 +70,7 @@ def convert(output_dir: str, shards: int, overrides: list[str]) -> str:
         **{f"{split}_files": os.path.join(output_dir, f"{split}-*.tfrecord") for split in SPLITS},
         "input_shape": list(spec.input_shape), "num_classes": spec.num_classes, "kind": "dense",
         "normalization": "scale", "raw_scale": float(spec.input_scale) if uniform_scale else 1.0,
+        **({"class_names": list(spec.class_names)} if spec.class_names else {}),
     }
     option = option_name(output_dir)
     os.makedirs(os.path.join(output_dir, "data"), exist_ok=True)
@@ -81,7 +82,7 @@ def convert(output_dir: str, shards: int, overrides: list[str]) -> str:
         file.write(OmegaConf.to_yaml(OmegaConf.create({"defaults": ["tfrecord", "_self_"], **reader})))
     command = " ".join(["python -m tfx_hydra data=tfrecord" + ("" if spec.task.name == "classification"
                                                               else f" task={spec.task.name}")] +
-                       [f"data.{k}={format_value(v)}" for k, v in reader.items() if k not in ("kind", "normalization")])
+                       [override_word(k, v) for k, v in reader.items() if k not in ("kind", "normalization")])
     note = "" if uniform_scale else ("\n(the source standardized per feature: the files hold raw values; "
                                      "add your own normalization)")
     task = "" if spec.task.name == "classification" else f" task={spec.task.name}"
@@ -128,9 +129,23 @@ def write_split(dataset, spec, prefix: str, shards: int) -> int:
 
 
 def format_value(value) -> str:
+    """A value as a Hydra override writes it: a list in brackets, a string Hydra would not read plain quoted."""
     if isinstance(value, list):
-        return "[" + ",".join(str(v) for v in value) + "]"
-    return f"'{value}'" if isinstance(value, str) and "*" in value else str(value)
+        return "[" + ",".join(format_value(v) for v in value) + "]"
+    if isinstance(value, str) and "*" in value:
+        return f"'{value}'"
+    if isinstance(value, str) and not re.fullmatch(r"[\w./-]+", value):  # a class name with spaces or commas
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return str(value)
+
+
+def override_word(key: str, value) -> str:
+    """`data.<key>=<value>` as a word of the command it prints; the class names quoted for the shell where it
+    would split or expand them (a glob's quotes are Hydra's, as before)."""
+    import shlex
+
+    word = f"data.{key}={format_value(value)}"
+    return shlex.quote(word) if key == "class_names" and not re.fullmatch(r"[\w.,=\[\]/:+-]+", word) else word
 
 
 if __name__ == "__main__":

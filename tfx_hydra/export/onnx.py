@@ -10,14 +10,17 @@ from tfx_hydra.export.result import (
     PARITY,
     ExportResult,
     compare_on_validation,
+    labels_beside,
     make_parent,
     quality_keys,
     require_parity,
 )
+from tfx_hydra.export.served import served_model
 
 
 class OnnxExport:
-    """An ONNX model (Keras' own exporter, which drives tf2onnx), run back through ONNX Runtime."""
+    """An ONNX model of the served model (raw inputs in; Keras' own exporter, which drives tf2onnx), run back
+    through ONNX Runtime; the classes' names in its metadata (`class_names`) and beside it (.labels.txt)."""
 
     kind = "onnx"
 
@@ -26,19 +29,23 @@ class OnnxExport:
             raise ConfigError(f"export.onnx.opset={opset}: expected an ONNX opset number (e.g. 17) or null "
                               "(the converter's default).", fix="export.onnx.opset=null")
         self.path = os.path.join(export_dir, f"{model_name}.onnx")
+        self.model_name = model_name
         self.opset = opset
 
     def __call__(self, model, datasets) -> ExportResult:
         import onnxruntime
 
         make_parent(self.path, "export.onnx.export_dir")
+        served = served_model(model, datasets.spec)  # raw inputs in: the data's scaling is its first layer
         try:
-            model.export(self.path, format="onnx", verbose=False, **({"opset_version": self.opset} if self.opset
+            served.export(self.path, format="onnx", verbose=False, **({"opset_version": self.opset} if self.opset
                                                                      else {}))
         except Exception as err:
             raise ExportError(f"ONNX conversion failed ({type(err).__name__}: {err}).",
                               fix="try another export.onnx.opset, or export=[savedmodel] and convert with "
                               "python -m tf2onnx.convert --saved-model") from None
+        if datasets.spec.names:
+            name_classes(self.path, datasets.spec.names)
         try:
             session = onnxruntime.InferenceSession(self.path, providers=["CPUExecutionProvider"])
         except Exception as err:
@@ -47,8 +54,25 @@ class OnnxExport:
                               ) from None
         name = session.get_inputs()[0].name
         accuracy, keras_accuracy, diff = compare_on_validation(
-            model, datasets, lambda inputs: session.run(None, {name: inputs})[0])
+            served, datasets, lambda inputs: session.run(None, {name: inputs})[0])
         require_parity("onnx", diff, PARITY)
         return ExportResult(self.kind, self.path, {
             **dict(zip(quality_keys(self.kind, datasets.spec.task), (accuracy, keras_accuracy))),
-            "export.onnx.max_abs_diff": diff, "export.onnx.size_bytes": float(os.path.getsize(self.path))})
+            "export.onnx.max_abs_diff": diff, "export.onnx.size_bytes": float(os.path.getsize(self.path))},
+            beside=labels_beside(os.path.dirname(self.path), self.model_name, datasets.spec))
+
+
+CLASS_NAMES_KEY = "class_names"  # the ONNX model's metadata entry: a JSON list of the classes' names
+
+
+def name_classes(path: str, names) -> None:
+    """The classes' names into the ONNX file's own metadata (`metadata_props`, which ONNX Runtime reads back
+    as `session.get_modelmeta().custom_metadata_map`), as a JSON list in index order."""
+    import json
+
+    import onnx
+
+    model = onnx.load(path)
+    entry = model.metadata_props.add()
+    entry.key, entry.value = CLASS_NAMES_KEY, json.dumps(list(names))
+    onnx.save(model, path)

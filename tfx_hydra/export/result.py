@@ -1,5 +1,5 @@
-"""What every exporter shares: the `ExportResult` tracking logs, the parity check against the Keras
-model on the validation split, and the folder it writes to made first.
+"""What every exporter shares: the `ExportResult` tracking logs, the parity check against the served Keras
+model (served.py) on the validation split's raw values, and the folder it writes to made first.
 """
 
 from __future__ import annotations
@@ -8,13 +8,28 @@ import os
 from dataclasses import dataclass, field
 
 from tfx_hydra.errors import ExportError
+from tfx_hydra.export.served import write_labels
 
 
 @dataclass
 class ExportResult:
     kind: str  # the export option's name, e.g. "savedmodel"
     path: str  # where the artifact was written
-    metrics: dict[str, float] = field(default_factory=dict)  # verification figures
+    figures: dict[str, float] = field(default_factory=dict)  # what it is: size, parity, version (tags, not metrics)
+    beside: list[str] = field(default_factory=list)  # files written next to the artifact (its labels file)
+
+
+def figure_text(value: float) -> str:
+    """A figure as a tag holds it: an integer as one (a size, a version), else 6 significant digits."""
+    return str(int(value)) if float(value).is_integer() else f"{value:.6g}"
+
+
+def labels_beside(export_dir: str, model_name: str, spec) -> list[str]:
+    """`<export_dir>/<model_name>.labels.txt`, the classes' names one per line in index order, for the formats
+    that hold no names of their own (.keras, TFLite; ONNX has them in its metadata too); [] without names."""
+    if not spec.names:
+        return []
+    return [write_labels(os.path.join(export_dir, f"{model_name}.labels.txt"), spec.names)]
 
 
 def folder_size(folder: str) -> int:
@@ -24,18 +39,19 @@ def folder_size(folder: str) -> int:
 PARITY = 1e-5  # largest difference from Keras' output an unquantized export may show, relative to outputs above 1
 
 
-def compare_on_validation(model, datasets, predict) -> tuple[float, float, float]:
-    """The task's score (accuracy; for regression minus the MAE) of `predict` and of Keras on the
-    validation split, and their largest output difference (output_difference)."""
+def compare_on_validation(served, datasets, predict) -> tuple[float, float, float]:
+    """The task's score (accuracy; for regression minus the MAE) of `predict` and of the served Keras model
+    on the validation split's raw values, and their largest output difference (output_difference)."""
     import numpy as np
+
+    from tfx_hydra.export.served import raw_batches
 
     task = datasets.spec.task
     exported, expected, labels = [], [], []
-    for inputs, batch_labels in datasets.validation:
-        inputs = np.asarray(inputs, dtype="float32")
+    for inputs, batch_labels in raw_batches(datasets):
         exported.append(np.asarray(predict(inputs)).reshape(len(inputs), -1))
-        expected.append(np.asarray(model(inputs, training=False), dtype="float32").reshape(len(inputs), -1))
-        labels.append(np.asarray(batch_labels))
+        expected.append(np.asarray(served(inputs, training=False), dtype="float32").reshape(len(inputs), -1))
+        labels.append(batch_labels)
     exported, expected, labels = (np.concatenate(parts) for parts in (exported, expected, labels))
     diff = output_difference(exported, expected)
     return task.quality(exported, labels), task.quality(expected, labels), diff

@@ -5,23 +5,38 @@ its serving signature checked, warm-up requests inside it (warmup.py), a new ver
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
 
 from tfx_hydra.errors import ConfigError, ExportError
 from tfx_hydra.export.result import PARITY, ExportResult, folder_size, output_difference, require_parity
-from tfx_hydra.export.serving_config import versions_of, write_models_config
-from tfx_hydra.export.warmup import MAX_WARMUP_REQUESTS, raw_validation_examples, write_warmup_requests
+from tfx_hydra.export.served import LABELS_FILE, answering_model, raw_batches, raw_examples, served_model, write_labels
+from tfx_hydra.export.serving_config import FIRST_LABEL, labels_of, read_config, versions_of, write_models_config
+from tfx_hydra.export.warmup import MAX_WARMUP_REQUESTS, write_warmup_requests
+
+log = logging.getLogger(__name__)
+
+
+def labels_said(labels: dict[str, int], before: dict[str, int], version: int) -> str:
+    """What an export did to the labels clients ask for: 'is `stable` (a model's first version is: ...)',
+    'is `canary`', '' when it labelled nothing."""
+    mine = sorted(label for label, at in labels.items() if at == version and before.get(label) != version)
+    if not mine:
+        return ""
+    why = " (a model's first version: tfx-hydra promote moves it)" if FIRST_LABEL in mine and not before else ""
+    return "is " + " and ".join(f"`{label}`" for label in mine) + why
 
 
 class SavedModelExport:
     """A SavedModel in TensorFlow Serving's layout: <export_dir>/<model_name>/<version>/.
 
     Its `serving_default` signature takes raw inputs named `inputs` (the data's own values, e.g.
-    0-255 pixels: the pipeline's scaling is inside the graph) and returns the task's outputs:
-    `probabilities` and the predicted `class` (classification; binary: 1 from task.threshold on),
-    `probabilities` and 0/1 `labels` (multilabel), `predictions` in the target's units (regression).
+    0-255 pixels: the pipeline's scaling is inside the graph, served.py) and returns the task's outputs:
+    `probabilities`, the predicted `class` by name and its `class_index` (classification; binary: 1 from
+    task.threshold on), `probabilities`, 0/1 `labels` and their `tags` (multilabel), `predictions` in the
+    target's units (regression). The classes' names are also `assets.extra/labels.txt`, one per line.
     The version is one more than the highest integer version already in the folder, so several runs exporting
     to one export_dir give TF Serving versions 1, 2, 3... and it hot-swaps to the newest;
     `<export_dir>/models.config` lists every model there for
@@ -56,26 +71,29 @@ class SavedModelExport:
                               fix="export.savedmodel.export_dir=<a writable folder>") from None
         try:
             path = os.path.join(staging, "model")
-            write_serving_archive(model, datasets.spec, path)
-            max_abs_diff = check_serving_signature(model, path, datasets)
+            served = served_model(model, datasets.spec)
+            write_serving_archive(served, datasets.spec, path)
+            max_abs_diff = check_serving_signature(served, path, datasets)
             if self.warmup_requests:  # inside the version before it appears: the server finds them with it
-                write_warmup_requests(path, self.model_name, raw_validation_examples(datasets, self.warmup_requests))
+                write_warmup_requests(path, self.model_name, list(raw_examples(datasets, self.warmup_requests)))
             version_dir = move_to_next_version(path, model_dir)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         version = int(os.path.basename(version_dir))
+        before = labels_of(read_config(self.export_dir)).get(self.model_name, {})
         write_models_config(self.export_dir, (self.model_name, self.version_label, version) if self.version_label
                             else None)
+        said = labels_said(labels_of(read_config(self.export_dir)).get(self.model_name, {}), before, version)
+        if said:
+            log.info(f"export: {self.model_name} version {version} {said}")
         return ExportResult(self.kind, version_dir, {"export.savedmodel.max_abs_diff": max_abs_diff,
                                                      "export.savedmodel.version": float(version),
                                                      "export.savedmodel.size_bytes": float(folder_size(version_dir))})
 
 
-def serving_outputs(spec) -> set[str]:
+def serving_outputs(spec, named: bool = True) -> set[str]:
     """The names serving_default answers with for the data's task (probabilities and class, predictions, ...)."""
-    import numpy as np
-
-    return set(spec.task.serving(np.zeros((1, spec.num_classes), "float32")))
+    return spec.task.answered(named)
 
 
 def require_label(label: str | None, key: str = "export.savedmodel.version_label") -> str | None:
@@ -89,27 +107,31 @@ def require_label(label: str | None, key: str = "export.savedmodel.version_label
                       "'_' or '-'.", fix=f"{key}=canary")
 
 
-def write_serving_archive(model, spec, path: str) -> None:
-    """serving_default: raw `inputs` -> the task's outputs, with the data's scaling in the graph."""
+def write_serving_archive(served, spec, path: str, named: bool = True) -> None:
+    """serving_default: raw `inputs` -> the task's answers, through the served model (served.py: the data's
+    scaling is its first layer; the classes' names beside the indices, unless `named=False`), and the names in
+    assets.extra."""
     import keras
     import tensorflow as tf
 
+    answering = answering_model(served, spec, named)
     archive = keras.export.ExportArchive()
-    archive.track(model)
+    archive.track(answering)
 
     def serve(inputs):
-        raw = inputs if spec.text else tf.cast(inputs, tf.float32)
-        return spec.task.serving(model(spec.normalize(raw), training=False))
+        return answering(inputs if spec.text else tf.cast(inputs, tf.float32), training=False)
 
     dtype = tf.string if spec.text else tf.float32  # text: raw strings, tokenized by the model's own layers
     archive.add_endpoint("serving_default", serve,
                          input_signature=[tf.TensorSpec((None, *spec.input_shape), dtype, name="inputs")])
     archive.write_out(path, verbose=False)
+    if spec.names:
+        write_labels(os.path.join(path, LABELS_FILE), spec.names)
 
 
-def check_serving_signature(model, path: str, datasets) -> float:
+def check_serving_signature(served, path: str, datasets) -> float:
     """Read the signature as saved_model_cli does, then serve a validation batch of raw inputs
-    through the loaded SavedModel and compare with Keras on the same (scaled) batch."""
+    through the loaded SavedModel and compare with the served Keras model on the same batch."""
     import numpy as np
     import tensorflow as tf
     from tensorflow.python.tools import saved_model_utils
@@ -120,15 +142,14 @@ def check_serving_signature(model, path: str, datasets) -> float:
     if set(signature.inputs) != {"inputs"} or set(signature.outputs) != wanted:
         raise ExportError(f"serving_default has inputs {sorted(signature.inputs)} and outputs "
                           f"{sorted(signature.outputs)}, not inputs -> {', '.join(sorted(wanted))}.")
-    scaled, _ = next(iter(datasets.validation))
-    served = tf.saved_model.load(path).signatures["serving_default"](inputs=datasets.spec.denormalize(scaled))
-    expected = np.asarray(model(scaled, training=False))
-    diff = output_difference(served[task.output].numpy(), expected)
+    raw, _ = next(raw_batches(datasets))
+    answered = tf.saved_model.load(path).signatures["serving_default"](inputs=tf.constant(raw))
+    expected = np.asarray(served(raw, training=False))
+    diff = output_difference(answered[task.output].numpy(), expected)
     require_parity("SavedModel", diff, PARITY)
     decided = task.decided(expected)
-    named = next((name for name in wanted if name != task.output), None)
-    if decided is not None and not np.array_equal(served[named].numpy(), decided):
-        raise ExportError(f"the SavedModel's `{named}` differ from the Keras model's decisions.")
+    if decided is not None and not np.array_equal(answered[task.decision].numpy(), decided):
+        raise ExportError(f"the SavedModel's `{task.decision}` differ from the Keras model's decisions.")
     return diff
 
 

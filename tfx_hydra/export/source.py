@@ -1,12 +1,18 @@
 """source: an exported SavedModel found again (a folder or a tracked run's export) and evaluated:
-mode=evaluate, the check before shipping a model."""
+mode=evaluate, the check before shipping a model; and what it says and records of which model and data."""
 
 from __future__ import annotations
 
+import logging
 import os
 
+from tfx_hydra.config import choice
 from tfx_hydra.errors import DataError, ExportError
 from tfx_hydra.export.savedmodel import next_version
+from tfx_hydra.export.served import LABELS_FILE, read_labels
+from tfx_hydra.tracking import Tracker
+
+log = logging.getLogger("tfx_hydra.records")
 
 
 def resolve_export_source(source: str, tracking_config, launch_dir: str, download_dir: str) -> str:
@@ -95,6 +101,10 @@ def require_model_fits_data(serve, spec, path: str, data: str) -> str:
     if width is not None and int(width) != spec.num_classes:
         raise DataError(f"the model at {path} predicts {spec.task.describe(int(width))}, but {data} has "
                         f"{spec.task.describe(spec.num_classes)}.", fix=fix)
+    served = read_labels(os.path.join(path, LABELS_FILE))
+    if served and spec.class_names and served != spec.class_names:  # the same count, other classes or order
+        raise DataError(f"the model at {path} names its classes {list(served)[:10]}, but {data} names them "
+                        f"{list(spec.class_names)[:10]}: its accuracy would count one class as another.", fix=fix)
     return name
 
 
@@ -102,3 +112,19 @@ def _main_output(outputs: dict, task):
     """The serving signature's head values: the task's output (`probabilities`, `predictions`: tfx_hydra's
     exports), else its only one (a SavedModel exported elsewhere)."""
     return outputs[task.output] if task.output in outputs else next(iter(outputs.values()))
+
+
+def record_evaluated_model(tracker: Tracker, source: str, path: str) -> None:
+    """mode=evaluate's first line: which model, and the run it came from."""
+    origin = f" (the export of MLflow run {source[len('runs:/'):].strip('/').split('/')[0]})" \
+        if source.startswith("runs:/") else ""
+    log.info(f"evaluate: the SavedModel at {path}{origin}")
+    tracker.set_tags({"export.source.path": path})
+
+
+def record_evaluated_split(datasets) -> str:
+    """mode=evaluate's second line: which data and split; returns the data's name for messages."""
+    named = f"data={choice('data')}" if choice("data") else "the configured data"
+    log.info(f"evaluate: on the test split of {named}: {datasets.num_test:,} examples, inputs "
+             f"{tuple(datasets.spec.input_shape)}, {datasets.spec.task.describe(datasets.spec.num_classes)}")
+    return named

@@ -11,6 +11,8 @@ from omegaconf import DictConfig
 
 from tfx_hydra.config import build, instantiate_node
 from tfx_hydra.errors import ConfigError, ExportError
+from tfx_hydra.export.result import figure_text
+from tfx_hydra.export.served import answering_model, raw_examples, served_model
 from tfx_hydra.process import describe_error, full_disk_path
 from tfx_hydra.records import weights_sha256
 from tfx_hydra.tracking import Tracker
@@ -73,31 +75,23 @@ def export_model(model, datasets, export_cfg: DictConfig, tracker: Tracker, chie
             tracker.log_artifact(result.path, where)
         else:
             tracker.log_artifacts(result.path, where)
+        for path in result.beside:  # its labels file: in MLflow beside the artifact, as on disk
+            tracker.log_artifact(path, artifact_path(path, str(node.get("export_dir") or os.path.dirname(path))))
         log.info(f"export: {name} written to {result.path}")
-        tracker.log_metrics(result.metrics)
+        # what the artifact is (its size, its parity with Keras, its version): tags, not charts beside the epochs'
+        tracker.set_tags({key: figure_text(value) for key, value in result.figures.items()})
         tracker.set_tags({f"export.{name}.path": result.path})
         results.append(result)
     if chief:
         tracker.set_tags({"model.weights_sha256": weights_sha256(model), "export.failed": len(failures)})
-        if (export_cfg or {}).get("mlflow_model", True):
-            inputs, _ = next(iter(datasets.validation))
-            tracker.log_model(mlflow_model(model, datasets.spec.task), inputs[:5],
-                              register_as=(export_cfg or {}).get("register_as"))
+        if (export_cfg or {}).get("mlflow_model", True):  # raw inputs in, as every export (served.py)
+            tracker.log_model(answering_model(served_model(model, datasets.spec), datasets.spec),
+                              raw_examples(datasets, 5), register_as=(export_cfg or {}).get("register_as"),
+                              metadata={"class_names": list(datasets.spec.names)} if datasets.spec.names else None)
     if failures and (export_cfg or {}).get("strict", False):
         raise ExportError(f"{len(failures)} export(s) failed: " + "; ".join(f"{k}: {v}" for k, v in failures.items()),
                           fix="fix the exporter's settings, or drop export.strict=true to keep the run on failure")
     return results
-
-
-def mlflow_model(model, task):
-    """The model MLflow serves: the trained model, with the task's decision beside its probabilities where the
-    task makes one (binary: `class`; multilabel: `labels`, at task.threshold), so `mlflow models serve`
-    answers what the SavedModel's signature does."""
-    import keras
-
-    outputs = getattr(model, "outputs", None)
-    decided = task.keras_decision(outputs[0]) if outputs and len(outputs) == 1 and len(model.inputs) == 1 else None
-    return model if decided is None else keras.Model(model.inputs[0], decided, name=model.name)
 
 
 def artifact_path(path: str, export_dir: str) -> str:

@@ -13,6 +13,7 @@ import tempfile
 from tfx_hydra.errors import ExportError
 from tfx_hydra.export.result import ExportResult, folder_size, make_parent
 from tfx_hydra.export.savedmodel import serving_outputs, write_serving_archive
+from tfx_hydra.export.served import served_model
 
 
 class TfjsExport:
@@ -21,7 +22,8 @@ class TfjsExport:
     tensorflowjs 4.22 depends on tensorflow-decision-forests, which pins its own TensorFlow, so the
     converter cannot be installed next to tfx_hydra. Install the pinned set of the repository's
     requirements/tfjs.txt in its own venv and point export.tfjs.converter at it (README: Exports); the
-    converter reads the SavedModel (raw inputs, serving_default) and writes
+    converter reads the SavedModel (raw inputs, serving_default, its numbers only: the classes' names go into
+    model.json's `userDefinedMetadata.class_names`) and writes
     <export_dir>/<model_name>_tfjs/model.json plus weight shards, which are then checked: a graph model
     with the SavedModel's inputs and outputs, and every weight its manifest lists in its shards.
     """
@@ -43,15 +45,22 @@ class TfjsExport:
                               "here (tensorflowjs pins TensorFlow 2.19, so it lives in its own environment).",
                               fix=self.INSTALL)
         make_parent(self.path, "export.tfjs.export_dir")
-        with tempfile.TemporaryDirectory(prefix="tfx_hydra-tfjs-") as saved_model:
-            write_serving_archive(model, datasets.spec, saved_model)
+        with tempfile.TemporaryDirectory(prefix="tfx_hydra-tfjs-") as scratch:
+            saved_model = os.path.join(scratch, "saved_model")
+            # numbers only: the converter takes no string lookup (the names go into model.json's metadata)
+            write_serving_archive(served_model(model, datasets.spec), datasets.spec, saved_model, named=False)
+            metadata = []
+            if datasets.spec.names:  # model.json's userDefinedMetadata.class_names: the names in index order
+                with open(os.path.join(scratch, "class_names.json"), "w", encoding="utf-8") as names:
+                    json.dump(list(datasets.spec.names), names)
+                metadata = [f"--metadata=class_names:{os.path.join(scratch, 'class_names.json')}"]
             done = subprocess.run([executable, "--input_format=tf_saved_model", "--signature_name=serving_default",
-                                   "--saved_model_tags=serve", saved_model, self.path],
+                                   "--saved_model_tags=serve", *metadata, saved_model, self.path],
                                   capture_output=True, text=True, check=False)
         if done.returncode != 0 or not os.path.isfile(os.path.join(self.path, "model.json")):
             raise ExportError(f"{self.converter} failed (exit {done.returncode}): "
                               f"{(done.stderr or done.stdout).strip()[-500:]}")
-        weights = check_graph_model(self.path, serving_outputs(datasets.spec))
+        weights = check_graph_model(self.path, serving_outputs(datasets.spec, named=False))
         return ExportResult(self.kind, self.path, {"export.tfjs.size_bytes": float(folder_size(self.path)),
                                                    "export.tfjs.weights": float(weights)})
 

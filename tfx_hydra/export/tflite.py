@@ -12,14 +12,17 @@ from tfx_hydra.export.result import (
     PARITY,
     ExportResult,
     compare_on_validation,
+    labels_beside,
     make_parent,
     quality_keys,
     require_parity,
 )
+from tfx_hydra.export.served import raw_examples, served_model
 
 
 class TFLiteExport:
-    """A TensorFlow Lite flatbuffer converted from the SavedModel, run back through LiteRT.
+    """A TensorFlow Lite flatbuffer converted from the served model (raw inputs in), run back through LiteRT;
+    the classes' names beside it (<model_name>.labels.txt, as Android's image classifiers read them).
 
     quantization: none (float32; outputs must equal Keras' within 1e-5), float16 (half the
     size), dynamic_range (int8 weights), int8 (full integer, calibrated on examples drawn from
@@ -45,6 +48,7 @@ class TFLiteExport:
                               f"export.tflite.representative_examples={representative_examples}.",
                               fix="export.tflite.representative_examples=200")
         self.path = os.path.join(export_dir, f"{model_name}.tflite")
+        self.model_name = model_name
         self.quantization = quantization
         self.select_tf_ops = select_tf_ops
         self.representative_examples = representative_examples
@@ -58,8 +62,9 @@ class TFLiteExport:
             return self._convert_and_verify(model, datasets, tf)
 
     def _convert_and_verify(self, model, datasets, tf) -> ExportResult:
+        served = served_model(model, datasets.spec)  # raw inputs in: the data's scaling is its first layer
         with tempfile.TemporaryDirectory(prefix="tfx_hydra-tflite-") as saved_model:
-            model.export(saved_model, format="tf_saved_model", verbose=False)
+            served.export(saved_model, format="tf_saved_model", verbose=False)
             converter = tf.lite.TFLiteConverter.from_saved_model(saved_model)
             self._configure(converter, tf, datasets)
             try:
@@ -68,12 +73,13 @@ class TFLiteExport:
                 raise conversion_error(err, self.select_tf_ops) from None
         with open(self.path, "wb") as out:
             out.write(flatbuffer)
-        accuracy, keras_accuracy, diff = compare_on_validation(model, datasets, self._predictor())
+        accuracy, keras_accuracy, diff = compare_on_validation(served, datasets, self._predictor())
         if self.quantization == "none":
             require_parity("tflite", diff, PARITY)
         return ExportResult(self.kind, self.path, {
             **dict(zip(quality_keys(self.kind, datasets.spec.task), (accuracy, keras_accuracy))),
-            "export.tflite.max_abs_diff": diff, "export.tflite.size_bytes": float(len(flatbuffer))})
+            "export.tflite.max_abs_diff": diff, "export.tflite.size_bytes": float(len(flatbuffer))},
+            beside=labels_beside(os.path.dirname(self.path), self.model_name, datasets.spec))
 
     def _configure(self, converter, tf, datasets) -> None:
         ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8 if self.quantization == "int8" else tf.lite.OpsSet.TFLITE_BUILTINS]
@@ -84,9 +90,9 @@ class TFLiteExport:
             converter.optimizations = [tf.lite.Optimize.DEFAULT]
         if self.quantization == "float16":
             converter.target_spec.supported_types = [tf.float16]
-        if self.quantization == "int8":
-            examples = datasets.train.unbatch().take(self.representative_examples).batch(1)
-            converter.representative_dataset = lambda: ([inputs] for inputs, *_ in examples)
+        if self.quantization == "int8":  # calibrated on what the model is sent: raw values
+            examples = raw_examples(datasets, self.representative_examples, split="train")
+            converter.representative_dataset = lambda: ([example[None]] for example in examples)
 
     def _predictor(self):
         from ai_edge_litert.interpreter import Interpreter

@@ -15,19 +15,6 @@ MAX_WARMUP_REQUESTS = 1000  # TF Serving's own cap on the records it replays
 SIGNATURE = "serving_default"
 
 
-def raw_validation_examples(datasets, count: int) -> list:
-    """Up to `count` validation examples as a client sends them: the data's own values, one by one."""
-    import numpy as np
-
-    examples = []
-    for scaled, _ in datasets.validation:
-        raw = np.asarray(datasets.spec.denormalize(scaled))
-        examples.extend(raw[: count - len(examples)])
-        if len(examples) >= count:
-            break
-    return examples
-
-
 def write_warmup_requests(saved_model_dir: str, model_name: str, examples: list) -> str:
     """One PredictRequest per example (a batch of one) into the SavedModel's assets.extra."""
     import numpy as np

@@ -14,6 +14,31 @@ from typing import Any
 
 from tfx_hydra.errors import ConfigError, DataError
 
+TEXT_MODELS = ("tfx_hydra.models.text_baseline", "tfx_hydra.models.hub_text")  # raw strings in, tokenized inside
+
+
+def require_model_takes_the_inputs(model: Any, data: Any) -> None:
+    """One of our models against the kind of inputs the data config gives (raw text: `inputs: text`, as
+    text_folder and text_table say; else numbers), before anything is built: text into a numeric model fails
+    deep in its first step ('Cast string to float is not supported'). A builder or source of the user's is
+    checked on what it builds instead (require_fits_data)."""
+    from tfx_hydra.config import choice
+
+    target = str(model.get("_target_", ""))
+    if not target.startswith("tfx_hydra.") or not str(data.get("_target_", "")).startswith("tfx_hydra."):
+        return
+    text_model, text_data = target in TEXT_MODELS, data.get("inputs") == "text"
+    model_said = f"model={choice('model')}" if choice("model") else f"model._target_={target}"
+    data_said = f"data={choice('data')}" if choice("data") else f"data._target_={data.get('_target_')}"
+    if text_data and not text_model:
+        raise ConfigError(f"{data_said} gives raw text, but {model_said} takes numbers.",
+                          fix="model=text_baseline (or model=hub_text), or experiment=text_classification "
+                          "(the text model and its settings)")
+    if text_model and not text_data:
+        raise ConfigError(f"{model_said} takes raw text, but {data_said} gives numbers.",
+                          fix="data=text_folder or data=text_table (raw text); for numbers: model=mlp, cnn, "
+                          "resnet_small, keras_app or hub")
+
 
 def require_keras_model(built: Any, target: str) -> Any:
     """`built` is a keras.Model (a Sequential or a subclass too)."""

@@ -42,7 +42,7 @@ from tfx_hydra.reproduce.source import SourceRun, fetch_run
 log = logging.getLogger("tfx_hydra.reproduce")  # by name: run as `python -m`, __name__ is "__main__"
 
 SOURCE_TAG = "reproduced_from"
-ARTIFACT_FIGURES = ("export.",)  # figures about the files written (sizes), listed apart
+ARTIFACT_FIGURES = ("max_abs_diff", "size_bytes", "version", "weights")  # export.<kind>.<figure> tags: the files
 WEIGHTS_TAG = "model.weights_sha256"
 
 
@@ -134,7 +134,7 @@ def compare_metrics(client, source: SourceRun) -> int:
         raise ReproduceError("the re-run finished but its MLflow run cannot be found.",
                              fix="check that tracking is enabled in the recorded config")
     rerun = runs[0]
-    results, artifacts = result_keys(source.metrics)
+    results, artifacts = result_keys(source.metrics), artifact_figures(source.tags)
     table = Table(title=f"run {source.run_id} reproduced as {rerun.info.run_id}", title_justify="left")
     for column in ("result", "original", "reproduced", "identical"):
         table.add_column(column)
@@ -145,8 +145,8 @@ def compare_metrics(client, source: SourceRun) -> int:
     for key, then, now in rows:
         table.add_row(key, _shown(then), _shown(now), "no" if key in different else "yes")
     log.info(render_text(table), extra=BARE)
-    changed_files = [f"{key}: {_shown(source.metrics[key])} then, {_shown(rerun.data.metrics.get(key))} now"
-                     for key in artifacts if source.metrics[key] != rerun.data.metrics.get(key)]
+    changed_files = [f"{key}: {source.tags[key]} then, {rerun.data.tags.get(key, 'absent')} now"
+                     for key in artifacts if source.tags[key] != rerun.data.tags.get(key)]
     if changed_files:
         log.info("artifacts (not results: an export's metadata differs by bytes between identical models):",
                  extra=BARE)
@@ -165,12 +165,16 @@ def compare_metrics(client, source: SourceRun) -> int:
     return 0
 
 
-def result_keys(metrics: dict[str, float]) -> tuple[list[str], list[str]]:
-    """(the run's results: training, validation and test metrics; its artifact figures), sorted.
-    Timings and the machine's load (system/...) differ between runs by nature: neither."""
-    results = [k for k in sorted(metrics) if tracking.is_result(k)]
-    figures = [k for k in sorted(metrics) if k.startswith(ARTIFACT_FIGURES) and "seconds" not in k]
-    return results, figures
+def result_keys(metrics: dict[str, float]) -> list[str]:
+    """The run's results (training, validation and test metrics), sorted. Timings and the machine's load
+    (system/...) differ between runs by nature: not results."""
+    return [k for k in sorted(metrics) if tracking.is_result(k)]
+
+
+def artifact_figures(tags: dict[str, str]) -> list[str]:
+    """The tags that describe the files a run exported (export.<kind>.size_bytes, max_abs_diff, ...), sorted:
+    an export's metadata differs by bytes between identical models, so they are listed apart."""
+    return sorted(k for k in tags if k.startswith("export.") and k.rsplit(".", 1)[-1] in ARTIFACT_FIGURES)
 
 
 def _shown(value) -> str:

@@ -24,20 +24,29 @@ def environment_differences(source: SourceRun) -> list[str]:
     differences = [f"{key[len('env.'):]}: {source.tags[key]} then, {value} now"
                    for key, value in now.items() if key in source.tags and source.tags[key] != value]
     git = git_state(source.launch_dir if os.path.isdir(source.launch_dir) else os.getcwd())
-    recorded_commit = source.tags.get("git.commit", "")
-    if (git.commit or "none (not a git work tree)") != recorded_commit:
-        differences.append(f"git commit: {recorded_commit} then, {git.commit or 'none'} now "
-                           f"(git checkout {recorded_commit[:12]} to run the same code)")
-    if source.tags.get("git.dirty") == "True":
-        differences.append("the run used uncommitted changes: its diff is the artifact environment/git.diff "
-                           "(git apply it on that commit)")
-    if git.dirty:
+    recorded_commit, dirty_then = source.tags.get("git.commit", ""), source.tags.get("git.dirty") == "True"
+    if (git.commit or "none (not a git work tree)") != recorded_commit or (dirty_then and not git.dirty):
+        differences.append(f"git commit: {recorded_commit}{' with uncommitted changes' if dirty_then else ''} then, "
+                           f"{git.commit or 'none'}{' with uncommitted changes' if git.dirty else ''} now "
+                           f"({same_code_command(source, recorded_commit, dirty_then)})")
+    elif git.dirty and not dirty_then:
         differences.append("the work tree has uncommitted changes now")
+    if source.tags.get("git.left_out"):
+        differences.append(f"the run's untracked files over 1 MiB were not recorded ({source.tags['git.left_out']}): "
+                           "a re-run cannot restore them")
     if source.packages is None:
         differences.append("packages: the run recorded no package list")
     else:
         differences += package_differences(source.packages, installed_packages())
     return differences
+
+
+def same_code_command(source: SourceRun, commit: str, dirty: bool) -> str:
+    """How to get back the code the run ran: its commit, and its recorded diff (new files included) on top."""
+    if not dirty:
+        return f"git checkout {commit[:12]} to run the same code"
+    return (f"to run the same code: git checkout {commit[:12]} && mlflow artifacts download -r {source.run_id} -a "
+            f"environment/git.diff -d . && git apply environment/git.diff")
 
 
 def code_differences(source: SourceRun) -> list[str]:
@@ -54,8 +63,10 @@ def code_differences(source: SourceRun) -> list[str]:
             differences.append(f"code {package}: {then} then; it cannot be found now (install it, or run from its "
                                "project)")
         elif now[key] != then:
-            extra = " (its diff then: the artifact environment/code/" + package + ".diff)" if "uncommitted" in then \
-                else ""
+            extra = " (its diff then, new files included: the artifact environment/code/" + package + ".diff)" \
+                if "uncommitted" in then else ""
+            left_out = source.tags.get(f"git.left_out.{package}")
+            extra += f"; untracked files over 1 MiB it left out: {left_out}" if left_out else ""
             differences.append(f"code {package}: {then} then, {now[key]} now{extra}")
     return differences
 

@@ -29,9 +29,9 @@ import os
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from tfx_hydra import tracking
+from tfx_hydra import cv, tracking
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.process import long_lived
 from tfx_hydra.settings import validate_section
@@ -64,6 +64,8 @@ class SweepCallback(Callback):
         search = None
         try:
             launch.require_launcher_runs_here(config)  # before any record of a sweep that could not start
+            cv.require_foldable(config.get("cv"), config.get("data"),
+                                OmegaConf.select(config, "hydra.runtime.choices.data", default=None))
             if checks.is_search(config):  # an Optuna search: its settings, space and storage, checked whole
                 search = checks.plan(config, config.hydra.sweeper.get("params") or {},
                                      list(config.hydra.overrides.task))

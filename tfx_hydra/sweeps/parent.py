@@ -140,16 +140,18 @@ class Parent:
                 "sweep.killed": counts["KILLED"], "sweep.lost": len(lost), "sweep.never_ran": never_ran,
                 "sweep.planned": self.planned if self.planned is not None else "unknown"}
         metrics = {"jobs": len(jobs), "jobs_finished": counts["FINISHED"], "jobs_failed": counts["FAILED"]}
-        best = best_job(jobs, self.direction)
+        folds = fold_statistics(children(self.client, self.run_id))  # a cv=kfold sweep: per configuration
+        best = None if folds else best_job(jobs, self.direction)  # a fold is no model to pick: the mean is the result
         if best is not None:
             tags |= {"sweep.best_run_id": best["run_id"], "sweep.best_run_name": best["name"]}
             metrics[f"best_{self.metric}"] = best["objective"]
-        folds = fold_statistics(children(self.client, self.run_id))  # a cv=kfold sweep: per configuration
         if len(folds) == 1:  # one configuration cross-validated: its mean and std are the sweep's result
             for name, (mean, std, _) in next(iter(folds.values())).items():
                 metrics |= {f"cv_mean_{name}": mean, f"cv_std_{name}": std}
         if note:
             tags["error"] = note
+        elif "error" in self.client.get_run(self.run_id).data.tags:  # an earlier attempt's, resumed since
+            self.client.delete_tag(self.run_id, "error")
         tracking.send_batch(self.client, self.run_id, tags=tags.items(),
                             metrics=[(k, v, tracking.now_ms(), 0) for k, v in metrics.items()])
         summary = summary_table(jobs, counts, self.metric, self.direction, best, self.run_id, self.sweep_dir,

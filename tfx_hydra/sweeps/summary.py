@@ -66,9 +66,9 @@ def summary_table(jobs: list[dict[str, Any]], counts: dict[str, int], metric: st
     if best is not None:
         rows += [("best job", best["name"]), (f"best {metric}", format_value(best["objective"])),
                  ("best run", best["run_id"])]
-    else:
+    elif not folds:  # k-fold's result is the folds' mean and std (below), no one fold is "best"
         rows.append(("best job", f"none: no job finished with a {metric}"))
-    rows += cross_validation_rows(folds or {}, metric)
+    rows += cross_validation_rows(folds or {}, metric, direction)
     rows += [("parent run", parent_run_id), ("sweep dir", sweep_dir)]
     title = "tfx_hydra: sweep complete" if status == "FINISHED" else f"tfx_hydra: sweep ended {status}"
     listed = jobs if len(jobs) <= SWEEP_ROWS_SHOWN else _best_first(jobs, direction)[:SWEEP_ROWS_SHOWN]
@@ -88,10 +88,13 @@ def summary_table(jobs: list[dict[str, Any]], counts: dict[str, int], metric: st
     return render_text(key_value_table(title, rows)) + "\n" + render_text(table) + more
 
 
-def cross_validation_rows(folds: dict[str, dict], metric: str) -> list[tuple[str, str]]:
+def cross_validation_rows(folds: dict[str, dict], metric: str, direction: str = "maximize") -> list[tuple[str, str]]:
     """A cv=kfold sweep's result: `metric` and its test_ twin as mean ± std over the folds, a row per
-    configuration, named by the overrides that set it apart (cv.fold left out)."""
+    configuration, named by the overrides that set it apart (cv.fold left out); of several, the one whose mean
+    is best is marked."""
     shared = set.intersection(*(set(key.split()) for key in folds)) if folds else set()
+    means = {key: figures[metric][0] for key, figures in folds.items() if metric in figures}
+    best = (max if direction == "maximize" else min)(means, key=means.get) if len(means) > 1 else None
     rows = []
     for configuration, figures in folds.items():
         shown = [f"{name} {format_value(figures[name][0])} ± {format_value(figures[name][1])}"
@@ -99,7 +102,7 @@ def cross_validation_rows(folds: dict[str, dict], metric: str) -> list[tuple[str
         count = max((n for _, _, n in figures.values()), default=0)
         own = " ".join(o for o in configuration.split() if o not in shared)
         label = "cross-validation" if len(folds) == 1 else f"cv {own}"
-        rows.append((label, ", ".join(shown) + f" ({count} folds)"))
+        rows.append((label, ", ".join(shown) + f" ({count} folds)" + (" (best)" if configuration == best else "")))
     return rows
 
 

@@ -24,6 +24,9 @@ class Task:
     name: ClassVar[str]
     head: ClassVar[str]  # the output layer's activation
     output: ClassVar[str]  # the serving signature's main output: the head's values
+    outputs: ClassVar[tuple[str, ...]]  # every output a served model answers with (answers())
+    named_outputs: ClassVar[tuple[str, ...]] = ()  # those holding names (strings): answered only when given names
+    decision: ClassVar[str | None] = None  # the output holding the task's decision: a class index, 0/1 labels
     quality_name: ClassVar[str]  # what an export's predictions are scored by against Keras' (higher is better)
     label_dtype: ClassVar[str]
 
@@ -38,18 +41,23 @@ class Task:
         """The labels as the data step says them: '10 classes', '1 target'."""
         raise NotImplementedError
 
+    def classes(self, width: int) -> int:
+        """How many names the labels have (DataSpec.names): one per class, label or tag; binary's two."""
+        return width
+
     # --- predictions ----------------------------------------------------------------------------
-    def serving(self, values) -> dict:
-        """The serving signature's outputs for the head's values (TensorFlow ops)."""
+    def answers(self, values, names: tuple[str, ...]) -> dict:
+        """What a served model answers for the head's symbolic `values` (Keras ops and layers, so the SavedModel
+        and the MLflow model answer alike): the values, the decision and, given `names`, the names beside the
+        indices (without: the numbers only, as TF.js takes them)."""
         raise NotImplementedError
+
+    def answered(self, named: bool = True) -> set[str]:
+        """The outputs answers() gives, with names or without."""
+        return set(self.outputs) - (set() if named else set(self.named_outputs))
 
     def decided(self, values: np.ndarray) -> np.ndarray | None:
         """The decision a served model returns beside the head's values (a class, 0/1 labels), or None."""
-        return None
-
-    def keras_decision(self, values) -> dict | None:
-        """The MLflow model's outputs for the head's symbolic values, where the task decides beside them
-        (binary's class, multilabel's labels at task.threshold); None: the model's own output."""
         return None
 
     def quality(self, values: np.ndarray, labels: np.ndarray) -> float:
@@ -61,32 +69,39 @@ class Task:
         raise NotImplementedError
 
     # --- reports --------------------------------------------------------------------------------
-    def report(self, values: np.ndarray, labels: np.ndarray, folder: str) -> list[str]:
-        """The run's plots and tables of the test split (files written into `folder`)."""
+    def report(self, values: np.ndarray, labels: np.ndarray, folder: str, names: tuple[str, ...] = ()) -> list[str]:
+        """The run's plots and tables of the test split (files written into `folder`), the classes called by
+        their `names` (DataSpec.names; () : numbered)."""
         raise NotImplementedError
 
 
 class Thresholded(Task):
     """Sigmoid tasks (binary, multilabel): each output a probability, a 0/1 decision from task.threshold on,
-    served as `probabilities` and the decision (named by `decision`)."""
+    served as `probabilities`, the decision (named by `decision`) and its names (`named`)."""
 
     head = "sigmoid"
     output = "probabilities"
     decision: ClassVar[str]
 
-    def serving(self, values):
-        import tensorflow as tf
+    def answers(self, values, names):
+        import keras
 
-        return {"probabilities": values, self.decision: tf.cast(values >= self.threshold, tf.int64)}
+        decided = keras.ops.cast(keras.ops.greater_equal(values, self.threshold), "int32")
+        return {"probabilities": values, self.decision: decided, **(self.named(decided, names) if names else {})}
+
+    def named(self, decided, names: tuple[str, ...]) -> dict:
+        """The names of the decision's 0/1 values, as the task answers them."""
+        raise NotImplementedError
 
     def decided(self, values):
         return (np.asarray(values) >= self.threshold).astype("int64")
 
-    def keras_decision(self, values):
-        import keras
 
-        decided = keras.ops.cast(keras.ops.greater_equal(values, self.threshold), "int32")
-        return {"probabilities": values, self.decision: decided}
+def name_of_index(index, names: tuple[str, ...], layer: str = "class_names"):
+    """The name of each class index (Keras' StringLookup, inverted: a layer every Keras loads, no code of ours)."""
+    import keras
+
+    return keras.layers.StringLookup(vocabulary=list(names), num_oov_indices=0, invert=True, name=layer)(index)
 
 
 def row_error(task: str, split: str, row: int, first_row: int | None, what: str, fix: str) -> DataError:

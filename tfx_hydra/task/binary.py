@@ -1,6 +1,7 @@
 """task=binary: a 0/1 label per example, one sigmoid output (the probability of 1). Served as
-`probabilities` and `class` (1 where the probability reaches task.threshold); reported as ROC and
-precision-recall curves with their areas, at the threshold used."""
+`probabilities`, `class_index` (1 where the probability reaches task.threshold) and `class` (its name: the
+second class folder's, or "1"); reported as ROC and precision-recall curves with their areas, at the
+threshold used."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ import os
 
 import numpy as np
 
-from tfx_hydra.task.base import Thresholded, require_numbers, row_error
+from tfx_hydra.task.base import Thresholded, name_of_index, require_numbers, row_error
 
 
 class Binary(Thresholded):
     name = "binary"
-    decision = "class"
+    outputs = ("probabilities", "class", "class_index")
+    named_outputs = ("class",)
+    decision = "class_index"
     quality_name = "accuracy"
     label_dtype = "float32"
 
@@ -39,6 +42,12 @@ class Binary(Thresholded):
     def describe(self, width):
         return "binary labels (0/1)"
 
+    def classes(self, width):
+        return 2  # 0 and 1, from one output
+
+    def named(self, decided, names):
+        return {"class": name_of_index(decided, names)}
+
     def quality(self, values, labels):
         return float(np.mean(self.decided(values).reshape(-1) == np.asarray(labels).reshape(-1)))
 
@@ -48,7 +57,7 @@ class Binary(Thresholded):
         loss = keras.losses.binary_crossentropy(np.asarray(labels, "float32").reshape(-1, 1), values)
         return {"test_accuracy": self.quality(values, labels), "test_loss": float(np.mean(np.asarray(loss)))}
 
-    def report(self, values, labels, folder):
+    def report(self, values, labels, folder, names=()):
         from sklearn.metrics import auc, precision_recall_curve, roc_curve
 
         from tfx_hydra.plots import plot_curve
@@ -64,6 +73,6 @@ class Binary(Thresholded):
         plot_curve(recall, precision, f"precision-recall (AUC {pr_auc:.3f})", "recall", "precision",
                    os.path.join(folder, "precision_recall_curve.png"))
         with open(os.path.join(folder, "binary_report.json"), "w", encoding="utf-8") as out:
-            json.dump({"threshold": self.threshold, "roc_auc": roc_auc, "pr_auc": pr_auc,
-                       "accuracy_at_threshold": self.quality(values, labels)}, out, indent=2)
+            json.dump({"classes": list(names) or ["0", "1"], "threshold": self.threshold, "roc_auc": roc_auc,
+                       "pr_auc": pr_auc, "accuracy_at_threshold": self.quality(values, labels)}, out, indent=2)
         return ["roc_curve.png", "precision_recall_curve.png", "binary_report.json"]

@@ -1,6 +1,7 @@
 """task=multilabel: any number of labels per example (multi-hot rows, one 0/1 per label), one sigmoid
-per label. Served as `probabilities` and `labels` (1 where a label's probability reaches
-task.threshold); reported as a per-label table of precision, recall, F1 and support."""
+per label. Served as `probabilities`, `labels` (1 where a label's probability reaches task.threshold) and
+`tags` (each label's name where it is 1, "" where it is 0); reported as a per-label table of precision,
+recall, F1 and support, under the tags' names."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from tfx_hydra.task.base import Thresholded, require_numbers, row_error
 
 class Multilabel(Thresholded):
     name = "multilabel"
+    outputs = ("probabilities", "labels", "tags")
+    named_outputs = ("tags",)
     decision = "labels"
     quality_name = "accuracy"  # per label: the share of 0/1 decisions that are right
     label_dtype = "float32"
@@ -40,6 +43,15 @@ class Multilabel(Thresholded):
     def describe(self, width):
         return f"{width} labels"
 
+    def named(self, decided, names):
+        """Each label's name where it is 1 and "" where it is 0: StringLookup reads 0 as its mask token ("")
+        and i + 1 as the i-th name."""
+        import keras
+
+        positions = decided * keras.ops.arange(1, len(names) + 1, dtype="int32")
+        return {"tags": keras.layers.StringLookup(vocabulary=list(names), mask_token="", num_oov_indices=0,
+                                                  invert=True, name="tag_names")(positions)}
+
     def quality(self, values, labels):
         return float(np.mean(self.decided(values) == np.asarray(labels)))
 
@@ -49,10 +61,10 @@ class Multilabel(Thresholded):
         loss = keras.losses.binary_crossentropy(np.asarray(labels, "float32"), values)
         return {"test_accuracy": self.quality(values, labels), "test_loss": float(np.mean(np.asarray(loss)))}
 
-    def report(self, values, labels, folder):
+    def report(self, values, labels, folder, names=()):
         from sklearn.metrics import classification_report
 
-        names = [f"label_{i}" for i in range(np.asarray(values).shape[-1])]
+        names = list(names) or [f"label_{i}" for i in range(np.asarray(values).shape[-1])]
         table = classification_report(np.asarray(labels).astype(int), self.decided(values), target_names=names,
                                       zero_division=0, digits=4)
         with open(os.path.join(folder, "per_label_report.txt"), "w", encoding="utf-8") as out:

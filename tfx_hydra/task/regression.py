@@ -16,6 +16,7 @@ class Regression(Task):
     name = "regression"
     head = "linear"
     output = "predictions"
+    outputs = ("predictions",)
     quality_name = "neg_mae"  # the parity report's score: minus the mean absolute error (higher is better)
     label_dtype = "float32"
 
@@ -34,7 +35,7 @@ class Regression(Task):
     def describe(self, width):
         return f"{width} target{'s' if width != 1 else ''}"
 
-    def serving(self, values):
+    def answers(self, values, names):
         return {"predictions": values}
 
     def quality(self, values, labels):
@@ -45,7 +46,7 @@ class Regression(Task):
         return {"test_loss": float(np.mean(errors ** 2)), "test_mae": float(np.mean(np.abs(errors))),
                 "test_rmse": float(np.sqrt(np.mean(errors ** 2)))}
 
-    def report(self, values, labels, folder):
+    def report(self, values, labels, folder, names=()):
         from sklearn.metrics import mean_absolute_error, mean_squared_error, r2_score
 
         from tfx_hydra.plots import plot_regression

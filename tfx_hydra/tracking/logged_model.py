@@ -1,9 +1,14 @@
 """logged_model: what a run's MLflow logged model carries beyond its files -- the user's packages its
-classes come from (`code_paths`) -- and a registered model's new version made from it."""
+classes come from (`code_paths`), the loader that answers in text (`answers_loader`, pyfunc_answers.py) --
+and a registered model's new version made from it."""
 
 from __future__ import annotations
 
+import os
+import shutil
+
 from tfx_hydra.project import is_users, package_location
+from tfx_hydra.tracking import pyfunc_answers
 
 
 def register_model(client, run_id: str, name: str) -> str:
@@ -35,3 +40,21 @@ def code_paths(model) -> list[str]:
     modules |= {getattr(obj, "__module__", "") or "" for obj in keras.saving.get_custom_objects().values()}
     packages = sorted({module.split(".", 1)[0] for module in modules if is_users(module)})
     return [location for location in map(package_location, packages) if location]
+
+
+def answers_loader(folder: str) -> str:
+    """pyfunc_answers.py copied into `folder` under the name the model imports it by: a file for `code_paths`."""
+    path = os.path.join(folder, f"{pyfunc_answers.MODULE}.py")
+    shutil.copyfile(pyfunc_answers.__file__, path)
+    return path
+
+
+def load_through_answers(model_dir: str) -> None:
+    """The saved model's MLmodel: its python_function flavor loads through the copied loader (which calls
+    MLflow's own), so `mlflow.pyfunc` and `mlflow models serve` answer names as text."""
+    from mlflow.models import Model
+
+    path = os.path.join(model_dir, "MLmodel")
+    model = Model.load(path)
+    model.flavors["python_function"]["loader_module"] = pyfunc_answers.MODULE
+    model.save(path)

@@ -21,7 +21,8 @@ from tfx_hydra.process.faults import full_disk_path
 from tfx_hydra.process.signals import uninterrupted
 from tfx_hydra.tracking.datasets import described, send_datasets
 from tfx_hydra.tracking.journal import OFFLINE_DIR, OfflineJournal
-from tfx_hydra.tracking.logged_model import code_paths, register_model
+from tfx_hydra.tracking.logged_model import answers_loader, code_paths, load_through_answers, register_model
+from tfx_hydra.tracking.pyfunc_answers import as_text
 from tfx_hydra.tracking.secrets import mask_secrets, mask_uri
 from tfx_hydra.tracking.store import (
     MAX_PARAMS_PER_CALL,
@@ -128,13 +129,14 @@ class MlflowTracker:
         if descriptions and not self._try(lambda: send_datasets(self.client, self.run_id, descriptions)):
             self._keep(lambda: self.journal.append({"op": "log_inputs", "datasets": descriptions}))
 
-    def log_model(self, model, example_inputs, register_as: str | None = None) -> str:
+    def log_model(self, model, example_inputs, register_as: str | None = None, metadata: dict | None = None) -> str:
         """Log `model` as an MLflow 3 logged model (signature and input example included) output by
         this run, with the run's final metrics linked to it and to the split they were measured
         on, so the run page lists it under *Logged models* and `mlflow models serve -m
         runs:/<run id>/model` (or `models:/<model id>`) answers /invocations; with `register_as`,
-        also as a new version of that registered model. MLflow unreachable: the model is kept as
-        the run's `model/` artifacts in the offline journal (runs:/ serves those too)."""
+        also as a new version of that registered model; `metadata` goes into its MLmodel file (the classes'
+        names). MLflow unreachable: the model is kept as the run's `model/` artifacts in the offline journal
+        (runs:/ serves those too)."""
         import tempfile
 
         import keras
@@ -152,7 +154,7 @@ class MlflowTracker:
             example_inputs = example_inputs.astype("float32")
         outputs = model(example_inputs, training=False)  # one array, or named ones (a task's decision beside it)
         outputs = {k: np.asarray(v) for k, v in outputs.items()} if isinstance(outputs, dict) else np.asarray(outputs)
-        signature = infer_signature(example_inputs, outputs)
+        signature = infer_signature(example_inputs, as_text(outputs))  # names as strings, as the loader answers
         logged = None if self.journal is not None else self._try_value(self._create_logged_model)
         with tempfile.TemporaryDirectory(prefix="tfx_hydra-mlflow-model-") as folder:
             path = os.path.join(folder, "model")
@@ -160,9 +162,11 @@ class MlflowTracker:
                             model_uuid=logged.model_id) if logged else None
             # Pinned requirements instead of MLflow's inference, which imports the model in a subprocess.
             mlflow.tensorflow.save_model(model, path, signature=signature, input_example=example_inputs,
-                                         mlflow_model=mlmodel, code_paths=code_paths(model) or None,
+                                         mlflow_model=mlmodel, metadata=metadata,
+                                         code_paths=[*code_paths(model), answers_loader(folder)],
                                          pip_requirements=[f"tensorflow=={tf.__version__}",
                                                            f"keras=={keras.version()}"])
+            load_through_answers(path)
             if logged is None or not self._try(lambda: self._upload_logged_model(logged.model_id, path)):
                 self.log_artifacts(path, "model")
         uri = f"runs:/{self.run_id}/model"

@@ -1,0 +1,104 @@
+"""served: the model every export writes, which takes the raw values the data's files hold.
+
+A data source may change the raw values before the model sees them: the digits' 0..16 and an image's
+0..255 scaled to [0, 1], a CSV's columns standardized with the training split's mean and std, a user's
+pipeline declaring its own `input_scale`/`input_offset`. Training is fed those values; a served model is
+sent the raw ones. So every artifact a user serves (the SavedModel, the .keras file, TFLite, ONNX, TF.js
+and the MLflow model) is written from one model, `served_model`: the trained network behind a first layer
+that does to raw inputs what the source did, in float32. One input contract for every form; what a
+user's own model holds (a `Normalization`, a tokenizer) is inside the network already.
+
+`answering_model` is what a client gets back: the served model's outputs with the task's decision and the
+classes' names beside the indices (`{"probabilities": ..., "class": ["sports"], "class_index": [1]}`): the
+SavedModel's serving_default and the MLflow model answer through it.
+
+`raw_batches` gives a split back in raw values (each exporter checks its artifact on them, against the
+served model), and `raw_examples` a few of them (the MLflow model's input example, TF Serving's warm-up
+records).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+import numpy as np
+
+RAW_INPUTS_LAYER = "raw_inputs"  # the served model's first layer: raw values -> what the network was trained on
+
+
+def served_model(model, spec):
+    """`model` behind the data's normalization (`(raw - input_offset) * input_scale`, as the pipeline
+    computes it), or `model` itself when the source changes nothing (text, normalization=none)."""
+    if spec.text or not normalizes(spec):
+        return model
+    import keras
+
+    scale = np.asarray(spec.input_scale, dtype="float64")
+    offset = np.asarray(spec.input_offset, dtype="float64")
+    raw = keras.Input(shape=tuple(spec.input_shape), dtype="float32", name="inputs")
+    # Rescaling computes x * scale + offset: the source's (x - offset) * scale, in float32 whatever the policy
+    scaled = keras.layers.Rescaling(scale=_keras_value(scale), offset=_keras_value(-offset * scale),
+                                    dtype="float32", name=RAW_INPUTS_LAYER)(raw)
+    served = keras.Model(raw, model(scaled), name=model.name)
+    served(np.zeros((1, *spec.input_shape), "float32"), training=False)  # called once: Keras' ONNX export asks it
+    return served
+
+
+def answering_model(served, spec, named: bool = True):
+    """The served model with the task's answers as named outputs (Task.answers: `probabilities`, `class`,
+    `class_index`; `labels`, `tags`; `predictions`), the classes called by the data's names; `named=False`:
+    the numbers only (TF.js: its converter takes no string lookup, and model.json carries the names)."""
+    import keras
+
+    inputs = keras.Input(shape=tuple(spec.input_shape), dtype="string" if spec.text else "float32", name="inputs")
+    return keras.Model(inputs, spec.task.answers(served(inputs), spec.names if named else ()), name=served.name)
+
+
+def normalizes(spec) -> bool:
+    """Whether the source's pipeline changes the raw values (a scale other than 1, an offset other than 0)."""
+    return bool(np.any(np.asarray(spec.input_scale) != 1.0) or np.any(np.asarray(spec.input_offset) != 0.0))
+
+
+def raw_batches(datasets, split: str = "validation") -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """A split's batches as (raw inputs, labels): the values a client sends a served model."""
+    spec = datasets.spec
+    for inputs, labels, *_ in getattr(datasets, split):
+        inputs = np.asarray(inputs)
+        yield (inputs if spec.text else np.asarray(spec.denormalize(inputs.astype("float32")), "float32"),
+               np.asarray(labels))
+
+
+def raw_examples(datasets, count: int, split: str = "validation") -> np.ndarray:
+    """Up to `count` examples of a split in raw values, one array."""
+    taken = []
+    for inputs, _ in raw_batches(datasets, split):
+        taken.extend(inputs[: count - len(taken)])
+        if len(taken) >= count:
+            break
+    return np.asarray(taken)
+
+
+def _keras_value(values: np.ndarray):
+    """A number, or one per feature (a list Rescaling broadcasts over the last axis)."""
+    return float(values) if values.ndim == 0 else [float(v) for v in values.reshape(-1)]
+
+
+LABELS_FILE = os.path.join("assets.extra", "labels.txt")  # the classes' names, one per line, in index order
+
+
+def write_labels(path: str, names) -> str:
+    """The classes' (or tags') names, one per line in index order: the file TF Serving clients and
+    mode=evaluate read beside a SavedModel, and beside the .keras, TFLite and ONNX files."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as out:
+        out.write("".join(f"{name}\n" for name in names))
+    return path
+
+
+def read_labels(path: str) -> tuple[str, ...]:
+    """The names write_labels wrote (() when there is no such file)."""
+    if not os.path.isfile(path):
+        return ()
+    with open(path, encoding="utf-8") as text:
+        return tuple(line.rstrip("\n") for line in text)

@@ -1,0 +1,51 @@
+"""The loader MLflow's pyfunc uses for the models tfx_hydra logs: MLflow's own TensorFlow loader, with the
+answers made JSON's.
+
+A served model answers with the classes' names beside the indices (`class`, `tags`): TensorFlow strings, which
+reach Python as bytes, and `mlflow models serve` writes bytes to JSON as base64 ("c2V0b3Nh" for "setosa"). This
+loader hands them back as text. It also predicts without Keras' progress bar, which MLflow's loader leaves on
+(a line per request in a server's log).
+
+The file is copied into each logged model (its `code/` folder, as `tfx_hydra_answers.py`) and named by its
+MLmodel's `python_function.loader_module`: it imports nothing of tfx_hydra, so the model serves where only
+MLflow, TensorFlow and Keras are installed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MODULE = "tfx_hydra_answers"  # the name the copy is imported by
+
+
+def _load_pyfunc(path):
+    """What `mlflow.pyfunc.load_model` calls with the model's data folder."""
+    import mlflow.tensorflow
+
+    return Answers(mlflow.tensorflow._load_pyfunc(path))
+
+
+class Answers:
+    """MLflow's Keras wrapper, its predictions with text as str and no progress bar."""
+
+    def __init__(self, wrapped) -> None:
+        self._wrapped = wrapped
+
+    def get_raw_model(self):
+        return self._wrapped.get_raw_model()
+
+    def predict(self, data, params=None):
+        model = getattr(self._wrapped, "keras_model", None)
+        if model is None or not isinstance(data, (np.ndarray, list, tuple, dict)):
+            return as_text(self._wrapped.predict(data, params=params))
+        return as_text(model.predict(data, verbose=0))
+
+
+def as_text(answers):
+    """Arrays of bytes decoded to str (UTF-8), in a dict of outputs or alone; numbers as they are."""
+    if isinstance(answers, dict):
+        return {name: as_text(values) for name, values in answers.items()}
+    values = np.asarray(answers)
+    if values.dtype.kind in "OS" and values.size and isinstance(values.reshape(-1)[0], bytes):
+        return np.vectorize(lambda v: v.decode("utf-8"), otypes=[object])(values)
+    return answers
