@@ -242,6 +242,15 @@ MISTAKES = {
         ["ConfigError: building 'trainer.callbacks[0]' (acme.bad.Exploding) raised RuntimeError in your code:",
          "acme/bad.py\", line", "in __init__", "raise RuntimeError(f\"cannot start: {when}\")",
          "RuntimeError: cannot start: now", "Fix: fix acme.bad.Exploding"]),
+    "a callback that raises while training": (
+        "trainer:\n  callbacks:\n    - _target_: acme.bad.ExplodingAtEpochEnd\n",
+        ["TrainingError: training raised ValueError in your code:", "acme/bad.py\", line", "in on_epoch_end",
+         "ValueError: epoch 0 looked wrong", "Fix: fix your code (the frames above are its own); the run's backup "
+         "is kept: the same command resumes from its last finished epoch"]),
+    "a metric that raises when Keras traces it": (
+        "trainer:\n  metrics:\n    - accuracy\n    - _target_: acme.bad.OneHotOnly\n      name: one_hot\n",
+        ["TrainingError: training raised TypeError in your code:", "in update_state",
+         "TypeError: this metric takes one-hot labels"]),
     "a metric node without its name": (
         "trainer:\n  metrics:\n    - _target_: keras.metrics.SparseTopKCategoricalAccuracy\n",
         ["ConfigError: trainer.metrics[0] (keras.metrics.SparseTopKCategoricalAccuracy) has no name"]),
@@ -273,6 +282,23 @@ class Exploding(keras.callbacks.Callback):
     def __init__(self, when):
         super().__init__()
         raise RuntimeError(f"cannot start: {when}")
+
+
+class ExplodingAtEpochEnd(keras.callbacks.Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        raise ValueError(f"epoch {epoch} looked wrong")  # after ours: the epoch is backed up
+
+
+class OneHotOnly(keras.metrics.Metric):
+    def __init__(self, name="one_hot", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.total = self.add_variable(shape=(), initializer="zeros", name="total")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        raise TypeError("this metric takes one-hot labels")
+
+    def result(self):
+        return self.total
 '''
 
 
@@ -289,6 +315,13 @@ def test_a_mistake_in_the_users_code_is_one_clear_error(project, tmp_path, case)
         assert text in said, f"{text!r} not in:\n{said[-3000:]}"
     assert "Traceback (most recent call last)" not in said  # the user's frames only, under one line of ours
     assert said.count("RuntimeError: cannot start") <= 1
+    if "while training" in case or "traces" in case:  # the user's frames only: not Keras', Hydra's or ours
+        shown = said[said.index("in your code:"):]
+        assert "keras/src" not in shown and "/hydra/" not in shown and "tfx_hydra/" not in shown, shown
+    if "while training" in case:  # ended FAILED, the backup of its epoch kept for the resume
+        (failed,) = [r for r in mlflow_runs(project) if r.data.params.get("trainer.callbacks.0._target_") ==
+                     "acme.bad.ExplodingAtEpochEnd"]
+        assert failed.info.status == "FAILED" and Path(failed.data.tags["resume.backup_dir"]).is_dir()
     statuses = {r.data.tags.get("mlflow.runName", ""): r.info.status for r in mlflow_runs(project)
                 if r.data.params.get("trainer.epochs") == "1"}
     assert "RUNNING" not in statuses.values() and "FINISHED" not in statuses.values(), statuses

@@ -91,10 +91,14 @@ def test_hydra_verbose_shows_tensorflows_start_up_lines(tmp_path):
 
 
 def test_a_parallel_sweep_labels_each_line_with_its_job_and_each_job_logs_its_own(tmp_path):
-    done = run_piped(["-m", "hydra/launcher=parallel", "trainer.epochs=1", "data.limit=200", "export=none",
-                      "optimizer.learning_rate=0.001,0.01"], tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert_no_native_chatter(done.stdout + done.stderr)
+    """On a terminal, as a user runs it: the jobs share it, so none draws a progress bar (a bar cut into another
+    job's lines, `epoch 1/6 ━━━… 0/41 -:--:--[job 2] tfx_hydra batches: ...`); each line says whose it is."""
+    status, shown = run_on_a_terminal(["-m", "hydra/launcher=parallel", "trainer.epochs=1", "data.limit=200",
+                                       "export=none", "optimizer.learning_rate=0.001,0.01"], tmp_path, columns=200)
+    assert status == 0, shown[-3000:]
+    assert_no_native_chatter(shown)
+    assert "━" not in shown and "-:--:--" not in shown, shown[-3000:]  # no bar, none half drawn
+    done = subprocess.CompletedProcess([], status, shown, "")
     jobs_lines = [line for line in done.stdout.splitlines() if line.startswith("[job ")]
     for num, rate in ((0, "0.001"), (1, "0.01")):
         own = [line for line in jobs_lines if line.startswith(f"[job {num}] ")]

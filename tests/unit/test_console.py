@@ -19,6 +19,7 @@ from tfx_hydra.console import (
     TerminalFormatter,
     epoch_line,
     held_job_error_line,
+    native_lines_streamed,
     native_lines_to_log,
     print_summary,
 )
@@ -88,6 +89,28 @@ def test_tensorflows_native_start_up_lines_go_to_the_job_log_and_not_the_termina
     logged = job_logging.read_text()
     assert "[tfx_hydra.native][INFO] - I0000 00:00:1796132321.993220 23909 cudart_stub.cc:31] Could not find" in logged
     assert "failed call to cuInit: (303)" in logged
+    os.write(2, b"after\n")  # descriptor 2 is the terminal again
+    assert capfd.readouterr().err == "after\n"
+
+
+def test_tensorflows_lines_while_training_go_to_the_job_log_and_everything_else_still_reaches_the_terminal(
+        job_logging, capfd):
+    """Training's block: TensorFlow's own log lines (oneDNN's DT_BOOL note on a CPU without AVX-512, written
+    mid-training as this test writes it) are the job log's; a user's tf.print (stderr) and a line the process
+    dies on still reach descriptor 2 as written."""
+    with native_lines_streamed():
+        os.write(2, b"E0000 00:00:1796421228.283298   31648 util.cc:131] oneDNN supports DT_BOOL only on platforms "
+                    b"with AVX-512. Falling back to the default Eigen-based implementation if present.\n")
+        os.write(2, b"my layer sees 3.5\n")  # what tf.print writes
+        os.write(2, b"F0000 00:00:1796421228.300000   31648 some_op.cc:77] Check failed: planted\n")
+    shown = capfd.readouterr()
+    fatal = "F0000 00:00:1796421228.300000   31648 some_op.cc:77] Check failed: planted"
+    assert shown.err == f"my layer sees 3.5\n{fatal}\n"
+    assert "DT_BOOL" not in shown.out + shown.err
+    logged = job_logging.read_text()
+    assert "[tfx_hydra.native][INFO] - E0000 00:00:1796421228.283298   31648 util.cc:131] oneDNN supports " \
+           "DT_BOOL" in logged
+    assert "Check failed: planted" in logged and "my layer sees" not in logged
     os.write(2, b"after\n")  # descriptor 2 is the terminal again
     assert capfd.readouterr().err == "after\n"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import tempfile
 from contextlib import contextmanager
@@ -50,13 +51,17 @@ def native_lines_to_log() -> Iterator[None]:
                     native.info(line, extra=BARE)
 
 
+# a line of TensorFlow's C++ logging (absl's format): 'E0000 00:00:1796421228.283298   31648 cuda_platform.cc:52] ...'
+ABSL_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:[\d.]+\s+\d+ [\w./-]+:\d+\]")
+
+
 @contextmanager
 def native_lines_streamed() -> Iterator[None]:
     """`native_lines_to_log` for a long block (training): descriptor 2 points into a pipe whose lines a thread
-    hands to the `tfx_hydra.native` logger as they come, so a line TensorFlow writes mid-training (oneDNN's
-    "supports DT_BOOL only on platforms with AVX-512" at a multilabel model's first step) lands in the job
-    log, off the terminal, and one that ends the process (an absl `F...` line, "Fatal Python error") still
-    reaches the terminal before it dies."""
+    sorts as they come. TensorFlow's own log lines (absl's format: oneDNN's "supports DT_BOOL only on platforms
+    with AVX-512" at a multilabel model's first step) go to the `tfx_hydra.native` logger: the job log, off the
+    terminal. Every other line -- a user's `tf.print` (it writes to stderr), a Python warning -- and a line the
+    process dies on (absl's `F...`) reach the terminal's descriptor 2 as they were written."""
     import threading
 
     try:
@@ -72,11 +77,10 @@ def native_lines_streamed() -> Iterator[None]:
         with os.fdopen(reading, "rb") as lines:
             for raw in lines:
                 line = raw.decode(errors="replace").rstrip()
-                if not line.strip():
-                    continue
-                native.info(line, extra=BARE)
-                if line[:1] == "F" and line[1:5].isdigit() or line.startswith("Fatal Python error"):
-                    os.write(saved, raw)  # the line the process dies on: on the terminal too
+                if ABSL_LINE.match(line):
+                    native.info(line, extra=BARE)
+                if not ABSL_LINE.match(line) or line.startswith("F"):  # not TensorFlow's, or the one it dies on
+                    os.write(saved, raw)
 
     reader = threading.Thread(target=forward, name="tfx_hydra-native-lines", daemon=True)
     reader.start()
