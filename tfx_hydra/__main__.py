@@ -60,7 +60,10 @@ def main() -> None:
         with held_job_error_line() as job_error_line:
             hydra_main()
     except KeyboardInterrupt as interrupt:
+        from tfx_hydra.sweeps.parent import close_interrupted  # here: --help and preflight never pay for it
+
         hint = (getattr(interrupt, "resume_hint", None)
+                or close_interrupted(interrupt)  # a sweep launched here: its parent closed, and how to resume it
                 or "interrupted (SIGINT) before a run started: nothing to resume.")
         status = getattr(interrupt, "exit_status", 130)
         # the interrupted fit's frames hold its tf.data iterators: freed here, with TensorFlow's lines about

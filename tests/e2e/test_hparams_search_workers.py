@@ -206,6 +206,15 @@ def test_ctrl_c_stops_every_worker_and_two_joblib_workers_resume_their_trials_wi
     stopped = study_of(tmp_path).trials  # as the interrupted command left them
     interrupted = [t for t in stopped if t.state == TrialState.FAIL]
     assert interrupted and not [t for t in stopped if t.state == TrialState.RUNNING]
+    # one account of what happened, with which trials run again and the command that resumes; nothing that
+    # contradicts it ("nothing to resume", a worker "lost", a trial's line of its own)
+    (closing,) = [line for line in out.splitlines() if line.startswith("tfx_hydra: interrupted (SIGINT)")]
+    numbers = ", ".join(str(t.number) for t in sorted(interrupted, key=lambda t: t.number))
+    assert f"trial{'s' if len(interrupted) > 1 else ''} {numbers} interrupted (KILLED) and run again first" in closing
+    assert "Resume it (finished jobs are skipped) with: python -m tfx_hydra -m hydra/launcher=parallel" in closing
+    for contradiction in ("before a run started", "nothing to resume", "the sweep lost", "died without a word",
+                          "it is FAIL, and its parameters run again"):
+        assert contradiction not in out, out[-3000:]
     assert {t.user_attrs.get(RETRY_OF) for t in stopped if t.state == TrialState.WAITING} == {
         t.number for t in interrupted}  # each queued again, once
     capfd.readouterr()
@@ -229,6 +238,7 @@ def test_ctrl_c_stops_every_worker_and_two_joblib_workers_resume_their_trials_wi
         assert f"[job {trial.number}] " in shown, shown[-3000:]  # its lines, labelled by its trial's job
 
     client, parent, children = parent_and_children(tmp_path)
+    assert parent.info.status == "FINISHED" and "error" not in parent.data.tags  # the interruption's, gone
     by_trial = {int(c.data.tags["optuna.trial"]): c for c in children}
     # stopped mid-training: KILLED (a trial asked for the instant Ctrl-C came may have no run yet: it is
     # queued again all the same)

@@ -19,7 +19,7 @@ from typing import Any
 from tfx_hydra import tracking
 from tfx_hydra.cv import fold_statistics
 from tfx_hydra.metrics import OBJECTIVE
-from tfx_hydra.process import describe_error
+from tfx_hydra.process import describe_error, held_signals
 from tfx_hydra.sweeps.summary import (
     LOST,
     STOPPED,
@@ -102,6 +102,20 @@ def study_parent(client, experiment_id: str, study: str, made: str | None = None
     return first
 
 
+_OPEN: list["Parent"] = []  # this process's sweep parents not yet closed: an interrupt closes them (close_interrupted)
+
+
+def close_interrupted(interrupt: BaseException) -> str | None:
+    """Ctrl-C or SIGTERM stopped this process's sweep: close its parent KILLED with its jobs still running
+    counted as interrupted (not lost), and return the one line that says what happened and how to resume
+    (None: no sweep was open here)."""
+    if not _OPEN:
+        return None
+    name = getattr(interrupt, "signal_name", "SIGINT")
+    return _OPEN[-1].close("KILLED", jobs_done=False, interrupted=name,
+                           retried=list(getattr(interrupt, "retried_trials", None) or []))
+
+
 class Parent:
     """The parent run, as the launching process closes it."""
 
@@ -113,15 +127,24 @@ class Parent:
         self.ui = ui  # the command that opens the store in the MLflow UI
         self.closed = False
         self.shared = shared  # a study's parent: other commands may still be running its children
+        _OPEN.append(self)
 
-    def close(self, status: str | None, note: str | None = None, jobs_done: bool = True) -> None:
+    def close(self, status: str | None, note: str | None = None, jobs_done: bool = True,
+              interrupted: str | None = None, retried: list[int] | None = None) -> str | None:
         """End the parent with the jobs' counts. `jobs_done`: the launcher returned, so a child still
         RUNNING lost its process (a killed worker) and is closed KILLED here, counted as killed.
-        status None: KILLED if a job was killed (or lost), else FAILED."""
+        status None: KILLED if a job was killed (or lost), else FAILED. `interrupted` (a signal's name): the
+        command was stopped, and with it its jobs: those still RUNNING were interrupted, not lost; `retried`:
+        the trials a search runs again first. Returns, for an interrupt, the line that says it all."""
         if self.closed:
-            return
+            return None
         self.closed = True
-        lost = close_lost_children(self.client, self.run_id, jobs_done and not self.shared)
+        if self in _OPEN:
+            _OPEN.remove(self)
+        if interrupted:
+            stopped_now = close_interrupted_children(self.client, self.run_id, interrupted)
+            note = f"interrupted ({interrupted})"
+        lost = [] if interrupted else close_lost_children(self.client, self.run_id, jobs_done and not self.shared)
         jobs = summarize_jobs(self.client, self.run_id, self.metric)
         counts = {state: sum(j["status"] == state for j in jobs) for state in ("FINISHED", "FAILED", "KILLED")}
         never_ran = max(0, self.planned - len(jobs)) if self.planned is not None else 0
@@ -131,7 +154,7 @@ class Parent:
             report_jobs_to_resume(LOST, [j for j in jobs if j["run_id"] in lost], never_ran, self.resume,
                                   closed="closed KILLED")
         stopped = [j for j in jobs if j["status"] == "KILLED" and "(SIGTERM)" in j["error"] and j["run_id"] not in lost]
-        if stopped and not jobs_done:  # the launcher gave up on them: say it, and how to go on
+        if stopped and not jobs_done and not interrupted:  # the launcher gave up on them: say it, and how to go on
             report_jobs_to_resume(STOPPED, stopped, never_ran, self.resume, closed="KILLED")
         if status == "FINISHED" and jobs and counts["FINISHED"] == 0:
             status = "FAILED"
@@ -166,6 +189,10 @@ class Parent:
                 self.client.log_artifact(self.run_id, os.path.join(self.sweep_dir, name))
         self.client.set_terminated(self.run_id, status=status)
         say(summary + (f"\nbrowse: {self.ui}" if self.ui else ""))
+        if interrupted:
+            return interrupted_account(interrupted, jobs, stopped_now, never_ran, self.planned, retried or [],
+                                       self.resume)
+        return None
 
     def close_unfinished(self) -> None:
         """Exit hook: the sweep stopped before Hydra's end (a failed job under the basic sweeper, Ctrl-C)."""
@@ -191,6 +218,35 @@ def summarize_jobs(client, parent_run_id: str, metric: str) -> list[dict[str, An
                      "state": tags.get("optuna.state", ""), "epochs": tags.get("epochs_trained", ""),
                      "last": child.data.metrics.get(metric)})
     return sorted(rows, key=lambda row: row["job"])
+
+
+def close_interrupted_children(client, parent_run_id: str, name: str) -> list[str]:
+    """The sweep's children still RUNNING when its command was interrupted: stopped by the same signal (their
+    processes got it, or the launcher tore them down), each closed KILLED as a run the signal stopped is."""
+    closed = []
+    for child in children(client, parent_run_id, status="RUNNING"):
+        with held_signals():
+            tracking.send_batch(client, child.info.run_id, tags=[("error", f"interrupted ({name})")])
+            client.set_terminated(child.info.run_id, status="KILLED")
+        closed.append(child.info.run_id)
+    return closed
+
+
+def interrupted_account(name: str, jobs: list[dict[str, Any]], stopped_now: list[str], never_ran: int,
+                        planned: int | None, retried: list[int], resume: str) -> str:
+    """'interrupted (SIGINT): the sweep stopped with 3 of 8 jobs finished; trial 4 ... interrupted (its run
+    KILLED, its backup kept) and run again first when resumed; 3 never ran. Resume it with: ...'."""
+    finished = sum(j["status"] == "FINISHED" for j in jobs)
+    stopped = [j for j in jobs if j["status"] == "KILLED" and (j["run_id"] in stopped_now or f"({name})" in j["error"])]
+    said = f"interrupted ({name}): the sweep stopped with {finished} of {planned or len(jobs)} job(s) finished"
+    if retried:  # a search: its interrupted trials are failed and queued again
+        said += f"; trial{'s' if len(retried) > 1 else ''} {', '.join(map(str, retried))} interrupted (KILLED) and " \
+                "run again first"
+    elif stopped:
+        said += f"; interrupted (KILLED, backups kept): {'; '.join(j['name'] for j in stopped)}"
+    if never_ran:
+        said += f"; {never_ran} not started"
+    return said + f". Resume it (finished jobs are skipped) with: {resume}"
 
 
 def close_lost_children(client, parent_run_id: str, jobs_done: bool) -> list[str]:

@@ -186,8 +186,9 @@ def retry_lost_trials(study, grace_period: float, own: set[int], only: set[int] 
         except (ValueError, RuntimeError):  # another command failed it first, and retries it
             continue
         study.enqueue_trial(trial.params, user_attrs={RETRY_OF: trial.number})
-        why = "was interrupted" if only is not None else f"lost its process (no heartbeat for {now - beat:.0f} s)"
-        log.warning(f"trial {trial.number} {why}: it is FAIL, and its parameters run again as a new trial")
+        if only is None:  # an interrupted command says which trials run again once, in its closing line
+            log.warning(f"trial {trial.number} lost its process (no heartbeat for {now - beat:.0f} s): it is FAIL, "
+                        "and its parameters run again as a new trial")
         retried.append(trial.number)
     return retried
 
@@ -214,6 +215,14 @@ def requeue_missed(study, only: set[int]) -> list[int]:
     for trial in missed:
         study.enqueue_trial(trial.params, user_attrs={RETRY_OF: trial.number})
     return [t.number for t in missed]
+
+
+def queued_again(study, among: set[int]) -> list[int]:
+    """The trials of `among` whose parameters wait to run again (a WAITING trial is their retry)."""
+    from optuna.trial import TrialState
+
+    waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    return sorted({t.user_attrs.get(RETRY_OF) for t in waiting} & set(among))
 
 
 def unclaimed(study, settle: float = 2.0) -> set[int]:

@@ -87,8 +87,8 @@ class OptunaSweeper(Sweeper):
                 f"model={model}: {', '.join(plan.left_out)}")
         try:
             rounds.run()
-        except BaseException:  # Ctrl-C, SIGTERM, a failed batch: its trials are re-run by the next command
-            rounds.retry_interrupted()
+        except BaseException as stopped:  # Ctrl-C, SIGTERM, a failed batch: its trials are re-run by the next command
+            stopped.retried_trials = rounds.retry_interrupted()  # for the sweep's one closing line (parent.py)
             raise
         with library_lines_to(os.path.join(sweep_dir, SWEEP_LOG), report.__name__, capture_warnings=True):
             report.finish(study, plan, sweep_dir, self.config, rounds.idle_seconds)
@@ -198,9 +198,10 @@ class Rounds:
         if self.idle_batches >= 3:
             raise stop from None  # the launcher's error is in the message
 
-    def retry_interrupted(self) -> None:
+    def retry_interrupted(self) -> list[int]:
         """Ctrl-C, SIGTERM, a failed batch: this command's running trials are FAIL, their parameters
-        queued for the command that resumes (a batch's trial whose run had already ended is told instead)."""
+        queued for the command that resumes (a batch's trial whose run had already ended is told instead).
+        Returns the numbers of the trials that run again."""
         from tfx_hydra.sweeps.hparams_search import study as studies
 
         if self.workers:
@@ -211,6 +212,7 @@ class Rounds:
         studies.retry_lost_trials(self.study, grace_period=-1.0, own=set(), only=only)
         if self.workers:  # the launcher has stopped them: a worker killed mid-retry left its trial unqueued
             studies.requeue_missed(self.study, only)
+        return studies.queued_again(self.study, only)  # by this process, or by a worker as its trial stopped
 
     def require_failure_rate(self) -> None:
         trials.require_failure_rate(self.failed, self.launched, self.settings.max_failure_rate, "this command")
