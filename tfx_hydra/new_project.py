@@ -54,6 +54,15 @@ def init_project(path: str, package: str | None = None) -> list[Path]:
     if existing:
         raise ConfigError(f"{existing[0]} exists already: init writes a new project and overwrites nothing.",
                           fix="pick a new or empty folder: tfx-hydra init PATH")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(f"tfx-hydra init {path}: the folder {err.filename or root} cannot be created "
+                          f"({err.strerror}).", fix="tfx-hydra init <a folder you can write>, e.g. "
+                          "~/projects/my_project") from None
+    if not os.access(root, os.W_OK):
+        raise ConfigError(f"tfx-hydra init {path}: the folder {root} is not writable.",
+                          fix="tfx-hydra init <a folder you can write>, e.g. ~/projects/my_project")
     written = []
     for relative, template in files.items():
         target = root / relative

@@ -127,6 +127,18 @@ def require_writable_folder(key: str, value: str, folder: str, create: bool) -> 
                           fix=f"{key}=<a writable folder>")
 
 
+def require_made_folder(key: str, value: str, folder: str, fix: str | None = None) -> None:
+    """`folder` (where `key`=`value` writes) made now if it is not there yet: a path the system will not let
+    be created (under /proc, under a file, without the right) is one error naming it, not a traceback from
+    the first write."""
+    try:
+        os.makedirs(os.path.abspath(os.path.expanduser(folder)), exist_ok=True)
+    except OSError as err:
+        raise ConfigError(f"{key}={value} cannot be written: {err.filename or folder} cannot be created "
+                          f"({err.strerror}).", fix=fix or f"{key}=<a path in a folder you can write>") from None
+    require_writable_folder(key, value, folder, create=False)
+
+
 def require_target(key: str, value: Any, example: str, allow_name: bool = False, named: bool = False) -> None:
     """A `_target_` node (`allow_name`: or a library's name for it; `named`: with the `name` it is
     logged under)."""

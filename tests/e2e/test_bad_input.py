@@ -284,3 +284,21 @@ def test_an_unreadable_image_among_good_ones_is_named_when_met_and_the_run_ends_
     assert_only_the_message(done.stderr)
     (run,) = mlflow_runs(tmp_path)
     assert run.info.status == "FAILED" and run.data.tags["error"].startswith(f"DataError: {broken}")
+
+
+@pytest.mark.fresh_store  # no store may appear: the mistake is said before anything is written
+def test_paths_that_cannot_be_created_are_one_error_naming_them_before_any_work(tmp_path):
+    """A study's storage file and an init target under /proc (the kernel lets nothing be created there, even for
+    root): one message naming the path and the fix, not a traceback from the first write."""
+    search = run_cli_in_process(["hparams_search=optuna", "hparams_search.n_trials=1", "trainer.epochs=1",
+                                 "hparams_search.storage=/proc/tfx_hydra_test/study.log"], cwd=tmp_path, multirun=True)
+    assert search.returncode == 1
+    assert ("ConfigError: hparams_search.storage=/proc/tfx_hydra_test/study.log cannot be written: "
+            "/proc/tfx_hydra_test cannot be created (No such file or directory).") in search.stderr, search.stderr
+    assert "Fix: hparams_search.storage=<a file in a folder you can write>" in search.stderr
+    assert "Traceback" not in search.stderr and list(tmp_path.iterdir()) == []  # no store, no sweep folder
+    init = run_cli_in_process(["init", "/proc/tfx_hydra_test/project"], cwd=tmp_path)
+    assert init.returncode == 1
+    assert ("ConfigError: tfx-hydra init /proc/tfx_hydra_test/project: the folder /proc/tfx_hydra_test cannot be "
+            "created (No such file or directory).") in init.stderr, init.stderr
+    assert "Traceback" not in init.stderr

@@ -40,7 +40,13 @@ def test_a_sweeps_best_run_goes_live_as_stable_a_canary_beside_it_and_a_rollback
     (other,) = [r for r in runs if r not in (parent, best)]
     version = {r.info.run_id: int(os.path.basename(r.data.tags["export.savedmodel.path"])) for r in (best, other)}
     name = os.path.basename(os.path.dirname(best.data.tags["export.savedmodel.path"]))
-    assert parsed_models_config(serving)[name][3] == {"stable": 1}  # as exported: the first version
+    assert parsed_models_config(serving)[name][3] == {"stable": 1}  # as exported: the first version, and said
+    assert f"export: {name} version 1 is `stable` (a model's first version: tfx-hydra promote moves it)" in done.stdout
+    refused = promote(tmp_path, parent.info.run_id, "--label", "stable")  # the sweep's parent: it names the best
+    assert refused.returncode == 1 and (f"ExportError: run {parent.info.run_id} is a sweep's parent run: it trained "
+                                        f"and exported nothing itself; its best job is run {best.info.run_id}"
+                                        ) in refused.stderr, refused.stderr
+    assert f"Fix: tfx-hydra promote {best.info.run_id} --label <label>" in refused.stderr
     transcript = [f"$ python -m tfx_hydra -m {' '.join(SWEEP)}", "...", f"$ tfx-hydra promote {best.info.run_id} "
                   "--label stable"]
 
@@ -64,6 +70,10 @@ def test_a_sweeps_best_run_goes_live_as_stable_a_canary_beside_it_and_a_rollback
     assert back.returncode == 0, back.stderr
     assert parsed_models_config(serving)[name][3]["stable"] == version[other.info.run_id]
     assert f"(was version {version[best.info.run_id]})" in back.stdout
+    # `canary` pointed there already: both labels now serve one model, which is said, not left to be found out
+    assert (f"`canary` also point(s) at version {version[other.info.run_id]}: those labels now serve the same "
+            "model") in back.stdout + back.stderr
+    assert "it answers with the classes 0, 1, 2, 3, 4, 5, 6, 7, 8, 9" in live.stdout
 
     example = EXAMPLE.search(README.read_text())
     assert example is not None and (os.environ.get("UPDATE_README") == "1" or "tfx-hydra promote" in example["shown"])

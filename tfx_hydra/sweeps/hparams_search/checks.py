@@ -22,6 +22,7 @@ from tfx_hydra.sweeps.hparams_search import study as studies
 from tfx_hydra.sweeps.hparams_search.settings import SearchSettings, is_url, max_epochs, read, storage_url
 from tfx_hydra.sweeps.hparams_search.storage import open_storage
 from tfx_hydra.tracking import mask_uri
+from tfx_hydra.validation import require_made_folder
 
 SWEEPER_TARGET = "hydra_plugins.tfx_hydra_sweeps.OptunaSweeper"
 OWN_KEYS = ("hparams_search.study_name", "hparams_search.trial", "hparams_search.worker")  # set per job
@@ -93,8 +94,9 @@ def plan(config: DictConfig, params: dict[str, Any], arguments: list[str]) -> Se
         require_prunable(sweep.metrics, list(trainer.metrics))
     url = storage_url(settings, config.hydra.runtime.cwd)
     local_file = url[len("sqlite:///"):] if url.startswith("sqlite:///") else None if is_url(url) else url
-    if local_file:  # an SQLite or journal file: its folder is made, as Hydra makes the sweep's
-        os.makedirs(os.path.dirname(local_file), exist_ok=True)
+    if local_file:  # an SQLite or journal file: its folder is made, as Hydra makes the sweep's (or one error)
+        require_made_folder("hparams_search.storage", settings.storage or url, os.path.dirname(local_file),
+                            fix="hparams_search.storage=<a file in a folder you can write> (default: optuna.db here)")
     studies.sampler(settings.sampler, int(config.seed), len(sweep.metrics) > 1)
     studies.pruner(settings, max_epochs(trainer))
     register_as = (config.get("export") or {}).get("register_as")
