@@ -99,9 +99,10 @@ def test_tensorflows_lines_while_training_go_to_the_job_log_and_everything_else_
     mid-training as this test writes it) are the job log's; a user's tf.print (stderr) and a line the process
     dies on still reach descriptor 2 as written."""
     with native_lines_streamed():
-        os.write(2, b"E0000 00:00:1796421228.283298   31648 util.cc:131] oneDNN supports DT_BOOL only on platforms "
-                    b"with AVX-512. Falling back to the default Eigen-based implementation if present.\n")
         os.write(2, b"my layer sees 3.5\n")  # what tf.print writes
+        os.write(2, b"E0000 00:00:1796421228.283298   31648 util.cc:131] oneDNN supports DT_BOOL only on platforms "
+                    b"with AVX-512. Falling back to the default Eigen-based implementation if present.\n"
+                    b"  a line of the same message\n")  # one write: a message of several lines is TensorFlow's whole
         os.write(2, b"F0000 00:00:1796421228.300000   31648 some_op.cc:77] Check failed: planted\n")
     shown = capfd.readouterr()
     fatal = "F0000 00:00:1796421228.300000   31648 some_op.cc:77] Check failed: planted"
@@ -111,6 +112,7 @@ def test_tensorflows_lines_while_training_go_to_the_job_log_and_everything_else_
     assert "[tfx_hydra.native][INFO] - E0000 00:00:1796421228.283298   31648 util.cc:131] oneDNN supports " \
            "DT_BOOL" in logged
     assert "Check failed: planted" in logged and "my layer sees" not in logged
+    assert "a line of the same message" in logged and "a line of the same message" not in shown.err
     os.write(2, b"after\n")  # descriptor 2 is the terminal again
     assert capfd.readouterr().err == "after\n"
 

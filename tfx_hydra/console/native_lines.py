@@ -74,13 +74,25 @@ def native_lines_streamed() -> Iterator[None]:
     native = logging.getLogger(NATIVE_LOGGER)
 
     def forward() -> None:  # logged at INFO (job log only): a handler writing it back to descriptor 2 would loop
-        with os.fdopen(reading, "rb") as lines:
+        carry, block = b"", False
+        while chunk := os.read(reading, 65536):
+            if not carry:  # a new write begins: its first line says whose it is (one absl message may span lines)
+                block = False
+            *lines, carry = (carry + chunk).split(b"\n")
             for raw in lines:
-                line = raw.decode(errors="replace").rstrip()
-                if ABSL_LINE.match(line):
-                    native.info(line, extra=BARE)
-                if not ABSL_LINE.match(line) or line.startswith("F"):  # not TensorFlow's, or the one it dies on
-                    os.write(saved, raw)
+                block = sort_line(raw, block)
+        if carry:
+            sort_line(carry, block)
+        os.close(reading)
+
+    def sort_line(raw: bytes, block: bool) -> bool:
+        line = raw.decode(errors="replace").rstrip()
+        block = block or bool(ABSL_LINE.match(line))
+        if block and line.strip():
+            native.info(line, extra=BARE)
+        if not block or line.startswith("F"):  # not TensorFlow's, or the line it dies on
+            os.write(saved, raw + b"\n")
+        return block
 
     reader = threading.Thread(target=forward, name="tfx_hydra-native-lines", daemon=True)
     reader.start()
