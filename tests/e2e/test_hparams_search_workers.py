@@ -116,7 +116,7 @@ def test_a_killed_worker_s_trial_runs_again_while_the_other_worker_and_a_second_
     study = study_of(tmp_path)
     lost = study.trials[victim.number]
     assert lost.state == TrialState.FAIL
-    retry = victim  # its retry; on a loaded machine a retry's heartbeat may lag past the grace period, and it
+    retry = lost  # its retry; on a loaded machine a retry's heartbeat may lag past the grace period, and it
     while retry.state == TrialState.FAIL:  # is given up and queued again in turn: the chain ends in a finished one
         (retry,) = [t for t in study.trials if t.user_attrs.get(RETRY_OF) == retry.number]
     assert retry.number != victim.number and retry.params == victim.params
