@@ -223,7 +223,7 @@ def record_data(tracker: Tracker, datasets, fold_tags: dict[str, str] | None = N
     fold = f" (cv fold {fold_tags['cv.fold']} of {fold_tags['cv.folds']})" if fold_tags else ""
     log.info(f"data: {named}, {datasets.num_train:,} train / {datasets.num_validation:,} validation{fold} / "
              f"{datasets.num_test:,} test examples; inputs {tuple(spec.input_shape)}, "
-             f"{spec.task.describe(spec.num_classes)}")
+             f"{spec.task.describe(spec.num_classes)}" + (f"; {datasets.cache}" if datasets.cache else ""))
     if spec.class_names:
         log.info(f"classes: {shown_names(spec.class_names)}")
     tracker.set_tags({**fold_tags, "task": spec.task.name, "data.num_train": datasets.num_train,

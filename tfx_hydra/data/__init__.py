@@ -23,7 +23,9 @@ One module per option of conf/data/, named as the option is:
 
 and what they share:
 
-    pipeline.py   what they share: the common options, cache -> shuffle -> batch -> prefetch
+    options.py    the options every source takes (conf/data/pipeline/default.yaml), checked before TensorFlow
+    pipeline.py   what they share: the splits made into batches: limit -> cache -> shuffle -> batch -> prefetch
+    cache.py      data.cache=auto: each split in memory, on disk or not cached, by the budget; said on the data line
     preflight.py  what a data config names (files, shared options), checked before TensorFlow loads
     to_tfrecord.py  `python -m tfx_hydra.data.to_tfrecord`: any configured dataset -> TFRecord shards
 """

@@ -10,7 +10,8 @@ import os
 import numpy as np
 
 from tfx_hydra.data.finite import NON_FINITE_FIX
-from tfx_hydra.data.pipeline import Datasets, from_arrays, options_from
+from tfx_hydra.data.options import options_from
+from tfx_hydra.data.pipeline import Datasets, from_arrays
 from tfx_hydra.data.splits import Split, split_three_ways
 from tfx_hydra.errors import DataError
 from tfx_hydra.task import get as get_task

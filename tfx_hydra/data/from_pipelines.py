@@ -9,11 +9,12 @@ returns `Datasets`. The public way to make them from pipelines the user already 
                               batch_size=batch_size, seed=seed, name="my_data", **pipeline)
 
 tfx_hydra then does what it does for its own sources: cache -> shuffle -> batch -> prefetch
-(the data.* pipeline options), the checks (shape, label type and range) and the record: one pass
-over each split counts its examples (a pipeline of unknown length is counted, then told its
-length) and digests them (sha256 of every example's bytes, in order), so reproduce can say
-whether the data changed. `digest=False` skips the digest for data too large to read twice;
-the run then says that its data is not digested.
+(the data.* pipeline options; data.cache=auto keeps a split in memory when it fits the budget),
+the checks (shape, label type and range) and the record: one pass over each split counts its
+examples (a pipeline of unknown length is counted, then told its length) and digests them
+(sha256 of every example's bytes, in order), so reproduce can say whether the data changed.
+`digest=False` skips the digest for data too large to read twice; the run then says that its
+data is not digested.
 """
 
 from __future__ import annotations
@@ -23,12 +24,13 @@ import logging
 from typing import Any
 
 from tfx_hydra.data.lineage import DIGEST_LENGTH, DataRead
+from tfx_hydra.data.options import options_from
 from tfx_hydra.data.pipeline import (
     Datasets,
     DataSpec,
+    cached_splits,
     examples_read,
     finish,
-    options_from,
     require_a_batch,
     with_class_names,
 )
@@ -70,13 +72,15 @@ def from_pipelines(train: Any, validation: Any, test: Any, *, input_shape, num_c
         if counts[split] == 0:
             raise DataError(f"the {split} pipeline of {name} is empty.", fix="hand over a pipeline with examples")
     require_a_batch(counts["train"], options.batch_size)
+    told, cached = cached_splits(options, told, counts)
     finished = {split: finish(told[split], options, training=split == "train", num_examples=counts[split],
-                              cache_suffix=f".{split}") for split in SPLITS}
+                              shuffle_buffer=cached.shuffle_buffer) for split in SPLITS}
     if not digest:
         log.info(f"data: {name}'s splits are not digested (digest=False): reproduce cannot tell whether they change")
     read = {split: examples_read(options, counts[split]) for split in SPLITS}
     return Datasets(train=finished["train"], validation=finished["validation"], test=finished["test"], spec=spec,
-                    num_train=read["train"], num_validation=read["validation"], num_test=read["test"], reads=reads)
+                    num_train=read["train"], num_validation=read["validation"], num_test=read["test"], reads=reads,
+                    cache=cached.said)
 
 
 def require_examples(split: str, dataset: Any, spec: DataSpec) -> None:

@@ -10,12 +10,13 @@ import numpy as np
 
 from tfx_hydra.data.augmentation import augmenter
 from tfx_hydra.data.lineage import DataRead, files_read
+from tfx_hydra.data.options import options_from
 from tfx_hydra.data.pipeline import (
     FILE_NORMALIZATIONS,
     PIXEL_SCALE,
     Datasets,
     DataSpec,
-    options_from,
+    scaled_pixels,
     streamed_datasets,
 )
 from tfx_hydra.data.splits import split_three_ways, with_test_folder
@@ -65,13 +66,13 @@ def image_folder(directory, input_shape, num_classes, batch_size, seed, test_dir
     scale = PIXEL_SCALE if normalization == "scale" else 1.0
     spec = DataSpec(shape, int(num_classes), input_scale=scale, task=kind, class_names=tuple(classes))
 
-    def load(path, label):
+    def load(path, label):  # decoded pixels as uint8: what the cache holds, a quarter of their float32 size
         data = tf.io.read_file(path)
         channels = shape[2] if len(shape) == 3 else 1
         image = tf.io.decode_image(data, channels=channels, expand_animations=False)
         if resize:
-            image = tf.image.resize(image, shape[:2])
-        image = tf.ensure_shape(tf.cast(image, tf.float32), (*shape[:2], channels)) * scale
+            image = tf.cast(tf.clip_by_value(tf.round(tf.image.resize(image, shape[:2])), 0, 255), tf.uint8)
+        image = tf.ensure_shape(image, (*shape[:2], channels))
         return (image if len(shape) == 3 else tf.squeeze(image, -1)), label
 
     splits = {name: tf.data.Dataset.from_tensor_slices((split.x, split.y)) for name, split in held.items()}
@@ -84,7 +85,7 @@ def image_folder(directory, input_shape, num_classes, batch_size, seed, test_dir
                           count, shape, num_classes, held[name].y[:count].tobytes())
 
     every = [str(path) for split in held.values() for path in split.x]
-    return streamed_datasets(splits, counts, load, spec, options,
+    return streamed_datasets(splits, counts, load, spec, options, to_inputs=scaled_pixels(scale),
                              augment=augmenter(augmentation or {}, shape, options.seed), reads=read,
                              explain=lambda err: unreadable_image(err, every, len(shape) == 3 and shape[2] or 1))
 

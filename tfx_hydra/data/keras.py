@@ -9,7 +9,8 @@ import numpy as np
 
 from tfx_hydra.data.augmentation import augmenter
 from tfx_hydra.data.finite import require_finite_arrays
-from tfx_hydra.data.pipeline import PIXEL_SCALE, Datasets, from_arrays, options_from
+from tfx_hydra.data.options import options_from
+from tfx_hydra.data.pipeline import PIXEL_SCALE, Datasets, from_arrays
 from tfx_hydra.data.splits import hold_out_validation
 from tfx_hydra.errors import ConfigError, DataError
 from tfx_hydra.validation import require_path

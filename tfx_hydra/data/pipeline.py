@@ -1,10 +1,13 @@
 """What every data source shares: the spec, the three splits, and the way examples become batches.
 
 Order of a pipeline (each step a tf.data transformation, nothing hand-rolled):
-    examples -> [map: decode / normalize, parallel] -> [limit] -> cache -> [shuffle, training only]
-             -> [map: augment, training only] -> batch -> prefetch
+    examples -> [map: decode, parallel] -> [limit] -> cache -> [shuffle, training only]
+             -> [map: to the model's inputs, uint8 pixels to scaled floats] -> [map: augment, training only]
+             -> batch -> prefetch
 Caching before the shuffle keeps decoding out of every epoch but the first; augmenting
-after it keeps augmentation fresh each epoch. TensorFlow is imported inside the
+after it keeps augmentation fresh each epoch. Images are cached as decoded (uint8), a quarter of their
+float32 size, and scaled after the cache. Where the cache lives (memory, disk, nowhere) is cache.py's
+decision, made for all three splits at once. TensorFlow is imported inside the
 functions: config validation must not pay for it.
 """
 
@@ -16,15 +19,15 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from tfx_hydra.cv import folded
+from tfx_hydra.data import cache as caching
 from tfx_hydra.data.finite import checked_examples, require_finite_stream
+from tfx_hydra.data.options import PipelineOptions
 from tfx_hydra.data.spec import DataSpec, with_class_names
 from tfx_hydra.data.splits import Split, normalize_arrays, target_figures
-from tfx_hydra.errors import ConfigError, DataError
+from tfx_hydra.errors import DataError
 from tfx_hydra.task import Task
 from tfx_hydra.task import get as get_task
-from tfx_hydra.validation import require_choice, require_positive_or_auto
 
-SHARD_POLICIES = ("auto", "file", "data", "off")
 PIXEL_SCALE = 1 / 255.0  # 8-bit images to [0, 1]
 # streamed files: standardizing a stream needs a pass over it (convert to a CSV or arrays)
 FILE_NORMALIZATIONS = ("scale", "none")
@@ -44,6 +47,7 @@ class Datasets:
     folded: bool = False  # training and validation re-cut into a cv=kfold job's fold (cv.py)
     # a streamed source's account of an error TensorFlow raised reading it (which file, why): a DataError or None
     explain: Callable[[Exception], Exception | None] | None = None
+    cache: str = ""  # where the decoded splits are kept and why (cache.py): said on the data line
 
     def named_errors(self):
         """A block (training, evaluation) in which an error TensorFlow raises while reading this data becomes
@@ -51,94 +55,45 @@ class Datasets:
         return _named_errors(self)
 
 
-@dataclass(frozen=True)
-class PipelineOptions:
-    """The options every source takes (conf/data/pipeline/default.yaml)."""
-
-    batch_size: int
-    seed: int | None = 0
-    shuffle_buffer: int = 2048
-    cache: bool | str = True  # true/"memory": in memory; a path: a cache file; false: none
-    prefetch: int | str = "auto"
-    map_parallelism: int | str = "auto"
-    deterministic: bool = True  # false lets parallel maps hand out examples as they finish
-    shard_policy: str = "auto"
-    limit: int | None = None
-    limit_batches: int | float | None = None  # per split and epoch: a number of batches, or a share of them
-    check_finite: bool = True  # NaN/inf inputs are a DataError before training (false: let them through)
-    check_finite_batches: int | None = 10  # streamed sources: the first N batches of each split (null: all)
-    class_names: tuple[str, ...] | None = None  # the classes' names in index order (null: the data's, or numbered)
-
-    def __post_init__(self) -> None:
-        require_choice("data.shard_policy", self.shard_policy, SHARD_POLICIES)
-        for key in ("prefetch", "map_parallelism"):
-            require_positive_or_auto(f"data.{key}", getattr(self, key), "auto")
-        if self.limit is not None and (not isinstance(self.limit, int) or self.limit < 1):
-            raise ConfigError(f"data.limit={self.limit}: expected a positive number of examples or null.",
-                              fix="data.limit=null")
-        batches = self.limit_batches
-        if batches is not None and (isinstance(batches, bool) or not (
-                (isinstance(batches, int) and batches >= 1) or (isinstance(batches, float) and 0 < batches <= 1))):
-            raise ConfigError(f"data.limit_batches={batches!r}: expected a number of batches (2), a fraction of them "
-                              "(0.1), or null.", fix="data.limit_batches=2")
-        if not isinstance(self.check_finite, bool):
-            raise ConfigError(f"data.check_finite={self.check_finite!r}: expected true or false.",
-                              fix="data.check_finite=true")
-        batches = self.check_finite_batches
-        if batches is not None and (not isinstance(batches, int) or isinstance(batches, bool) or batches < 1):
-            raise ConfigError(f"data.check_finite_batches={batches!r}: expected a positive number of batches or "
-                              "null (every batch).", fix="data.check_finite_batches=10")
-        if self.class_names is not None:
-            names = self.class_names
-            if isinstance(names, str) or not all(isinstance(n, (str, int)) and str(n) for n in names):
-                raise ConfigError(f"data.class_names={names!r}: expected a list of names, one per class, in index "
-                                  "order.", fix="data.class_names=[cat,dog,bird], or null (the data's, or numbered)")
-            object.__setattr__(self, "class_names", tuple(str(n) for n in names))
-            if len(set(self.class_names)) != len(self.class_names):
-                raise ConfigError(f"data.class_names={list(self.class_names)} names a class twice.",
-                                  fix="one distinct name per class")
-        if not isinstance(self.shuffle_buffer, int) or self.shuffle_buffer < 0:
-            raise ConfigError(f"data.shuffle_buffer={self.shuffle_buffer!r}: expected a non-negative integer "
-                              "(0 = no shuffling).", fix="data.shuffle_buffer=2048")
-
-    @property
-    def parallel_calls(self):
-        import tensorflow as tf
-
-        return tf.data.AUTOTUNE if self.map_parallelism == "auto" else self.map_parallelism
+def limited(dataset, options: PipelineOptions, num_examples: int):
+    """data.limit_batches takes its examples before the cache: every epoch reads the same few batches'
+    worth (what debug=overfit needs), and the cache is read whole (a cache read partly is thrown away
+    by tf.data, with a warning per epoch and split)."""
+    if options.limit_batches is not None and num_examples:
+        return dataset.take(examples_read(options, num_examples))
+    return dataset
 
 
-def options_from(batch_size: int, seed: int | None, pipeline: dict[str, Any]) -> PipelineOptions:
-    """The common options out of a factory's keyword arguments, an unknown key named."""
-    known = set(PipelineOptions.__dataclass_fields__) - {"batch_size", "seed"}
-    unknown = sorted(set(pipeline) - known)
-    if unknown:
-        raise ConfigError(f"data.{unknown[0]} is not an option of this data source.",
-                          fix=f"check the spelling (python -m tfx_hydra --cfg job --package data); "
-                          f"common options: {', '.join(sorted(known))}")
-    return PipelineOptions(batch_size=batch_size, seed=seed, **pipeline)
+def cached_splits(options: PipelineOptions, splits: dict[str, Any], counts: dict[str, int],
+                  in_memory: bool = False) -> tuple[dict[str, Any], caching.CachePlan]:
+    """Each split limited and cached where cache.py's plan puts it (one decision for the three)."""
+    splits = {name: limited(dataset, options, counts[name]) for name, dataset in splits.items()}
+    plan = caching.plan(options, {name: (dataset, examples_read(options, counts[name]))
+                                  for name, dataset in splits.items()}, in_memory=in_memory)
+    for name, where in plan.where.items():
+        if where is not None:
+            splits[name] = splits[name].cache() if where == "memory" else splits[name].cache(where)
+            if plan.scratch:
+                caching.remove_with(splits[name], where, plan.scratch)
+    return splits, plan
 
 
 def finish(dataset, options: PipelineOptions, *, training: bool, num_examples: int | None = None,
-           augment: Callable | None = None, cache_suffix: str = ""):
-    """[limit ->] cache -> shuffle -> augment -> batch -> prefetch, with the sharding and determinism options.
-    data.limit_batches takes its examples before the cache: every epoch reads the same few batches'
-    worth (what debug=overfit needs), and the cache is read whole (a cache read partly is thrown away
-    by tf.data, with a warning per epoch and split)."""
+           augment: Callable | None = None, to_inputs: Callable | None = None, shuffle_buffer: int | None = None):
+    """(a limited, cached split ->) shuffle -> to the model's inputs -> augment -> batch -> prefetch, with the
+    sharding and determinism options. `to_inputs`: what turns a cached example into the model's input
+    (uint8 pixels to scaled floats), done after the cache so the cache holds the smaller form."""
     import tensorflow as tf
 
     if not training and isinstance(dataset.element_spec, tuple) and len(dataset.element_spec) == 3:
         dataset = dataset.map(lambda inputs, label, weight: (inputs, label))  # fit weighs its loss; metrics are not
-    if options.limit_batches is not None and num_examples:
-        num_examples = examples_read(options, num_examples)
-        dataset = dataset.take(num_examples)
-    if options.cache is True or options.cache == "memory":
-        dataset = dataset.cache()
-    elif options.cache:  # a file path; one file per split
-        dataset = dataset.cache(f"{options.cache}{cache_suffix}")
-    if training and options.shuffle_buffer and options.seed is not None:
-        buffer = min(options.shuffle_buffer, num_examples) if num_examples else options.shuffle_buffer
+    num_examples = examples_read(options, num_examples) if num_examples else num_examples
+    buffer = options.shuffle_buffer if shuffle_buffer is None else shuffle_buffer
+    if training and buffer and options.seed is not None:
+        buffer = min(buffer, num_examples) if num_examples else buffer
         dataset = dataset.shuffle(buffer, seed=options.seed, reshuffle_each_iteration=True)
+    if to_inputs is not None:
+        dataset = dataset.map(to_inputs, num_parallel_calls=options.parallel_calls)
     if training and augment is not None:
         dataset = dataset.map(augment, num_parallel_calls=options.parallel_calls)
     dataset = dataset.batch(options.batch_size)
@@ -158,6 +113,16 @@ def examples_read(options: PipelineOptions, num_examples: int) -> int:
     if options.limit_batches is None:
         return num_examples
     return min(num_examples, limited_batches(options, num_examples) * options.batch_size)
+
+
+def scaled_pixels(scale: float):
+    """uint8 pixels (as cached) to the model's float32 inputs: `scale` 1/255 or 1 (data.normalization)."""
+    import tensorflow as tf
+
+    def to_inputs(image, label, *weight):
+        return tf.cast(image, tf.float32) * scale, label, *weight
+
+    return to_inputs
 
 
 def tf_options(options: PipelineOptions):
@@ -200,29 +165,33 @@ def from_arrays(splits: dict[str, Split], input_shape, num_classes, options: Pip
     offset, scale = (0.0, 1.0) if text else normalize_arrays(splits, normalization, raw_scale)
     spec = dataclasses.replace(spec, input_scale=scale, input_offset=offset, **target_figures(task, splits["train"].y))
 
-    def pipeline(name: str, training: bool):
-        # (x, y), or (x, y, weight) when the source read weights: finish() keeps them for training only
-        dataset = tf.data.Dataset.from_tensor_slices(splits[name].arrays())
-        # in-memory data has no files to shard: DATA unless the user said otherwise
-        shard = "data" if options.shard_policy == "auto" else options.shard_policy
-        return finish(dataset, dataclasses.replace(options, shard_policy=shard), training=training,
-                      num_examples=len(splits[name].x), cache_suffix=f".{name}", augment=augment)
-
-    count = {name: examples_read(options, len(split.x)) for name, split in splits.items()}
-    return Datasets(train=pipeline("train", True), validation=pipeline("validation", False),
-                    test=pipeline("test", False), spec=spec, num_train=count["train"], num_test=count["test"],
-                    num_validation=count["validation"], reads=reads, folded=splits is not as_read)
+    # (x, y), or (x, y, weight) when the source read weights: finish() keeps them for training only
+    sliced = {name: tf.data.Dataset.from_tensor_slices(split.arrays()) for name, split in splits.items()}
+    sizes = {name: len(split.x) for name, split in splits.items()}
+    sliced, cached = cached_splits(options, sliced, sizes, in_memory=True)
+    # in-memory data has no files to shard: DATA unless the user said otherwise
+    shard = "data" if options.shard_policy == "auto" else options.shard_policy
+    finished = {name: finish(dataset, dataclasses.replace(options, shard_policy=shard), training=name == "train",
+                             num_examples=sizes[name], augment=augment, shuffle_buffer=cached.shuffle_buffer)
+                for name, dataset in sliced.items()}
+    count = {name: examples_read(options, size) for name, size in sizes.items()}
+    return Datasets(train=finished["train"], validation=finished["validation"], test=finished["test"], spec=spec,
+                    num_train=count["train"], num_test=count["test"], num_validation=count["validation"],
+                    reads=reads, folded=splits is not as_read, cache=cached.said)
 
 
 def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spec: DataSpec,
                       options: PipelineOptions, augment=None, check_finite_as: str | None = None,
+                      to_inputs: Callable | None = None,
                       reads: Callable[[str, int], Any] | None = None,
                       explain: Callable[[Exception], Exception | None] | None = None) -> Datasets:
     """Parsed, limited, cached, shuffled, batched: the three splits of a streamed source (TFRecords,
     image files, TFDS), each of a known size. `check_finite_as` (the source's name, for the
     message) checks the first data.check_finite_batches batches of each split for NaN/inf before
     training; sources that check their own way, or whose inputs cannot be NaN, pass None.
-    `reads(split, count)` describes what a split reads (lineage.DataRead), once its count is final."""
+    `reads(split, count)` describes what a split reads (lineage.DataRead), once its count is final.
+    `to_inputs`: what turns a parsed (and cached) example into the model's input, e.g. uint8 pixels into
+    scaled floats: the cache then holds the compact form."""
     import tensorflow as tf
 
     spec = with_class_names(spec, spec.class_names, options.class_names)
@@ -232,7 +201,7 @@ def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spe
     if options.limit is not None:
         splits["train"], counts["train"] = splits["train"].take(options.limit), min(options.limit, counts["train"])
     require_a_batch(counts["train"], options.batch_size)
-    finished = {}
+    parsed_splits = {}
     for name, dataset in splits.items():
         if getattr(parse, "batched", False):
             parsed = dataset.batch(PARSE_BATCH).map(parse, num_parallel_calls=options.parallel_calls,
@@ -244,13 +213,16 @@ def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spe
         parsed = parsed.apply(tf.data.experimental.assert_cardinality(counts[name]))
         if check_finite_as and options.check_finite:
             require_finite_stream(parsed, name, check_finite_as, checked_examples(options))
-        finished[name] = finish(parsed, options, training=name == "train", num_examples=counts[name],
-                                augment=augment, cache_suffix=f".{name}")
+        parsed_splits[name] = parsed
+    parsed_splits, cached = cached_splits(options, parsed_splits, counts)
+    finished = {name: finish(parsed, options, training=name == "train", num_examples=counts[name], augment=augment,
+                             to_inputs=to_inputs, shuffle_buffer=cached.shuffle_buffer)
+                for name, parsed in parsed_splits.items()}
     described = {name: reads(name, counts[name]) for name in ("train", "validation", "test")} if reads else {}
     read = {name: examples_read(options, counts[name]) for name in counts}
     return Datasets(train=finished["train"], validation=finished["validation"], test=finished["test"], spec=spec,
                     num_train=read["train"], num_validation=read["validation"], num_test=read["test"],
-                    reads=described, explain=explain)
+                    reads=described, explain=explain, cache=cached.said)
 
 
 @contextlib.contextmanager

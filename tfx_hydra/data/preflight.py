@@ -31,8 +31,10 @@ def check_data_config(data: DictConfig, task: str = "classification") -> None:
         if value:
             expand_globs(f"data.{key}", OmegaConf.to_object(value) if OmegaConf.is_list(value) else value)
     cache = data.get("cache")
-    if isinstance(cache, str) and cache != "memory":  # a cache file: its folder must be there to write in
+    if isinstance(cache, str) and cache not in ("auto", "memory"):  # a cache file: its folder must be there
         require_writable_folder("data.cache", cache, os.path.dirname(os.path.abspath(cache)), create=False)
+    if data.get("cache_dir"):  # where cache=auto may write a file cache: made now, or one error naming it
+        require_writable_folder("data.cache_dir", data.cache_dir, os.path.abspath(data.cache_dir), create=True)
 
 
 def require_task_labels(data: DictConfig, task: str) -> None:

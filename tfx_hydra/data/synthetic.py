@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfx_hydra.data.pipeline import Datasets, from_arrays, options_from
+from tfx_hydra.data.options import options_from
+from tfx_hydra.data.pipeline import Datasets, from_arrays
 from tfx_hydra.data.splits import split_three_ways
 from tfx_hydra.errors import ConfigError
 

@@ -10,7 +10,8 @@ import os
 import numpy as np
 
 from tfx_hydra.data.image_folder import require_class_folders, require_same_class_folders
-from tfx_hydra.data.pipeline import Datasets, from_arrays, options_from
+from tfx_hydra.data.options import options_from
+from tfx_hydra.data.pipeline import Datasets, from_arrays
 from tfx_hydra.data.splits import split_three_ways, with_test_folder
 from tfx_hydra.errors import DataError
 from tfx_hydra.validation import require_choice, require_path

@@ -11,7 +11,8 @@ import os
 import numpy as np
 
 from tfx_hydra.data.csv import label_values, read_csv
-from tfx_hydra.data.pipeline import Datasets, from_arrays, options_from
+from tfx_hydra.data.options import options_from
+from tfx_hydra.data.pipeline import Datasets, from_arrays
 from tfx_hydra.data.splits import split_three_ways
 from tfx_hydra.data.text_folder import TEXT_INPUTS
 from tfx_hydra.errors import DataError

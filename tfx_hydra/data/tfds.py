@@ -7,7 +7,8 @@ import glob
 import os
 
 from tfx_hydra.data.lineage import DataRead, files_read
-from tfx_hydra.data.pipeline import PIXEL_SCALE, Datasets, DataSpec, options_from, streamed_datasets
+from tfx_hydra.data.options import options_from
+from tfx_hydra.data.pipeline import PIXEL_SCALE, Datasets, DataSpec, scaled_pixels, streamed_datasets
 from tfx_hydra.errors import DataError
 from tfx_hydra.validation import require_choice
 
@@ -68,10 +69,11 @@ def tfds(name, input_shape, num_classes, batch_size, seed, data_dir=None, downlo
         raise DataError(f"data.input_shape={list(spec.input_shape)} does not match {name}'s inputs {list(shape)}.",
                         fix=f"data.input_shape={list(shape)}".replace(" ", ""))
 
-    def prepare(inputs, label):
-        return tf.reshape(tf.cast(inputs, tf.float32) * scale, spec.input_shape), tf.cast(label, tf.int64)
-
     floating = tf.as_dtype(builder.info.features[supervised[0]].dtype).is_floating  # images are integers
+
+    def prepare(inputs, label):  # integer pixels stay as they are through the cache (pipeline.scaled_pixels)
+        inputs = tf.reshape(inputs if not floating else tf.cast(inputs, tf.float32) * scale, spec.input_shape)
+        return inputs, tf.cast(label, tf.int64)
     split_strings = {"train": train_split, "validation": validation_split, "test": test_split}
 
     def read(role: str, count: int) -> DataRead:
@@ -82,4 +84,5 @@ def tfds(name, input_shape, num_classes, batch_size, seed, data_dir=None, downlo
         return files_read(role, name, source, files, count, spec.input_shape, spec.num_classes, source)
 
     return streamed_datasets(splits, counts, prepare, spec, options,
+                             to_inputs=None if floating else scaled_pixels(scale),
                              check_finite_as=f"data=tfds data.name={name}" if floating else None, reads=read)

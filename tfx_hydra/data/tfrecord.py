@@ -16,13 +16,14 @@ import numpy as np
 
 from tfx_hydra.data.finite import checked_examples, first_non_finite, non_finite_example
 from tfx_hydra.data.lineage import DataRead, common_folder, files_read
+from tfx_hydra.data.options import options_from
 from tfx_hydra.data.pipeline import (
     FILE_NORMALIZATIONS,
     PARSE_BATCH,
     PIXEL_SCALE,
     Datasets,
     DataSpec,
-    options_from,
+    scaled_pixels,
     streamed_datasets,
 )
 from tfx_hydra.errors import DataError
@@ -96,7 +97,8 @@ def tfrecord(train_files, test_files, input_shape, num_classes, batch_size, seed
                           ", ".join([pattern] if isinstance(pattern, str) else list(pattern)), files, count,
                           spec.input_shape, spec.num_classes, f"records {first[name]}..{first[name] + count}")
 
-    return streamed_datasets(splits, counts, parse, spec, options, reads=read)
+    return streamed_datasets(splits, counts, parse, spec, options, reads=read,
+                             to_inputs=scaled_pixels(scale) if kind == "image" else None)
 
 
 def expand_globs(key: str, patterns: str | Sequence[str]) -> list[str]:
@@ -159,8 +161,8 @@ def carve_splits(counts: dict[str, int], validation_split: float, test_split: fl
 
 
 def example_parser(kind: str, inputs_key: str, label_key: str, spec: DataSpec, weight_key: str | None = None):
-    """tf.train.Example bytes -> (float32 input of the spec's shape, scaled; the task's label: an int64 class,
-    or num_classes float32 values[; the float32 weight under `weight_key`]).
+    """tf.train.Example bytes -> (the input of the spec's shape: dense floats scaled, image pixels as uint8;
+    the task's label: an int64 class, or num_classes float32 values[; the float32 weight under `weight_key`]).
     Dense records parse in batches (`parse.batched`): per example, parsing 784 floats capped
     streaming at ~10k examples/s on 2 cores, well under what a small model trains at."""
     import tensorflow as tf
@@ -183,10 +185,9 @@ def example_parser(kind: str, inputs_key: str, label_key: str, spec: DataSpec, w
         examples = tf.io.parse_example(records, features)
         return labelled(tf.reshape(examples[inputs_key], (-1, *spec.input_shape)) * spec.input_scale, examples)
 
-    def parse_image(record):
+    def parse_image(record):  # uint8 pixels: cached as decoded, scaled after the cache (pipeline.scaled_pixels)
         example = tf.io.parse_single_example(record, features)
-        inputs = decode_image(example[inputs_key], spec.input_shape)
-        return labelled(tf.cast(inputs, tf.float32) * spec.input_scale, example)
+        return labelled(decode_image(example[inputs_key], spec.input_shape), example)
 
     parse = parse_dense_batch if kind == "dense" else parse_image
     parse.batched = kind == "dense"

@@ -1,0 +1,48 @@
+"""Real-sized data, proven with small budgets set by config: what a run does when its decoded data does not
+fit the memory it is given, met through the command a user types."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.test_bad_input import assert_only_the_message
+from tests.helpers import mlflow_runs
+from tests.helpers.in_process import run_cli_in_process
+from tests.unit.test_data_sources import write_images
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def pets(tmp_path):
+    return write_images(tmp_path / "pets", {"cats": [(12, 10)] * 30, "dogs": [(10, 12)] * 30})
+
+
+def image_run(pets, *overrides):
+    return ["data=image_folder", f"data.directory={pets}", "data.input_shape=[8,8,3]", "data.num_classes=2",
+            "trainer.batch_size=8", "trainer.epochs=2", "export=none", *overrides]
+
+
+def test_a_split_larger_than_the_budget_is_cached_on_disk_and_the_run_says_so(pets, tmp_path):
+    scratch = tmp_path / "scratch"
+    done = run_cli_in_process(image_run(pets, "data.cache_budget=4KiB", f"data.cache_dir={scratch}"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (line,) = [line for line in done.stdout.splitlines() if "data: image_folder" in line]
+    assert f"; cache: disk under {scratch}, 11.7 KiB decoded does not fit 4.0 KiB of memory " \
+           "(data.cache_budget=4KiB)" in line, line
+    assert list(scratch.iterdir()) == []  # the run's scratch cache went with it
+    (run,) = mlflow_runs(tmp_path)
+    assert run.info.status == "FINISHED" and "test_accuracy" in run.data.metrics  # trained and tested through it
+
+
+def test_an_explicit_memory_cache_that_cannot_fit_fails_before_training_and_loses_nothing(pets, tmp_path):
+    done = run_cli_in_process(image_run(pets, "data.cache=memory", "data.cache_budget=4KiB"), cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.startswith("DataError: data.cache=memory: the decoded splits take 11.7 KiB (train 8.4 KiB) "
+                                  "and the shuffle buffer 1000 B, more than the budget of 4.0 KiB "
+                                  "(data.cache_budget=4KiB)."), done.stderr[-3000:]
+    assert "Fix: data.cache=auto (on disk when memory cannot hold it)" in done.stderr
+    assert_only_the_message(done.stderr)
+    assert "epoch 1/2" not in done.stdout  # not a step trained
+    (run,) = mlflow_runs(tmp_path)
+    assert run.info.status == "FAILED" and run.data.tags["error"].startswith("DataError: data.cache=memory")
