@@ -57,12 +57,12 @@ def ridge_rmse(table: Path, seed: int) -> dict[str, float]:
     from sklearn.linear_model import Ridge
     from sklearn.metrics import mean_squared_error
 
-    from tfx_hydra.data.csv import numeric_columns, read_csv
     from tfx_hydra.data.splits import split_three_ways
+    from tfx_hydra.data.table import read_columns, read_header, stacked
 
-    header, rows = read_csv("table", str(table))
-    x = numeric_columns(str(table), header, rows, header[:-1])
-    y = numeric_columns(str(table), header, rows, ["target"])
+    header = read_header("table", str(table))
+    columns = read_columns("table", str(table), numeric=header)
+    x, y = stacked(columns, header[:-1]), stacked(columns, ["target"])
     splits = split_three_ways(x, y, RECIPE["test_split"], RECIPE["validation_split"], seed)
     train, validation, test = splits["train"], splits["validation"], splits["test"]
     mean, std = train.x.mean(axis=0), train.x.std(axis=0)

@@ -11,9 +11,9 @@ import shutil
 import numpy as np
 import pytest
 
+from tests.unit.test_data_sources import write_images
 from tfx_hydra.data import cache, csv, image_folder
 from tfx_hydra.errors import ConfigError, DataError
-from tests.unit.test_data_sources import write_images
 
 EXAMPLE = 8 * 8 * 3 + 8  # an 8x8 RGB image cached as uint8, and its int64 label
 
@@ -70,8 +70,9 @@ def test_no_room_in_memory_nor_on_disk_is_no_cache_said_with_the_fix(pets, tmp_p
 
 
 def test_an_explicit_memory_cache_that_cannot_fit_fails_before_training(pets):
-    with pytest.raises(DataError, match=r"(?s)data.cache=memory: the decoded splits take 9.8 KiB \(train 7.0 KiB\) and the "
-                                        r"shuffle buffer .* more than the budget of 4.0 KiB \(data.cache_budget=4KiB\)"
+    with pytest.raises(DataError, match=r"(?s)data.cache=memory: the decoded splits take 9.8 KiB \(train 7.0 KiB\) "
+                                        r"and the shuffle buffer .* more than the budget of 4.0 KiB "
+                                        r"\(data.cache_budget=4KiB\)"
                                         r".*Fix: data.cache=auto \(on disk when memory cannot hold it\)"):
         image_folder(str(pets), [8, 8, 3], 2, batch_size=8, seed=0, cache="memory", cache_budget="4KiB",
                      shuffle_buffer=0)

@@ -1,10 +1,9 @@
-"""data=csv: a CSV file of numeric columns and a label column, read into memory (tabular data small
-enough for a CSV is small enough for RAM).
+"""data=csv: a CSV file of numeric columns and a label column, read into memory column by column
+(table.py: pyarrow's reader, float32 columns).
 """
 
 from __future__ import annotations
 
-import csv as csv_module
 import os
 
 import numpy as np
@@ -13,9 +12,10 @@ from tfx_hydra.data.finite import NON_FINITE_FIX
 from tfx_hydra.data.options import options_from
 from tfx_hydra.data.pipeline import Datasets, from_arrays
 from tfx_hydra.data.splits import Split, split_three_ways
+from tfx_hydra.data.table import read_columns, read_header, stacked
 from tfx_hydra.errors import DataError
 from tfx_hydra.task import get as get_task
-from tfx_hydra.validation import require_choice, require_path
+from tfx_hydra.validation import require_choice
 
 CSV_NORMALIZATIONS = ("standardize", "none")
 
@@ -32,7 +32,7 @@ def csv(path, label_column, input_shape, num_classes, batch_size, seed, feature_
     example's weight in the training loss (validation and test metrics stay unweighted)."""
     options = options_from(batch_size, seed, pipeline)
     require_choice("data.normalization", normalization, CSV_NORMALIZATIONS)
-    header, rows = read_csv("data.path", path)
+    header = read_header("data.path", path)
     labels = list(label_columns) if label_columns else [label_column]
     missing = [c for c in labels if c not in header]
     if missing and not label_columns:
@@ -49,16 +49,19 @@ def csv(path, label_column, input_shape, num_classes, batch_size, seed, feature_
     if missing:
         raise DataError(f"data.feature_columns: {', '.join(missing)} not in {path} (columns: {', '.join(header)}).",
                         fix="list columns the file has, or data.feature_columns=null for all but the label")
-    x = numeric_columns(path, header, rows, features)
+    numbers = [*features, *([weight_column] if weight_column else []), *(labels if label_columns else [])]
+    columns = read_columns("data.path", path, numeric=numbers, text=[] if label_columns else labels)
+    x = stacked(columns, features)
     if options.check_finite:
         require_finite_cells(path, x, features)
     kind = get_task(task)
-    values, names = label_values(path, header, rows, labels, task, label_delimiter)
+    values, names = label_values(path, columns, labels, task, label_delimiter)
+    weights = example_weights(path, columns[weight_column], weight_column) if weight_column else None
+    del columns  # the features are in x now: the table's own columns need not stay
     y = kind.labels(values, path, int(num_classes), first_row=2)
-    if weight_column is None:
+    if weights is None:
         splits = split_three_ways(x, y, test_split, validation_split, seed)
     else:  # the weights split with their rows (as the last column), then taken apart again
-        weights = example_weights(path, header, rows, weight_column)
         joined = split_three_ways(np.concatenate([x, weights[:, None]], axis=1), y, test_split, validation_split, seed)
         splits = {name: Split(s.x[:, :-1], s.y, s.x[:, -1]) for name, s in joined.items()}
     return from_arrays(splits, input_shape, num_classes, options, normalization,
@@ -66,9 +69,8 @@ def csv(path, label_column, input_shape, num_classes, batch_size, seed, feature_
                        source_type="local", task=kind, class_names=names)
 
 
-def example_weights(path: str, header: list[str], rows: list[list[str]], column: str) -> np.ndarray:
+def example_weights(path: str, weights: np.ndarray, column: str) -> np.ndarray:
     """data.weight_column: a finite, non-negative number per row, not all zero."""
-    weights = numeric_columns(path, header, rows, [column])[:, 0]
     bad = np.flatnonzero(~np.isfinite(weights) | (weights < 0))
     if len(bad):
         raise DataError(f"{path}, row {bad[0] + 2}, column {column}: weight {weights[bad[0]]:g} is not a finite "
@@ -79,13 +81,14 @@ def example_weights(path: str, header: list[str], rows: list[list[str]], column:
     return weights
 
 
-def label_values(path: str, header: list[str], rows: list[list[str]], columns: list[str], task: str,
+def label_values(path: str, read: dict[str, np.ndarray], columns: list[str], task: str,
                  delimiter: str | None) -> tuple[np.ndarray, list[str] | None]:
     """The label column(s) as the task reads them (its own check then names a bad row), and the names the
-    file gives the classes: class strings, tags, or a multilabel's 0/1 columns (None: numbered)."""
+    file gives the classes: class strings, tags, or a multilabel's 0/1 columns (None: numbered). `read`:
+    the table's columns (read_columns): several label columns as numbers, one as text."""
     if len(columns) > 1:
-        return numeric_columns(path, header, rows, columns), (list(columns) if task == "multilabel" else None)
-    values = [row[header.index(columns[0])].strip() for row in rows]
+        return stacked(read, columns), (list(columns) if task == "multilabel" else None)
+    values = list(read[columns[0]])
     if task == "classification":
         return label_indices(path, values)
     if task == "multilabel":
@@ -95,36 +98,11 @@ def label_values(path: str, header: list[str], rows: list[list[str]], columns: l
                             "(one 0/1 column per label)")
         tags = [[tag.strip() for tag in value.split(delimiter) if tag.strip()] for value in values]
         names = sorted({tag for row in tags for tag in row})
-        hot = np.zeros((len(rows), len(names)), dtype="float32")
+        hot = np.zeros((len(values), len(names)), dtype="float32")
         for r, row in enumerate(tags):
             hot[r, [names.index(tag) for tag in row]] = 1
         return hot, names
     return np.asarray(values, dtype=object), None
-
-
-def read_csv(key: str, path: str, delimiter: str = ",") -> tuple[list[str], list[list[str]]]:
-    require_path(key, path, fix=f"{key}=/abs/path/table.csv (with a header row)", file=True)
-    with open(path, newline="", encoding="utf-8") as file:
-        reader = csv_module.reader(file, delimiter=delimiter)
-        header = [name.strip() for name in next(reader, [])]
-        rows = [row for row in reader if row]
-    if not header or not rows:
-        raise DataError(f"{key}={path} has no header or no rows.", fix="a header row, then one row per example")
-    return header, rows
-
-
-def numeric_columns(path: str, header: list[str], rows: list[list[str]], columns: list[str]) -> np.ndarray:
-    indices = [header.index(c) for c in columns]
-    x = np.empty((len(rows), len(columns)), dtype="float32")
-    for r, row in enumerate(rows):
-        for c, index in enumerate(indices):
-            try:
-                x[r, c] = float(row[index])
-            except (ValueError, IndexError):
-                value = row[index] if index < len(row) else "(missing)"
-                raise DataError(f"{path}, row {r + 2}, column {columns[c]}: '{value}' is not a number.",
-                                fix="fix the file, or leave the column out with data.feature_columns=[...]") from None
-    return x
 
 
 def require_finite_cells(path: str, x: np.ndarray, columns: list[str]) -> None:

@@ -149,16 +149,17 @@ def require_same_class_folders(test_directory: str, test_classes: list[str], cla
 
 def tagged_images(directory: str, labels_csv: str | None, delimiter: str) -> tuple[list[str], np.ndarray, np.ndarray]:
     """(tag names in sorted order, image paths, multi-hot rows) from `labels_csv`'s `file` and `tags` columns."""
-    from tfx_hydra.data.csv import read_csv
+    from tfx_hydra.data.table import read_columns, read_header
 
     if not labels_csv:
         raise ConfigError("task=multilabel on images needs their tags: data.labels_csv.",
                           fix="data.labels_csv=/abs/path/tags.csv (columns: file, tags; tags such as cat;dog)")
-    header, rows = read_csv("data.labels_csv", labels_csv)
+    header = read_header("data.labels_csv", labels_csv)
     if not {"file", "tags"} <= set(header):
         raise DataError(f"data.labels_csv={labels_csv} has columns {', '.join(header)}; it needs `file` and `tags`.",
                         fix="a header row: file,tags")
-    files, tags = [row[header.index("file")] for row in rows], [row[header.index("tags")] for row in rows]
+    columns = read_columns("data.labels_csv", labels_csv, text=["file", "tags"])
+    files, tags = list(columns["file"]), list(columns["tags"])
     paths = [os.path.join(directory, file) for file in files]
     for number, path in enumerate(paths, start=2):
         if not os.path.isfile(path):
