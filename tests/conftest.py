@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import gc
+import os
 import shutil
 import signal
+import tempfile
 import threading
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import write_mnist_npz
+
+
+def pytest_configure(config):
+    """A user cache of the tests' own (tfx_hydra keeps TFRecord counts there, record_index.py): the suite
+    leaves nothing in the home folder, and no test finds what an earlier run of the suite kept."""
+    os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="tfx_hydra-tests-cache-")
 
 
 @pytest.hookimpl(wrapper=True)

@@ -46,3 +46,29 @@ def test_an_explicit_memory_cache_that_cannot_fit_fails_before_training_and_lose
     assert "epoch 1/2" not in done.stdout  # not a step trained
     (run,) = mlflow_runs(tmp_path)
     assert run.info.status == "FAILED" and run.data.tags["error"].startswith("DataError: data.cache=memory")
+
+
+def test_tfrecords_train_with_no_count_read_up_front_and_a_corrupt_record_fails_in_the_epoch_named(tmp_path):
+    """A shard whose last record rotted after to_tfrecord wrote it (same size: its index still holds): the run
+    starts without reading the files -- so nothing fails before training -- and the epoch that reaches the record
+    fails the run, naming the file and the record, with nothing left RUNNING."""
+    from tfx_hydra.data.to_tfrecord import main as to_tfrecord
+
+    assert to_tfrecord([str(tmp_path / "tfr"), "--shards", "3", "data=digits"]) == 0
+    rotted = tmp_path / "tfr" / "train-00002-of-00003.tfrecord"
+    data = bytearray(rotted.read_bytes())
+    data[-10] ^= 0xFF  # inside the last record's payload: its checksum no longer matches
+    rotted.write_bytes(bytes(data))
+    done = run_cli_in_process(["data=tfrecord", f"data.train_files={tmp_path / 'tfr' / 'train-*.tfrecord'}",
+                               f"data.test_files={tmp_path / 'tfr' / 'test-*.tfrecord'}", "data.input_shape=[8,8]",
+                               "data.num_classes=10", "data.raw_scale=0.0625", "trainer.epochs=2", "export=none"],
+                              cwd=tmp_path)
+    assert done.returncode == 1, done.stdout[-2000:]
+    assert "counted the records" not in done.stdout + done.stderr  # the index's counts: no pass before training
+    assert "data: tfrecord, " in done.stdout and "model: mlp" in done.stdout  # the data step passed: training began
+    assert done.stderr.startswith(f"DataError: the TFRecord file {rotted} is corrupt or truncated after record 430 "
+                                  "("), done.stderr[-3000:]
+    assert "the run's backup is kept, so the same command resumes" in done.stderr
+    assert_only_the_message(done.stderr)
+    (run,) = mlflow_runs(tmp_path)
+    assert run.info.status == "FAILED" and run.data.tags["error"].startswith("DataError: the TFRecord file")

@@ -3,7 +3,10 @@ Keras' built-ins from a local .npz, TensorFlow Datasets; and each bad-data case,
 
 from __future__ import annotations
 
+import json
+import logging
 import os
+import shutil
 import sys
 
 import keras
@@ -13,7 +16,7 @@ import tensorflow as tf
 from PIL import Image
 
 from tfx_hydra.config import build, compose
-from tfx_hydra.data import csv, digits, image_folder, keras_dataset, tfds, tfrecord
+from tfx_hydra.data import csv, digits, image_folder, keras_dataset, record_index, tfds, tfrecord
 from tfx_hydra.data.pipeline import DataSpec, PipelineOptions, streamed_datasets
 from tfx_hydra.data.to_tfrecord import main as to_tfrecord
 from tfx_hydra.errors import ConfigError, DataError
@@ -382,3 +385,34 @@ def test_a_streamed_split_with_nan_is_named_by_source_split_and_example():
     data = streamed_datasets(dict(splits), dict(counts), lambda a, b: (a, b), DataSpec((4,), 2),
                              PipelineOptions(batch_size=8, check_finite_batches=5), check_finite_as="data=tfds")
     assert data.num_test == 100  # 5 batches of 8: example 42 lies beyond what was checked
+
+
+# --- TFRecord counts without a pass -----------------------------------------------------------------
+
+def test_to_tfrecord_writes_the_index_its_readers_count_from(digits_tfrecords):
+    index = json.loads((digits_tfrecords / record_index.INDEX_FILE).read_text())["files"]
+    assert sum(entry["records"] for name, entry in index.items() if name.startswith("train-")) == 1293
+    entry = index["test-00001-of-00003.tfrecord"]
+    assert entry == {"records": 120, "bytes": (digits_tfrecords / "test-00001-of-00003.tfrecord").stat().st_size}
+    files = sorted(str(p) for p in digits_tfrecords.glob("*.tfrecord"))
+    assert record_index.known_counts(files) == {f: index[os.path.basename(f)]["records"] for f in files}
+
+
+def test_files_without_an_index_are_counted_once_then_read_from_the_cache(digits_tfrecords, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="tfx_hydra")
+    for shard in digits_tfrecords.glob("train-*.tfrecord"):
+        shutil.copy(shard, tmp_path / shard.name)  # a user's own files: no index beside them
+    pattern = str(tmp_path / "train-*.tfrecord")
+    first = tfrecord(pattern, None, [8, 8], 10, batch_size=32, seed=0, raw_scale=1 / 16)
+    assert "counted the records of 3 TFRecord files once (1,293 records); kept in " \
+           f"{record_index.cache_path()} for the next start" in caplog.text
+    caplog.clear()
+    again = tfrecord(pattern, None, [8, 8], 10, batch_size=32, seed=0, raw_scale=1 / 16)
+    assert "counted the records" not in caplog.text  # read from the cache: no pass over the files
+    assert (again.num_train, again.num_validation, again.num_test) == (first.num_train, first.num_validation,
+                                                                       first.num_test)
+    shard = tmp_path / "train-00000-of-00003.tfrecord"
+    shard.write_bytes(shard.read_bytes() * 2)  # written again: its size and time changed, so it is counted again
+    grown = tfrecord(pattern, None, [8, 8], 10, batch_size=32, seed=0, raw_scale=1 / 16)
+    assert "counted the records of 1 TFRecord file once (862 records)" in caplog.text
+    assert grown.num_train + grown.num_validation + grown.num_test == 1293 + 431

@@ -2,18 +2,21 @@
 
 They stream (interleaved across files, parsed in parallel) and never need to fit in memory,
 which is the point of converting to them (`python -m tfx_hydra.data.to_tfrecord`). Splits
-without files of their own are carved off the training files' first records.
+without files of their own are carved off the training files' first records. The records per file
+come from an index or a cache (record_index.py), not from a pass over the files at every start.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import glob
+import logging
 import os
 from typing import Any, Sequence
 
 import numpy as np
 
+from tfx_hydra.data import record_index
 from tfx_hydra.data.finite import checked_examples, first_non_finite, non_finite_example
 from tfx_hydra.data.lineage import DataRead, common_folder, files_read
 from tfx_hydra.data.options import options_from
@@ -30,6 +33,7 @@ from tfx_hydra.errors import DataError
 from tfx_hydra.task import get as get_task
 from tfx_hydra.validation import require_choice, require_fraction
 
+log = logging.getLogger(__name__)
 FEATURE_KINDS = ("image", "dense")
 
 
@@ -97,8 +101,10 @@ def tfrecord(train_files, test_files, input_shape, num_classes, batch_size, seed
                           ", ".join([pattern] if isinstance(pattern, str) else list(pattern)), files, count,
                           spec.input_shape, spec.num_classes, f"records {first[name]}..{first[name] + count}")
 
+    every = [path for files in sources.values() if files for path in files]
     return streamed_datasets(splits, counts, parse, spec, options, reads=read,
-                             to_inputs=scaled_pixels(scale) if kind == "image" else None)
+                             to_inputs=scaled_pixels(scale) if kind == "image" else None,
+                             explain=lambda err: corrupt_record(err, every))
 
 
 def expand_globs(key: str, patterns: str | Sequence[str]) -> list[str]:
@@ -116,19 +122,46 @@ def expand_globs(key: str, patterns: str | Sequence[str]) -> list[str]:
 
 
 def record_counts(files: list[str]) -> list[int]:
-    """Records per file, read in full: the counts size the splits, and a truncated or corrupt
-    file fails here, named, instead of in the middle of epoch 3."""
+    """Records per file: from to_tfrecord's index or the count cache (record_index.py), read from
+    nothing; a file neither knows is counted once (a truncated or corrupt one fails here, named) and
+    its count kept for the next start."""
     import tensorflow as tf
 
-    counts = []
-    for path in files:
+    counts = record_index.known_counts(files)
+    unknown = [path for path in files if path not in counts]
+    for path in unknown:
         try:
-            counts.append(int(tf.data.TFRecordDataset(path).reduce(np.int64(0), lambda count, _: count + 1)))
+            counts[path] = int(tf.data.TFRecordDataset(path).reduce(np.int64(0), lambda count, _: count + 1))
         except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as err:
             raise DataError(f"the TFRecord file {path} is corrupt or truncated ({err.message.splitlines()[0]}).",
                             fix="write it again (python -m tfx_hydra.data.to_tfrecord), or leave it out of the glob"
                             ) from None
-    return counts
+    if unknown:
+        record_index.remember({path: counts[path] for path in unknown})
+        log.info(f"data: counted the records of {len(unknown)} TFRecord file{'s' if len(unknown) > 1 else ''} once "
+                 f"({sum(counts[p] for p in unknown):,} records); kept in {record_index.cache_path()} for the next "
+                 "start")
+    return [counts[path] for path in files]
+
+
+def corrupt_record(err: Exception, files: list[str]) -> Exception | None:
+    """The file and record a TFRecord read failed at in an epoch (TensorFlow's message names neither
+    reliably), found by reading the files in turn once the error has happened, as one DataError."""
+    import tensorflow as tf
+
+    if not isinstance(err, tf.errors.DataLossError) and "corrupted record" not in str(err):
+        return None
+    for path in files:
+        read = 0
+        try:
+            for _ in tf.data.TFRecordDataset(path):
+                read += 1
+        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as failed:
+            reason = failed.message.strip().splitlines()[0]
+            return DataError(f"the TFRecord file {path} is corrupt or truncated after record {read} ({reason}).",
+                             fix="write it again (python -m tfx_hydra.data.to_tfrecord), or leave it out of the "
+                             "glob: the run's backup is kept, so the same command resumes")
+    return None
 
 
 def require_finite_records(files: list[str], counts: list[int], parse, key: str, options) -> None:

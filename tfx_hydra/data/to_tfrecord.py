@@ -6,6 +6,7 @@ dataset to sharded TFRecord files, the streaming fast path (`data=tfrecord`).
 composes the same config as `python -m tfx_hydra` with the same overrides, builds the data
 pipeline, and writes OUTPUT_DIR/{train,validation,test}-NNNNN-of-NNNNN.tfrecord (one
 tf.train.Example per example: `inputs`, the raw values as floats; `label`, an int64), plus
+OUTPUT_DIR/tfrecord-index.json (each file's records: readers start without counting them) and
 OUTPUT_DIR/data/<folder name>.yaml: the data option that reads them back
 (`python -m tfx_hydra hydra.searchpath=[file://OUTPUT_DIR] data=<folder name>`), and prints how to use it.
 """
@@ -21,6 +22,7 @@ import numpy as np
 from hydra.errors import HydraException
 
 from tfx_hydra.console import quiet_libraries, start_tensorflow_quietly, use_terminal
+from tfx_hydra.data import record_index
 from tfx_hydra.errors import ConfigError, TfxHydraError
 
 SPLITS = ("train", "validation", "test")
@@ -63,9 +65,12 @@ def convert(output_dir: str, shards: int, overrides: list[str]) -> str:
     os.makedirs(output_dir, exist_ok=True)
     spec = datasets.spec
     uniform_scale = np.ndim(spec.input_scale) == 0 and np.ndim(spec.input_offset) == 0 and spec.input_offset == 0
-    counts = {}
+    counts, per_file = {}, {}
     for split in SPLITS:
-        counts[split] = write_split(getattr(datasets, split), spec, os.path.join(output_dir, split), shards)
+        written = write_split(getattr(datasets, split), spec, os.path.join(output_dir, split), shards)
+        counts[split] = sum(written.values())
+        per_file |= written
+    record_index.write_index(output_dir, per_file)  # readers size their splits from it, reading no record
     reader = {
         **{f"{split}_files": os.path.join(output_dir, f"{split}-*.tfrecord") for split in SPLITS},
         "input_shape": list(spec.input_shape), "num_classes": spec.num_classes, "kind": "dense",
@@ -100,8 +105,8 @@ def option_name(output_dir: str) -> str:
     return f"{name}_records" if name in [*group_options("data"), "pipeline"] else name
 
 
-def write_split(dataset, spec, prefix: str, shards: int) -> int:
-    """Raw values (the pipeline's scaling undone) round-robin over `shards` files; returns the count."""
+def write_split(dataset, spec, prefix: str, shards: int) -> dict[str, int]:
+    """Raw values (the pipeline's scaling undone) round-robin over `shards` files; returns each file's count."""
     import tensorflow as tf
 
     scale = np.asarray(spec.input_scale, dtype="float64")
@@ -125,7 +130,7 @@ def write_split(dataset, spec, prefix: str, shards: int) -> int:
     finally:
         for writer in writers:
             writer.close()
-    return count
+    return {path: count // shards + (i < count % shards) for i, path in enumerate(paths)}
 
 
 def format_value(value) -> str:

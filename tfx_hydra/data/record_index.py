@@ -1,0 +1,86 @@
+"""record_index: how many records each TFRecord file holds, without reading the files at every start.
+
+A TFRecord file does not say how many records it holds: counting them reads it whole (100 GB took ~40
+minutes). The counts size the splits and the epochs, so they come, in order, from
+    1. the index to_tfrecord writes beside its shards (tfrecord-index.json: each file's records and bytes);
+    2. this user's count cache ($XDG_CACHE_HOME/tfx_hydra/record_counts.json, else ~/.cache/...), keyed by
+       the file's path, size and modification time: a file written again is counted again;
+    3. a count of the file, once, kept in that cache for the next start (said on the terminal).
+A file counted from an index is not read before training: a truncated or corrupt record is met in the
+epoch that reads it, and named there (tfrecord.corrupt_record).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import tempfile
+
+log = logging.getLogger(__name__)
+INDEX_FILE = "tfrecord-index.json"
+CACHE_FILE = "record_counts.json"
+
+
+def cache_path() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "tfx_hydra", CACHE_FILE)
+
+
+def write_index(folder: str, counts: dict[str, int]) -> str:
+    """The index beside the shards `counts` names (path -> records): what to_tfrecord wrote, in its own words."""
+    entries = {os.path.basename(path): {"records": n, "bytes": os.path.getsize(path)} for path, n in counts.items()}
+    path = os.path.join(folder, INDEX_FILE)
+    known = _read_json(path).get("files", {})
+    _write_json(path, {"format": 1, "files": known | entries})
+    return path
+
+
+def known_counts(files: list[str]) -> dict[str, int]:
+    """Counts an index or the cache holds for `files` as they are now (same size; the cache: same mtime)."""
+    found: dict[str, int] = {}
+    indexes: dict[str, dict] = {}
+    cached = _read_json(cache_path())
+    for path in files:
+        stat = os.stat(path)
+        folder = os.path.dirname(os.path.abspath(path))
+        if folder not in indexes:
+            indexes[folder] = _read_json(os.path.join(folder, INDEX_FILE)).get("files", {})
+        entry = indexes[folder].get(os.path.basename(path))
+        if entry and entry.get("bytes") == stat.st_size:
+            found[path] = int(entry["records"])
+            continue
+        entry = cached.get(os.path.abspath(path))
+        if entry and entry.get("bytes") == stat.st_size and entry.get("mtime_ns") == stat.st_mtime_ns:
+            found[path] = int(entry["records"])
+    return found
+
+
+def remember(counts: dict[str, int]) -> None:
+    """Keep counted files' counts for the next start (a cache that cannot be written only costs a recount)."""
+    path = cache_path()
+    with contextlib.suppress(OSError):
+        cached = _read_json(path)
+        for file, records in counts.items():
+            stat = os.stat(file)
+            cached[os.path.abspath(file)] = {"records": records, "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        _write_json(path, cached)
+
+
+def _read_json(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as file:
+            value = json.load(file)
+        return value if isinstance(value, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_json(path: str, value: dict) -> None:
+    """Written whole then renamed: two runs starting together never read half a file."""
+    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".counts-", suffix=".json")
+    with os.fdopen(handle, "w", encoding="utf-8") as file:
+        json.dump(value, file, indent=1, sort_keys=True)
+    os.replace(temporary, path)
