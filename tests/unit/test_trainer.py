@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 import pytest
 import tensorflow as tf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -106,8 +107,22 @@ def test_tensorboard_histograms_every_n_epochs_and_a_profiled_batch_range(data, 
     assert [e.step for e in events.Tensors("epoch_loss")] == [0, 1, 2, 3]
     # every 2nd epoch (Keras: epoch % 2 == 0)
     assert [e.step for e in events.Tensors("dense_0/kernel/histogram")] == [0, 2]
+    assert events.SummaryMetadata("dense_0/kernel/histogram").plugin_data.plugin_name == "histograms"  # TB draws it
+    buckets = tf.make_ndarray(events.Tensors("dense_0/kernel/histogram")[0].tensor_proto)
+    assert buckets.shape == (30, 3) and buckets[:, 2].sum() == 64 * 128  # every weight of the 64x128 kernel counted
     assert events.Tags()["graph"] is True
     assert list((tmp_path / "train" / "plugins" / "profile").glob("*/*.xplane.pb"))  # the profiled batches
+
+
+@pytest.mark.parametrize("values", [np.random.default_rng(0).normal(size=(300, 7)), np.full(50, 0.25), np.arange(10.0)])
+def test_weight_histograms_hold_tensorboards_own_buckets_in_memory_of_the_weights_size(values):
+    """TensorBoard's own histogram (its numpy version: a one-hot of values x buckets) is the reference."""
+    from tensorboard.plugins.histogram import summary_v2
+
+    from tfx_hydra.callbacks.tensorboard import histogram_buckets
+
+    expected = tf.make_ndarray(summary_v2.histogram_pb("w", values).value[0].tensor)
+    np.testing.assert_allclose(histogram_buckets(values.astype("float32")).numpy(), expected, rtol=1e-6, atol=1e-6)
 
 
 def test_tensorboard_off_writes_nothing(data, tmp_path):
