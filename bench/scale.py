@@ -1,0 +1,235 @@
+"""bench/scale.py: tfx_hydra against a hand-written Keras + tf.data script reading the same files, at 1x
+and 10x the data, in one run: peak memory of the process tree, wall time and examples/s.
+
+    python bench/scale.py                       # every part at its default size (~25 min on 2 cores)
+    python bench/scale.py --parts csv,tfrecord  # some of them
+    python bench/scale.py --quick               # tiny sizes: that the script works, not figures
+
+Parts:
+    images    an image folder of JPEGs (--images, --size px, 10 classes), model=cnn for --epochs: tfx_hydra
+              (data=image_folder, the default cache=auto) vs image_dataset_from_directory and the same
+              network written by hand (no cache, as Keras' guide has it)
+    tfrecord  --records dense records of 784 floats, and 10x that: a 2-batch run's wall time, when the
+              counts come from to_tfrecord's index, when they are counted (the first start), and from the
+              count cache (the starts after); vs tf.data reading 2 batches
+    csv       --rows x 20 numeric columns, and 10x that: a 2-batch run's peak memory and wall time vs
+              pyarrow's reader alone (the file to a float32 array)
+
+The process tree's memory is sampled every 50 ms (psutil), children included.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+from harness import bench_parser, write_json
+
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT="true")
+COMMON = ["trainer.epochs=1", "export=none", "tracking=none"]
+
+
+def measured(command: list[str], cwd: Path) -> dict:
+    """Wall seconds, peak RSS (MiB) of the process and its children, and what it printed."""
+    import psutil
+
+    started = time.perf_counter()
+    process = subprocess.Popen(command, cwd=cwd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    peak, watched = [0], psutil.Process(process.pid)
+
+    def sample() -> None:
+        while process.poll() is None:
+            try:
+                tree = [watched, *watched.children(recursive=True)]
+                peak[0] = max(peak[0], sum(p.memory_info().rss for p in tree))
+            except psutil.Error:
+                pass
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    output = process.communicate()[0]
+    sampler.join()
+    if process.returncode:
+        raise SystemExit(f"{' '.join(command)} failed:\n{output[-3000:]}")
+    return {"seconds": round(time.perf_counter() - started, 1), "peak_mib": round(peak[0] / 2**20), "output": output}
+
+
+def tfx_hydra(args: list[str], cwd: Path) -> dict:
+    return measured([sys.executable, "-m", "tfx_hydra", *args], cwd)
+
+
+def script(code: str, cwd: Path) -> dict:
+    path = cwd / "by_hand.py"
+    path.write_text(textwrap.dedent(code))
+    return measured([sys.executable, str(path)], cwd)
+
+
+def examples_per_second(output: str) -> float | None:
+    """The last epoch's figure as tfx_hydra's epoch line or the hand-written script prints it."""
+    import re
+
+    found = re.findall(r"([\d,]+) ex/s", output)
+    return float(found[-1].replace(",", "")) if found else None
+
+
+# --- an image folder -----------------------------------------------------------------------------------
+
+def write_images(folder: Path, count: int, size: int) -> Path:
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for c in range(10):
+        (folder / f"class{c}").mkdir(parents=True, exist_ok=True)
+        base = rng.integers(0, 255, 3)
+        for i in range(count // 10):
+            pixels = np.clip(rng.normal(base, 40, (size, size, 3)), 0, 255).astype("uint8")
+            Image.fromarray(pixels).save(folder / f"class{c}" / f"{i}.jpg", quality=90)
+    return folder
+
+
+KERAS_IMAGES = """
+import time, keras, tensorflow as tf
+train, validation = keras.utils.image_dataset_from_directory({folder!r}, validation_split=0.2, subset="both",
+                                                             seed=0, image_size=({size}, {size}), batch_size=32)
+network = keras.Sequential([keras.Input(({size}, {size}, 3)), keras.layers.Rescaling(1 / 255),
+    keras.layers.Conv2D(32, 3, padding="same", activation="relu"), keras.layers.MaxPooling2D(2, padding="same"),
+    keras.layers.Conv2D(64, 3, padding="same", activation="relu"), keras.layers.MaxPooling2D(2, padding="same"),
+    keras.layers.Flatten(), keras.layers.Dense(128, activation="relu"), keras.layers.Dropout(0.2),
+    keras.layers.Dense(10, activation="softmax")])
+network.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
+started = time.perf_counter()
+history = network.fit(train.prefetch(tf.data.AUTOTUNE), validation_data=validation, epochs={epochs}, verbose=0)
+print(f"{{int(train.cardinality()) * 32 * {epochs} / (time.perf_counter() - started):,.0f}} ex/s")
+"""
+
+
+def images(work: Path, count: int, size: int, epochs: int) -> dict:
+    folder = write_images(work / "images", count, size)
+    ours = tfx_hydra(["data=image_folder", f"data.directory={folder}", f"data.input_shape=[{size},{size},3]",
+                      "data.num_classes=10", "model=cnn", *COMMON, f"trainer.epochs={epochs}"], work)
+    keras = script(KERAS_IMAGES.format(folder=str(folder), size=size, epochs=epochs), work)
+    line = next((line for line in ours["output"].splitlines() if "data: image_folder" in line), "")
+    return {"images": count, "size": size, "tfx_hydra_peak_mib": ours["peak_mib"], "keras_peak_mib": keras["peak_mib"],
+            "tfx_hydra_seconds": ours["seconds"], "keras_seconds": keras["seconds"],
+            "tfx_hydra_ex_per_s": examples_per_second(ours["output"]),
+            "keras_ex_per_s": examples_per_second(keras["output"]), "cache": line.split("; cache: ")[-1]}
+
+
+# --- TFRecords -----------------------------------------------------------------------------------------
+
+def write_records(folder: Path, count: int, shards: int = 4) -> str:
+    """Dense records of 784 floats, as a user's own writer leaves them (no index)."""
+    import tensorflow as tf
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    writers = [tf.io.TFRecordWriter(str(folder / f"train-{i}.tfrecord")) for i in range(shards)]
+    for n in range(count):
+        example = tf.train.Example(features=tf.train.Features(feature={
+            "inputs": tf.train.Feature(float_list=tf.train.FloatList(value=rng.random(784, dtype="float32"))),
+            "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[n % 10]))}))
+        writers[n % shards].write(example.SerializeToString())
+    for writer in writers:
+        writer.close()
+    return str(folder / "train-*.tfrecord")
+
+
+KERAS_RECORDS = """
+import glob, tensorflow as tf
+features = {{"inputs": tf.io.FixedLenFeature([784], tf.float32), "label": tf.io.FixedLenFeature([], tf.int64)}}
+data = tf.data.TFRecordDataset(sorted(glob.glob({pattern!r}))).batch(32).map(lambda r: tf.io.parse_example(r, features))
+for batch in data.take(2):
+    pass
+"""
+
+
+def tfrecord(work: Path, count: int) -> dict:
+    from tfx_hydra.data import record_index
+
+    results = {}
+    for scale in (1, 10):
+        pattern = write_records(work / f"records{scale}x", count * scale)
+        run = ["data=tfrecord", f"data.train_files={pattern}", "data.input_shape=[28,28]", "data.num_classes=10",
+               "data.limit_batches=2", "data.cache=false", *COMMON]
+        counted = tfx_hydra(run, work)  # the first start: counted once, kept in the count cache
+        cached = tfx_hydra(run, work)
+        files = sorted(str(p) for p in (work / f"records{scale}x").glob("*.tfrecord"))
+        record_index.write_index(str(work / f"records{scale}x"), record_index.known_counts(files))
+        indexed = tfx_hydra(run, work)  # as to_tfrecord leaves them: the index beside the files
+        keras = script(KERAS_RECORDS.format(pattern=pattern), work)
+        results[f"{scale}x"] = {"records": count * scale, "counted_s": counted["seconds"],
+                                "cached_s": cached["seconds"], "indexed_s": indexed["seconds"],
+                                "tf_data_s": keras["seconds"]}
+    return results
+
+
+# --- a CSV ----------------------------------------------------------------------------------------------
+
+def write_csv(path: Path, rows: int) -> Path:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(rows, 20)).astype("float32")
+    with open(path, "w") as file:
+        file.write(",".join([f"f{i}" for i in range(20)] + ["label"]) + "\n")
+        np.savetxt(file, np.column_stack([x, x[:, 0] > 0]), fmt=["%.6f"] * 20 + ["%d"], delimiter=",")
+    return path
+
+
+ARROW_CSV = """
+import numpy as np, pyarrow.csv as pc
+table = pc.read_csv({path!r})
+x = np.column_stack([table.column(i).to_numpy().astype("float32") for i in range(20)])
+"""
+
+
+def csv(work: Path, rows: int) -> dict:
+    results = {}
+    baseline = measured([sys.executable, "-c", "import tensorflow, pyarrow"], work)["peak_mib"]
+    for scale in (1, 10):
+        path = write_csv(work / f"rows{scale}x.csv", rows * scale)
+        ours = tfx_hydra(["data=csv", f"data.path={path}", "data.input_shape=[20]", "data.num_classes=2",
+                          "data.limit_batches=2", *COMMON], work)
+        arrow = measured([sys.executable, "-c", ARROW_CSV.format(path=str(path))], work)
+        results[f"{scale}x"] = {"rows": rows * scale, "file_mib": round(path.stat().st_size / 2**20),
+                                "float32_mib": round(rows * scale * 21 * 4 / 2**20), "peak_mib": ours["peak_mib"],
+                                "seconds": ours["seconds"], "pyarrow_peak_mib": arrow["peak_mib"],
+                                "pyarrow_seconds": arrow["seconds"], "baseline_mib": baseline}
+    return results
+
+
+def main() -> None:
+    parser = bench_parser(__doc__, train=0, epochs=2, quick="tiny sizes: the script works, the figures mean nothing")
+    parser.add_argument("--parts", default="images,tfrecord,csv")
+    parser.add_argument("--images", type=int, default=3000)
+    parser.add_argument("--size", type=int, default=160)
+    parser.add_argument("--records", type=int, default=40_000)
+    parser.add_argument("--rows", type=int, default=50_000)
+    args = parser.parse_args()
+    if args.quick:
+        args.images, args.size, args.records, args.rows, args.epochs = 100, 16, 500, 500, 1
+    parts = args.parts.split(",")
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="tfx_hydra-scale-") as folder:
+        work = Path(folder)
+        if "images" in parts:
+            results["images"] = images(work, args.images, args.size, args.epochs)
+        if "tfrecord" in parts:
+            results["tfrecord"] = tfrecord(work, args.records)
+        if "csv" in parts:
+            results["csv"] = csv(work, args.rows)
+    for part, figures in results.items():
+        print(f"{part}:")
+        for key, value in figures.items():
+            print(f"  {key}: {value}")
+    write_json(args.json, results)
+
+
+if __name__ == "__main__":
+    main()
