@@ -16,6 +16,7 @@ from tfx_hydra.metrics import TASKS, epoch_names, require_trainer_fits_task
 from tfx_hydra.precision import POLICIES
 from tfx_hydra.validation import (
     require_choice,
+    require_interval,
     require_non_negative,
     require_positive,
     require_positive_or_auto,
@@ -80,6 +81,7 @@ class TrainerConfig:
     tensorboard_histogram_freq: int = 1
     tensorboard_profile_batches: Optional[List[int]] = None
     verbose: bool = True
+    log_every: Any = "1min"  # an epoch's progress mid-epoch: a duration or a number of steps; null: off (midway.py)
     run_eagerly: bool = False  # debug=eager
     check_numerics: bool = False  # debug=numerics
     overfit_check: bool = False  # debug=overfit
@@ -98,6 +100,7 @@ class TrainerConfig:
                               "numbers, 1 <= first <= last, or null.",
                               fix="trainer.tensorboard_profile_batches=[10,20]")
         require_positive_or_auto("trainer.batch_size", self.batch_size, 32)
+        require_interval("trainer.log_every", self.log_every)
         require_positive_or_auto("trainer.steps_per_execution", self.steps_per_execution, 1)
         require_positive("trainer.grad_accum_steps", self.grad_accum_steps, 1)
         require_range("trainer.label_smoothing", self.label_smoothing, 0.0, 1.0, 0.1, high_inclusive=False)

@@ -33,6 +33,7 @@ from tfx_hydra.schemas import Settings, TrainerConfig
 from tfx_hydra.strategy import BatchPlan, Setup
 from tfx_hydra.sweeps.hparams_search.pruned import EpochReports, Pruned
 from tfx_hydra.tracking import Tracker
+from tfx_hydra.validation import require_interval
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +139,7 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
         EpochClock,
         EpochProgress,
         KeepBest,
+        MidwayReport,
         MissedInterrupt,
         NonFiniteGuard,
         TensorBoardWithGraph,
@@ -156,6 +158,10 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
         NonFiniteGuard(steps, backup_dir if trainer.backup else None),
         EpochClock(datasets.num_train, epochs, trainer.verbose),
     ]
+    every_seconds, every_steps = require_interval("trainer.log_every", trainer.log_every)
+    if every_seconds or every_steps:  # a long epoch: a line mid-epoch where no bar shows it, a curve in MLflow
+        callbacks.append(MidwayReport(every_seconds, every_steps, datasets.num_train, epochs, tracker,
+                                      say=trainer.verbose and progress is None))
     if trainer.tensorboard and tensorboard_dir:
         callbacks.append(TensorBoardWithGraph.from_config(trainer, tensorboard_dir))
     stopping, keeping, early = trainer.early_stopping, None, None

@@ -8,6 +8,7 @@ Each kind of mistake has one wording a user learns once, whichever module finds 
     require_non_negative trainer.finetune_epochs=-2 is out of range: expected 0 (off) or more.
     require_range        optimizer.momentum=1.5 is out of range: expected a number [0, 1].
     require_fraction     data.validation_split=1.5 is out of range: expected a fraction between 0 and 1.
+    require_interval     trainer.log_every=soon is not an interval: expected a duration (90s, 5min, 1h), ...
     require_path         data.path=/x/mnist.npz does not exist.
     require_writable_folder  data.cache=/x/cache cannot be written: /x does not exist.
     require_target       trainer.callbacks[0]=3 is not a node with a _target_.
@@ -99,6 +100,25 @@ def require_fraction(key: str, value: Any, example: Any = 0.1) -> None:
     if not _is_number(value) or not 0.0 < value < 1.0:
         raise ConfigError(f"{key}={show(value)} is out of range: expected a fraction between 0 and 1.",
                           fix=f"{key}={example}")
+
+
+DURATION_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}
+
+
+def require_interval(key: str, value: Any, example: str = "5min") -> tuple[float | None, int | None]:
+    """(seconds, steps) of an interval typed as a duration (90s, 5min, 1h) or a number of steps (500);
+    (None, None) for null or 0: off."""
+    if value is None or value == 0:
+        return None, None
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return None, value
+    import re
+
+    found = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-z]+)\s*", str(value).lower())
+    if not found or found.group(2) not in DURATION_UNITS or float(found.group(1)) <= 0:
+        raise ConfigError(f"{key}={show(value)} is not an interval: expected a duration (90s, 5min, 1h), a number of "
+                          "steps (500), or null (off).", fix=f"{key}={example}")
+    return float(found.group(1)) * DURATION_UNITS[found.group(2)], None
 
 
 def require_path(key: str, value: str, fix: str, file: bool = False) -> None:

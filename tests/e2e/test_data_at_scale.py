@@ -72,3 +72,25 @@ def test_tfrecords_train_with_no_count_read_up_front_and_a_corrupt_record_fails_
     assert_only_the_message(done.stderr)
     (run,) = mlflow_runs(tmp_path)
     assert run.info.status == "FAILED" and run.data.tags["error"].startswith("DataError: the TFRecord file")
+
+
+def test_a_long_epoch_is_followed_mid_epoch_in_the_log_and_in_mlflow(tmp_path):
+    """trainer.log_every (here every 10 steps; 1min by default) where no bar shows (this output is not a
+    terminal): a line with the running metrics and the time left, and the running metrics in MLflow at the
+    global step -- a curve inside each epoch."""
+    done = run_cli_in_process(["trainer.epochs=2", "trainer.log_every=10", "trainer.steps_per_execution=8",
+                               "export=none"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    midway = [line for line in done.stdout.splitlines() if "  batch " in line]
+    # Keras ends a batch once per 8-step call: reports at the calls ending at steps 16 and 32 of the 41
+    assert [line.split("  ")[0:2] for line in midway] == [["epoch 1/2", "batch 16/41"], ["epoch 1/2", "batch 32/41"],
+                                                          ["epoch 2/2", "batch 16/41"], ["epoch 2/2", "batch 32/41"]]
+    assert all(" ex/s  left: epoch " in line and ", run " in line for line in midway), midway
+    assert "  loss " in midway[0] and "  accuracy " in midway[0]
+    (run,) = mlflow_runs(tmp_path)
+    from tests.helpers import mlflow_client
+
+    history = mlflow_client(tmp_path).get_metric_history(run.info.run_id, "running_loss")
+    assert [m.step for m in history] == [16, 32, 57, 73]  # the optimizer's steps: epoch 2 began at 41
+    assert history[0].value > history[-1].value  # the digits are learnt
+    assert [m.step for m in mlflow_client(tmp_path).get_metric_history(run.info.run_id, "loss")] == [0, 1]

@@ -278,3 +278,13 @@ def test_no_progress_bar_when_the_output_is_not_a_terminal(monkeypatch):
     assert terminal_console() is None
     monkeypatch.setattr(type(handler.console), "is_terminal", property(lambda self: True))
     assert terminal_console() is handler.console
+
+
+def test_the_time_left_counts_this_epoch_at_its_pace_and_later_ones_as_long_as_the_last():
+    from tfx_hydra.callbacks.midway import short_duration, time_left
+
+    # 100 of 400 batches in 30 s: 90 s left of this epoch (epoch 2 of 5); each later one as the last whole (100 s)
+    assert time_left(100, 400, 30.0, epoch=1, epochs=5, epoch_seconds=100.0) == (90.0, 90.0 + 3 * 100.0)
+    assert time_left(100, 400, 30.0, epoch=0, epochs=2, epoch_seconds=None) == (90.0, 90.0 + 120.0)  # as this one
+    assert time_left(0, 400, 0.0, 0, 2, None) is None and time_left(5, None, 1.0, 0, 2, None) is None
+    assert [short_duration(s) for s in (45, 1212, 10920)] == ["45s", "20m 12s", "3h 02m"]

@@ -5,6 +5,8 @@
     epoch_backup.py     EpochBackup: BackupAndRestore(double_checkpoint=True) that a kill cannot tear
     epoch_clock.py      EpochClock: each epoch's seconds and examples/s, and its line on the terminal
     epoch_progress.py   EpochProgress: a progress bar inside the epoch, on an interactive terminal only
+    midway.py           MidwayReport: a long epoch's line every trainer.log_every where no bar shows, and its
+                        running metrics in MLflow
     tensorboard.py      TensorBoardWithGraph: TensorBoard with the op-level graph
     keep_best.py        KeepBest: the best epoch's weights put back when training ends (trainer.keep_best)
     missed_interrupt.py MissedInterrupt: a Ctrl-C a finalizer swallowed, raised again after the batch
@@ -19,10 +21,11 @@ from tfx_hydra.callbacks.epoch_backup import EpochBackup
 from tfx_hydra.callbacks.epoch_clock import EpochClock
 from tfx_hydra.callbacks.epoch_progress import EpochProgress, terminal_console
 from tfx_hydra.callbacks.keep_best import KeepBest
+from tfx_hydra.callbacks.midway import MidwayReport
 from tfx_hydra.callbacks.missed_interrupt import MissedInterrupt
 from tfx_hydra.callbacks.nonfinite_guard import NonFiniteGuard, floating_weights, non_finite_weights, weights_all_finite
 from tfx_hydra.callbacks.tensorboard import TensorBoardWithGraph
 
-__all__ = ["EpochBackup", "EpochClock", "EpochProgress", "KeepBest", "MissedInterrupt", "NonFiniteGuard",
-           "TensorBoardWithGraph", "floating_weights", "non_finite_weights", "terminal_console",
+__all__ = ["EpochBackup", "EpochClock", "EpochProgress", "KeepBest", "MidwayReport", "MissedInterrupt",
+           "NonFiniteGuard", "TensorBoardWithGraph", "floating_weights", "non_finite_weights", "terminal_console",
            "weights_all_finite"]

@@ -1,6 +1,6 @@
 """EpochProgress: a progress bar inside each epoch when the terminal is interactive.
 
-Batches done of the epoch's total, examples/s and time left, drawn by rich on the console the
+Batches done of the epoch's total, examples/s, the epoch's time left and the run's, drawn by rich on the console the
 run's log lines use (so a warning prints above the bar, not through it). Keras calls a batch's
 end once per `steps_per_execution` bundle: the bar moves at those boundaries and costs one
 update per bundle, nothing per step. Off when the output is not a terminal (CI, Slurm logs,
@@ -14,6 +14,8 @@ import logging
 import time
 
 import keras
+
+from tfx_hydra.callbacks.midway import short_duration, time_left
 
 
 def terminal_console():
@@ -41,6 +43,7 @@ class EpochProgress(keras.callbacks.Callback):
         self._progress = None
         self._task = None
         self.updates = 0  # bar updates drawn: one per steps_per_execution bundle
+        self.last_epoch_seconds: float | None = None  # the run's time left counts later epochs as long
 
     def on_epoch_begin(self, epoch, logs=None):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -48,11 +51,12 @@ class EpochProgress(keras.callbacks.Callback):
         steps = (self.params or {}).get("steps") or None
         self._per_batch = self.num_examples / steps if steps else 0
         self._progress = Progress(TextColumn(f"epoch {epoch + 1}/{self.epochs}"), BarColumn(), MofNCompleteColumn(),
-                                  TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), console=self.console,
-                                  transient=True, auto_refresh=False)
+                                  TextColumn("{task.fields[rate]}"), TimeRemainingColumn(),
+                                  TextColumn("{task.fields[run]}"), console=self.console, transient=True,
+                                  auto_refresh=False)
         self._progress.start()
-        self._task = self._progress.add_task("train", total=steps, rate="")
-        self._started = time.perf_counter()
+        self._task = self._progress.add_task("train", total=steps, rate="", run="")
+        self._epoch, self._started = epoch, time.perf_counter()
 
     def on_train_batch_end(self, batch, logs=None):
         if self._progress is None:
@@ -63,10 +67,13 @@ class EpochProgress(keras.callbacks.Callback):
         # steps_per_execution bundle (the digits: 41 batches, bundles of 64) has one
         elapsed = time.perf_counter() - self._started
         rate = f"{done * self._per_batch / elapsed:,.0f} ex/s" if self._per_batch and elapsed > 0 else ""
-        self._progress.update(self._task, completed=done, rate=rate, refresh=True)
+        left = time_left(done, total, elapsed, self._epoch, self.epochs, self.last_epoch_seconds)
+        run = f"run {short_duration(left[1])} left" if left and self._epoch + 1 < self.epochs else ""
+        self._progress.update(self._task, completed=done, rate=rate, run=run, refresh=True)
         self.updates += 1
 
     def on_epoch_end(self, epoch, logs=None):
+        self.last_epoch_seconds = time.perf_counter() - self._started
         self.stop()
 
     def on_train_end(self, logs=None):
