@@ -42,6 +42,11 @@ def main() -> None:
     limit) ended the way shells expect: one line saying what happened and how to resume, and
     the status 128 + the signal's number (130, 143), not a traceback. A sweep worker that died
     is reported by the sweep (its parent run's close) rather than with the launcher's traceback."""
+    if sys.argv[1:2] in (["--version"], ["-V"]):  # before Hydra: nothing to compose
+        from tfx_hydra import __version__
+
+        print(f"tfx_hydra {__version__}")
+        sys.exit(0)
     if sys.argv[1:2] == ["init"]:  # `tfx-hydra init PATH`: a new project, not a run
         from tfx_hydra.new_project import main as init
 

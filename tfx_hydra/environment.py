@@ -63,6 +63,10 @@ def software_environment() -> dict[str, str]:
 
 
 def _version(package: str) -> str:
+    if package == "tfx_hydra":  # the code that runs, whatever an install's metadata says (one source)
+        from tfx_hydra import __version__
+
+        return __version__
     try:
         return metadata.version(package)
     except metadata.PackageNotFoundError:

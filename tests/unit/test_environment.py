@@ -7,6 +7,7 @@ import subprocess
 
 import tensorflow as tf
 
+import tfx_hydra
 from tfx_hydra.environment import collect_environment, git_state, installed_packages
 from tfx_hydra.hardware import GpuDetails, HardwareInfo
 
@@ -67,6 +68,7 @@ def test_outside_a_work_tree_there_is_no_commit(tmp_path):
 def test_versions_and_build_info_are_the_real_ones():
     tags = collect_environment(HardwareInfo(profile="cpu"))
     assert tags["env.tensorflow"] == tf.__version__
+    assert tags["env.tfx_hydra"] == tfx_hydra.__version__  # the code that runs: one source with --version
     assert tags["env.python"] == platform.python_version()
     assert tags["env.cuda_build"] == str(tf.sysconfig.get_build_info().get("cuda_version", "none"))
     assert tags["env.gpus"] == "none" and tags["env.gpu_driver"] == "none"

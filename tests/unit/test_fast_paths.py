@@ -74,3 +74,16 @@ def test_hydra_help_names_the_installed_command_not_a_file(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert 'eval "$(tfx-hydra -sc install=bash)"' in done.stdout
     assert "__main__.py" not in done.stdout
+
+
+def test_version_is_one_value_the_command_the_package_and_the_install_agree_on(tmp_path):
+    from importlib import metadata
+
+    import tfx_hydra
+
+    modules, done = imported_modules(["--version"], tmp_path)
+    assert done.returncode == 0 and done.stdout == f"tfx_hydra {tfx_hydra.__version__}\n", done.stderr[-2000:]
+    assert modules.isdisjoint(HEAVY), modules & set(HEAVY)
+    assert metadata.version("tfx_hydra") == tfx_hydra.__version__  # pyproject.toml reads the same line
+    changelog = (REPO / "CHANGELOG.md").read_text()
+    assert f"## [{tfx_hydra.__version__}] - " in changelog  # the release this is, said in the changelog
