@@ -97,8 +97,7 @@ class TrainerConfig:
         profile = self.tensorboard_profile_batches
         if profile is not None and (len(profile) != 2 or not 1 <= profile[0] <= profile[1]):
             raise ConfigError(f"trainer.tensorboard_profile_batches={list(profile)}: expected [first, last] batch "
-                              "numbers, 1 <= first <= last, or null.",
-                              fix="trainer.tensorboard_profile_batches=[10,20]")
+                              "numbers with 1 <= first <= last.", fix="trainer.tensorboard_profile_batches=[10,20]")
         require_positive_or_auto("trainer.batch_size", self.batch_size, 32)
         require_interval("trainer.log_every", self.log_every)
         require_positive_or_auto("trainer.steps_per_execution", self.steps_per_execution, 1)
@@ -178,10 +177,8 @@ class PrecisionConfig:
         if scale in ("auto", "dynamic", None):
             return
         if isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale <= 0:
-            raise ConfigError(
-                f"precision.loss_scale={show(scale)} is not one of: auto, dynamic, null, or a positive number.",
-                fix="precision.loss_scale=auto",
-            )
+            raise ConfigError(f"precision.loss_scale={show(scale)} is not one of: auto, dynamic, null, or a positive "
+                              "number.", fix="precision.loss_scale=auto")
 
 
 @dataclass

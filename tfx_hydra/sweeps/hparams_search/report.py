@@ -49,9 +49,9 @@ def finish(study, plan, sweep_dir: str, config: DictConfig, idle_seconds: float)
             "optuna.sampler": plan.settings.sampler, "optuna.pruner": plan.settings.pruner}
     if len(plan.directions) > 1:
         tags["optuna.pareto_trials"] = ",".join(str(t.number) for t in best)
-        for trial in best:
-            if trial.number in children:
-                client.set_tag(children[trial.number].info.run_id, "optuna.pareto", "true")
+        for trial in best:  # log_batch: its tags retry when a second command finishing the study marks them too
+            if trial.number in children:   # (set_tag raced it into SQLite's UNIQUE constraint)
+                tracking.send_batch(client, children[trial.number].info.run_id, tags=[("optuna.pareto", "true")])
     elif best:
         tags |= {"optuna.best_trial": str(best[0].number), "optuna.best_params": json.dumps(best[0].params)}
     if len(plan.directions) == 1 and best:
