@@ -7,7 +7,8 @@ import os
 
 from omegaconf import DictConfig, OmegaConf
 
-from tfx_hydra.data.pipeline import PipelineOptions
+from tfx_hydra.data.options import PipelineOptions
+from tfx_hydra.data.table import is_number
 from tfx_hydra.data.tfrecord import expand_globs
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.validation import require_path, require_writable_folder
@@ -71,7 +72,7 @@ def require_class_labels(data: DictConfig, task: str) -> None:
             or data.get("label_columns") or not path or not column or not os.path.isfile(str(path)):
         return
     values = peek_column(str(path), str(column))
-    numbers = [float(v) for v in values if _is_number(v)]
+    numbers = [float(v) for v in values if is_number(v)]
     if not values or len(numbers) < len(values):  # class names, or a missing column: the data step says which
         return
     distinct = len(set(numbers))
@@ -100,11 +101,3 @@ def peek_column(path: str, column: str) -> list[str]:
             return [(row[column] or "").strip() for row in itertools.islice(reader, LABEL_PEEK)]
     except (OSError, ValueError, csv.Error):  # unreadable: the data step names what is wrong, where
         return []
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True

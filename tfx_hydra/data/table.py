@@ -104,9 +104,7 @@ def _first_non_number(path: str, column: str, delimiter: str) -> tuple[int, str]
                                    column_types={column: pa.string()}, include_columns=[column], null_values=[],
                                    strings_can_be_null=False))
     for index, value in enumerate(table.column(column).to_pylist()):
-        try:
-            float(value)
-        except ValueError:
+        if not is_number(value):
             return index + 2, value
     return 0, ""
 
@@ -137,13 +135,14 @@ def _json_lines_columns(path: str, numeric: Sequence[str], text: Sequence[str]) 
         try:
             columns[name] = columns[name].astype("float32")
         except ValueError:
-            row = next(i for i, v in enumerate(values[name], start=1) if not _is_number(v))
+            row = next(i for i, v in enumerate(values[name], start=1) if not is_number(v))
             raise DataError(f"{path}, line {row}, column {name}: '{values[name][row - 1]}' is not a number.",
                             fix=NOT_A_NUMBER_FIX) from None
     return columns
 
 
-def _is_number(text: str) -> bool:
+def is_number(text: str) -> bool:
+    """What float() reads (nan and inf included: whether a number is finite is the data's check)."""
     try:
         float(text)
     except ValueError:
