@@ -28,7 +28,7 @@ from tfx_hydra import cv, records, reports, sweeps, task, tracking, trainer
 from tfx_hydra.config import build, choice, require_importable_targets
 from tfx_hydra.console import print_summary, shown_names
 from tfx_hydra.data.pipeline import require_datasets
-from tfx_hydra.data.preflight import check_data_config
+from tfx_hydra.data.preflight import check_data_config, declared_input_values
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.export import check_exporters, evaluate_saved_model, export_model, resolve_export_source
 from tfx_hydra.export.source import record_evaluated_model, record_evaluated_split
@@ -65,7 +65,8 @@ def run(cfg: DictConfig) -> float | list[float] | sweeps.PrunedResult | sweeps.W
         records.record_launch(tracker, cfg, output_dir, launch_dir)
 
         # TensorFlow is first imported here, by the step that must configure its devices before any op
-        hardware = setup_hardware(settings.hardware, settings.seed, settings.trainer.deterministic)
+        hardware = setup_hardware(settings.hardware, settings.seed, settings.trainer.deterministic,
+                                  input_values=declared_input_values(cfg.data))  # for intra_op_threads=auto
         policy, precision_warnings = resolve_policy(settings.precision.policy, hardware)
         set_precision(policy)
         strategy = build(cfg.strategy, "strategy", hardware=hardware)

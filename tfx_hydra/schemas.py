@@ -143,14 +143,14 @@ class HardwareConfig:
     precision: Optional[str] = None
     per_replica_batch_size: Optional[int] = None
     steps_per_execution: Optional[int] = None
-    intra_op_threads: Optional[int] = None
+    intra_op_threads: Any = None  # a number, 0 (TensorFlow's choice), or auto (by the inputs' size: hardware.py)
     inter_op_threads: Optional[int] = None
     log_device_placement: bool = False
     strict: bool = False
 
     def __post_init__(self) -> None:
         for key in ("intra_op_threads", "inter_op_threads"):
-            if getattr(self, key) is not None:
+            if getattr(self, key) not in (None, "auto" if key == "intra_op_threads" else None):
                 require_non_negative(f"hardware.{key}", getattr(self, key), "TensorFlow's choice")
         for key in ("per_replica_batch_size", "steps_per_execution"):
             if getattr(self, key) is not None:

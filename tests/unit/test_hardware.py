@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfx_hydra.errors import HardwareMismatch
+from tfx_hydra.errors import ConfigError, HardwareMismatch
 from tfx_hydra.hardware import (
     GpuDetails,
     describe_mismatch,
@@ -164,3 +164,22 @@ def test_threads_fixed_earlier_in_the_process_are_a_warning_not_an_error(caplog)
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any("hardware.intra_op_threads=7 not applied: TensorFlow was already initialised in this process" in line
                for line in warned)
+
+
+def test_intra_op_threads_auto_splits_ops_for_large_inputs_only():
+    """The cpu profile's auto: one thread per op for an MLP's small inputs, every core for images' conv-sized ops
+    (both measured: bench/README.md, scale.py). The rule reads data.input_shape from the config."""
+    from omegaconf import OmegaConf
+
+    from tfx_hydra.data.preflight import declared_input_values
+    from tfx_hydra.hardware import op_threads
+
+    assert [op_threads("auto", n) for n in (64, 784, 4095, 4096, 160 * 160 * 3, None)] == [1, 1, 1, 0, 0, 1]
+    assert op_threads(3, 160 * 160 * 3) == 3 and op_threads(None, 10**6) is None  # a number is the user's
+    assert declared_input_values(OmegaConf.create({"input_shape": [160, 160, 3]})) == 76_800
+    assert declared_input_values(OmegaConf.create({"input_shape": "???"})) is None
+    assert declared_input_values(OmegaConf.create({"input_shape": []})) is None  # text
+    assert declared_input_values(OmegaConf.create({"path": "x.csv"})) is None
+    assert load_profiles()["cpu"].intra_op_threads == "auto"
+    with pytest.raises(ConfigError, match=r"hardware.intra_op_threads=many"):
+        HardwareConfig(name="cpu", intra_op_threads="many")

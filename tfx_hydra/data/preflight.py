@@ -101,3 +101,17 @@ def peek_column(path: str, column: str) -> list[str]:
             return [(row[column] or "").strip() for row in itertools.islice(reader, LABEL_PEEK)]
     except (OSError, ValueError, csv.Error):  # unreadable: the data step names what is wrong, where
         return []
+
+
+def declared_input_values(data: DictConfig) -> int | None:
+    """The values one example's input holds, by data.input_shape ([64, 64, 3]: 12,288); None where the
+    config does not say (a user's source without the key, text of shape [])."""
+    if "input_shape" not in data or OmegaConf.is_missing(data, "input_shape"):
+        return None
+    shape = data.input_shape
+    if not OmegaConf.is_list(shape) or not all(isinstance(d, int) and d > 0 for d in shape) or not len(shape):
+        return None
+    values = 1
+    for dimension in shape:
+        values *= dimension
+    return values
