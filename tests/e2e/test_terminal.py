@@ -60,9 +60,10 @@ def test_a_piped_default_run_starts_with_its_own_line_and_keeps_tensorflows_in_t
                           "tfx_hydra batches: 32 examples per step (32 per replica), 1 step per call "
                           "(steps_per_execution=auto: the run's 30 batches would not fill one call of 64)",
                           "tfx_hydra data: digits, 300 train / 144 validation / 360 test examples; inputs (8, 8), "
-                          "10 classes",
+                          f"10 classes; cache: memory, {lines[5].split('cache: memory, ')[-1]}",
                           "tfx_hydra model: mlp, 9,610 parameters",
                           "tfx_hydra optimizer: adam, learning rate 0.001"], shown[:3000]
+    assert re.search(r"cache: memory, 207\.3 KiB of [\d.]+ GiB \(half of [\d.]+ GiB available\)$", lines[5]), lines[5]
     assert "tfx_hydra." not in done.stdout.replace("tfx_hydra.log", "")  # no module path anywhere
     assert done.stderr == ""  # a run that went well writes nothing to stderr
     output_dir = output_dir_of(tmp_path)

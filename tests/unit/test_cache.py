@@ -89,14 +89,14 @@ def test_the_shuffle_buffer_is_shortened_to_its_share_of_the_budget(pets, caplog
     np.testing.assert_allclose(np.sort(first.ravel()), np.sort(second.ravel()))
 
 
-def test_in_memory_tables_are_not_copied_into_a_cache_unless_asked(tmp_path):
+def test_in_memory_tables_are_cached_when_they_fit_and_read_from_the_arrays_when_not(tmp_path):
     path = tmp_path / "t.csv"
     path.write_text("a,b,label\n" + "".join(f"{i},{i % 5},{i % 2}\n" for i in range(60)))
-    auto = csv(str(path), "label", [2], 2, batch_size=8, seed=0)
-    assert auto.cache == ""  # the arrays are in memory already: nothing to say, nothing copied
-    assert "CacheDataset" not in repr(auto.train._input_dataset) and not _cached(auto.train)
-    asked = csv(str(path), "label", [2], 2, batch_size=8, seed=0, cache="memory")
-    assert asked.cache.startswith("cache: memory, ") and _cached(asked.train)
+    fits = csv(str(path), "label", [2], 2, batch_size=8, seed=0)
+    assert fits.cache.startswith("cache: memory, ") and _cached(fits.train)  # a cached split trains faster
+    short = csv(str(path), "label", [2], 2, batch_size=8, seed=0, cache_budget="256B", shuffle_buffer=0)
+    assert short.cache.startswith("cache: off: ") and short.cache.endswith("the arrays are read from memory")
+    assert not _cached(short.train)  # never a file cache of arrays already in memory
 
 
 def _cached(dataset) -> bool:
