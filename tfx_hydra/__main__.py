@@ -64,6 +64,10 @@ def main() -> None:
     try:
         with held_job_error_line() as job_error_line:
             hydra_main()
+        # the run's tf.data iterators freed here, not at exit: the lines TensorFlow writes as they end (an
+        # autotune loop's "Optimization loop failed: CANCELLED", root_dataset.cc) go to the log, not under the summary
+        with native_lines_to_log():
+            gc.collect()
     except KeyboardInterrupt as interrupt:
         from tfx_hydra.sweeps.parent import close_interrupted  # here: --help and preflight never pay for it
 
