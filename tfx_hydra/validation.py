@@ -8,6 +8,7 @@ Each kind of mistake has one wording a user learns once, whichever module finds 
     require_non_negative trainer.finetune_epochs=-2 is out of range: expected 0 (off) or more.
     require_range        optimizer.momentum=1.5 is out of range: expected a number [0, 1].
     require_fraction     data.validation_split=1.5 is out of range: expected a fraction between 0 and 1.
+    require_size         data.cache_budget=lots is not a size: expected a number of bytes with a unit ...
     require_interval     trainer.log_every=soon is not an interval: expected a duration (90s, 5min, 1h), ...
     require_path         data.path=/x/mnist.npz does not exist.
     require_writable_folder  data.cache=/x/cache cannot be written: /x does not exist.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from typing import Any, Iterable, Sequence
 
 from tfx_hydra.errors import ConfigError, DataError, TfxHydraError, show
@@ -112,13 +114,26 @@ def require_interval(key: str, value: Any, example: str = "5min") -> tuple[float
         return None, None
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return None, value
-    import re
-
     found = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-z]+)\s*", str(value).lower())
     if not found or found.group(2) not in DURATION_UNITS or float(found.group(1)) <= 0:
         raise ConfigError(f"{key}={show(value)} is not an interval: expected a duration (90s, 5min, 1h), a number of "
                           "steps (500), or null (off).", fix=f"{key}={example}")
     return float(found.group(1)) * DURATION_UNITS[found.group(2)], None
+
+
+SIZE_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 2**10, "m": 1e6, "mb": 1e6, "mib": 2**20,
+              "g": 1e9, "gb": 1e9, "gib": 2**30, "t": 1e12, "tb": 1e12, "tib": 2**40}
+
+
+def require_size(key: str, value: Any, example: str = "2GiB") -> int:
+    """A byte count as typed: 64MiB, 2GB, 1.5GiB, or a number of bytes."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return int(value)
+    found = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(value))
+    if not found or found.group(2).lower() not in SIZE_UNITS or float(found.group(1)) <= 0:
+        raise ConfigError(f"{key}={show(value)} is not a size: expected a number of bytes with a unit (512MiB, 4GiB) "
+                          "or auto.", fix=f"{key}={example}")
+    return int(float(found.group(1)) * SIZE_UNITS[found.group(2).lower()])
 
 
 def require_path(key: str, value: str, fix: str, file: bool = False) -> None:

@@ -116,7 +116,7 @@ def test_a_full_disk_fails_the_run_with_one_message_and_keeps_the_last_backup_wh
                                f"tracking.artifact_location={store}/mlruns"], cwd=small_disk)
     assert done.returncode == 1
     assert f"DiskFull: no space left on the disk writing {small_disk}/" in done.stderr, done.stderr[-3000:]
-    assert f"free of 300.0 KB on {small_disk})" in done.stderr and f"Fix: free space on {small_disk}" in done.stderr
+    assert f"free of 300.0 KiB on {small_disk})" in done.stderr and f"Fix: free space on {small_disk}" in done.stderr
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
     client = mlflow_client(store)
     (run,) = client.search_runs([client.get_experiment_by_name("tfx_hydra").experiment_id])

@@ -14,6 +14,7 @@ import pytest
 from tests.unit.test_data_sources import write_images
 from tfx_hydra.data import cache, csv, image_folder
 from tfx_hydra.errors import ConfigError, DataError
+from tfx_hydra.validation import require_size
 
 EXAMPLE = 8 * 8 * 3 + 8  # an 8x8 RGB image cached as uint8, and its int64 label
 
@@ -28,12 +29,12 @@ def every_batch(dataset) -> np.ndarray:
 
 
 def test_sizes_read_as_typed_and_a_bad_one_names_its_key():
-    assert cache.parse_size("data.cache_budget", "64MiB") == 64 * 2**20
-    assert cache.parse_size("data.cache_budget", "1.5GB") == 1_500_000_000
-    assert cache.parse_size("data.cache_budget", 4096) == 4096
+    assert require_size("data.cache_budget", "64MiB") == 64 * 2**20
+    assert require_size("data.cache_budget", "1.5GB") == 1_500_000_000
+    assert require_size("data.cache_budget", 4096) == 4096
     with pytest.raises(ConfigError, match=r"(?s)data.cache_budget=lots is not a size: expected a number of bytes with "
                                           r"a unit \(512MiB, 4GiB\) or auto.*Fix: data.cache_budget=2GiB"):
-        cache.parse_size("data.cache_budget", "lots")
+        require_size("data.cache_budget", "lots")
     with pytest.raises(ConfigError, match=r"data.cache=0: expected auto, memory, false, or a cache file's path"):
         cache.check_options(0, "auto", None)
 

@@ -23,7 +23,6 @@ import contextlib
 import glob
 import logging
 import os
-import re
 import shutil
 import tempfile
 import weakref
@@ -31,14 +30,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfx_hydra.errors import ConfigError, DataError
+from tfx_hydra.process.faults import sized
+from tfx_hydra.validation import require_size
 
 log = logging.getLogger(__name__)
 MEMORY_SHARE = 0.5  # of the memory available at the start: the rest is the model's, the batches' and Python's
 SHUFFLE_SHARE = 0.25  # of the budget the shuffle buffer may take before it is shortened
 DISK_ROOM = 1.1  # a file cache needs its size and a tenth more free on its disk
 MEASURED_EXAMPLES = 64  # examples read to measure strings and ragged shapes
-UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 2**10, "m": 1e6, "mb": 1e6, "mib": 2**20,
-         "g": 1e9, "gb": 1e9, "gib": 2**30, "t": 1e12, "tb": 1e12, "tib": 2**40}
 
 
 @dataclass(frozen=True)
@@ -51,33 +50,15 @@ class CachePlan:
     scratch: str | None = None  # the folder `auto` made for its file cache: removed with the pipelines
 
 
-def parse_size(key: str, value: Any) -> int:
-    """A byte count as typed: 64MiB, 2GB, 1.5GiB, or a number of bytes."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-        return int(value)
-    found = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(value))
-    if not found or found.group(2).lower() not in UNITS or float(found.group(1)) <= 0:
-        raise ConfigError(f"{key}={value} is not a size: expected a number of bytes with a unit (512MiB, 4GiB) "
-                          "or auto.", fix=f"{key}=2GiB")
-    return int(float(found.group(1)) * UNITS[found.group(2).lower()])
-
-
 def check_options(cache: Any, budget: Any, cache_dir: Any) -> None:
     """The three keys as typed (PipelineOptions checks them before TensorFlow)."""
     if not (isinstance(cache, bool) or (isinstance(cache, str) and cache)):
         raise ConfigError(f"data.cache={cache}: expected auto, memory, false, or a cache file's path.",
                           fix="data.cache=auto")
     if budget != "auto":
-        parse_size("data.cache_budget", budget)
+        require_size("data.cache_budget", budget)
     if cache_dir is not None and not isinstance(cache_dir, str):
         raise ConfigError(f"data.cache_dir={cache_dir!r}: expected a folder or null.", fix="data.cache_dir=/scratch")
-
-
-def sized(n: float) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{int(n)} B"
 
 
 def available_memory() -> int:
@@ -120,7 +101,7 @@ def processes_on_this_machine() -> int:
 def budget(value: Any) -> tuple[int, str]:
     """(bytes, how they were chosen) for data.cache_budget."""
     if value != "auto":
-        size = parse_size("data.cache_budget", value)
+        size = require_size("data.cache_budget", value)
         return size, f"data.cache_budget={value}"
     room, sharing = available_memory(), processes_on_this_machine()
     size = int(room * MEMORY_SHARE / sharing)

@@ -65,18 +65,19 @@ def disk_full_error(path: str) -> DiskFull:
     mount = folder
     while not os.path.ismount(mount) and os.path.dirname(mount) != mount:
         mount = os.path.dirname(mount)
-    return DiskFull(f"no space left on the disk writing {path or folder} ({_size(usage.free)} free of "
-                    f"{_size(usage.total)} on {mount}); the run stopped, and the backup of its last completed epoch "
+    return DiskFull(f"no space left on the disk writing {path or folder} ({sized(usage.free)} free of "
+                    f"{sized(usage.total)} on {mount}); the run stopped, and the backup of its last completed epoch "
                     "(if one was written) is kept whole.",
                     fix=f"free space on {mount}, or write elsewhere: hydra.run.dir=/bigger/disk/outputs (the run's "
                     "files and backup), export.<name>.export_dir=..., data.cache=..., tracking.uri=... and "
                     "tracking.artifact_location=... (the MLflow store and its artifacts)")
 
 
-def _size(count: float) -> str:
+def sized(count: float) -> str:
+    """Bytes as a person reads them, in powers of 1024: 300.0 KiB, 1.2 GiB, 100 B (a full disk, a cache)."""
     unit = "B"
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if count < 1024 or unit == "TB":
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if count < 1024 or unit == "TiB":
             break
         count /= 1024
     return f"{count:.0f} B" if unit == "B" else f"{count:.1f} {unit}"
