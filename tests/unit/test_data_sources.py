@@ -416,3 +416,18 @@ def test_files_without_an_index_are_counted_once_then_read_from_the_cache(digits
     grown = tfrecord(pattern, None, [8, 8], 10, batch_size=32, seed=0, raw_scale=1 / 16)
     assert "counted the records of 1 TFRecord file once (862 records)" in caplog.text
     assert grown.num_train + grown.num_validation + grown.num_test == 1293 + 431
+
+
+def test_an_index_entry_edited_into_nonsense_is_no_entry_the_file_is_counted(digits_tfrecords, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="tfx_hydra")
+    for shard in digits_tfrecords.glob("train-*.tfrecord"):
+        shutil.copy(shard, tmp_path / shard.name)
+    files = sorted(str(p) for p in tmp_path.glob("train-*.tfrecord"))
+    sizes = {os.path.basename(f): os.path.getsize(f) for f in files}
+    (tmp_path / record_index.INDEX_FILE).write_text(json.dumps({"format": 1, "files": {
+        "train-00000-of-00003.tfrecord": {"records": "many", "bytes": sizes["train-00000-of-00003.tfrecord"]},
+        "train-00001-of-00003.tfrecord": "431",
+        "train-00002-of-00003.tfrecord": {"records": 431, "bytes": sizes["train-00002-of-00003.tfrecord"]}}}))
+    data = tfrecord(str(tmp_path / "train-*.tfrecord"), None, [8, 8], 10, batch_size=32, seed=0, raw_scale=1 / 16)
+    assert "counted the records of 2 TFRecord files once" in caplog.text  # the third read from its good entry
+    assert data.num_train + data.num_validation + data.num_test == 1293

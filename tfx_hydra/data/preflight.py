@@ -3,6 +3,7 @@ second, not ten."""
 
 from __future__ import annotations
 
+import math
 import os
 
 from omegaconf import DictConfig, OmegaConf
@@ -109,9 +110,6 @@ def declared_input_values(data: DictConfig) -> int | None:
     if "input_shape" not in data or OmegaConf.is_missing(data, "input_shape"):
         return None
     shape = data.input_shape
-    if not OmegaConf.is_list(shape) or not all(isinstance(d, int) and d > 0 for d in shape) or not len(shape):
+    if not OmegaConf.is_list(shape) or not len(shape) or not all(isinstance(d, int) and d > 0 for d in shape):
         return None
-    values = 1
-    for dimension in shape:
-        values *= dimension
-    return values
+    return math.prod(shape)

@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import tempfile
 
-log = logging.getLogger(__name__)
 INDEX_FILE = "tfrecord-index.json"
 CACHE_FILE = "record_counts.json"
 
@@ -47,14 +45,21 @@ def known_counts(files: list[str]) -> dict[str, int]:
         folder = os.path.dirname(os.path.abspath(path))
         if folder not in indexes:
             indexes[folder] = _read_json(os.path.join(folder, INDEX_FILE)).get("files", {})
-        entry = indexes[folder].get(os.path.basename(path))
-        if entry and entry.get("bytes") == stat.st_size:
-            found[path] = int(entry["records"])
-            continue
-        entry = cached.get(os.path.abspath(path))
-        if entry and entry.get("bytes") == stat.st_size and entry.get("mtime_ns") == stat.st_mtime_ns:
-            found[path] = int(entry["records"])
+        count = _records(indexes[folder].get(os.path.basename(path)), bytes=stat.st_size)
+        if count is None:
+            count = _records(cached.get(os.path.abspath(path)), bytes=stat.st_size, mtime_ns=stat.st_mtime_ns)
+        if count is not None:
+            found[path] = count
     return found
+
+
+def _records(entry, **expected) -> int | None:
+    """An entry's record count if it still describes the file (an entry edited by hand into something else
+    is no entry: the file is counted again)."""
+    if not isinstance(entry, dict) or any(entry.get(key) != value for key, value in expected.items()):
+        return None
+    records = entry.get("records")
+    return records if isinstance(records, int) and not isinstance(records, bool) and records >= 0 else None
 
 
 def remember(counts: dict[str, int]) -> None:
