@@ -50,7 +50,6 @@ class MidwayReport(keras.callbacks.Callback):
         self.seconds, self.steps, self.tracker, self.say = seconds, steps, tracker, say
         self.num_examples, self.epochs = num_examples, epochs
         self.last_epoch_seconds: float | None = None
-        self.reports = 0
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch, self._started = epoch, time.perf_counter()
@@ -71,7 +70,6 @@ class MidwayReport(keras.callbacks.Callback):
         step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations)) if self.model.optimizer else done
         self.tracker.log_metrics({f"{RUNNING}{key}": value for key, value in values.items()}, step=step)
         self.tracker.flush()
-        self.reports += 1
         if self.say:
             self._say(done, total, values, now - self._started)
 
