@@ -12,8 +12,10 @@ import os
 import shutil
 import tempfile
 
+from tfx_hydra.metrics import FINETUNE_PHASE
 from tfx_hydra.schemas import TrainerConfig
 from tfx_hydra.tracking import BACKUP_TAG, Tracker
+from tfx_hydra.validation import require_interval
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +31,22 @@ def choose_backup_dir(tracker: Tracker, output_dir: str, chief: bool) -> str:
     tracker.set_tags({BACKUP_TAG: backup_dir})
     tracker.flush()  # with all recorded so far, in the store before training: a run killed in it resumes
     return backup_dir
+
+
+def phase_backup(backup_dir: str, trainer: TrainerConfig, phase: str, num_train: int, plan, tracker: Tracker):
+    """The phase's EpochBackup: at each epoch's end and every trainer.backup_every within one. A fine-tuning
+    phase trains epochs numbered on from the first phase's, in a backup of its own (FINETUNE_BACKUP)."""
+    from tfx_hydra.callbacks import EpochBackup
+
+    finetuning = phase == FINETUNE_PHASE
+    every = trainer.backup_every if trainer.backup_every == "auto" else \
+        require_interval("trainer.backup_every", trainer.backup_every)
+    batch = int(plan.global_size if plan else trainer.batch_size)
+    return EpochBackup(backup_dir, trainer.epochs + trainer.finetune_epochs if finetuning else trainer.epochs,
+                       catch_up=tracker.log_missing_epochs,
+                       epochs_key="trainer.finetune_epochs" if finetuning else "trainer.epochs",
+                       epochs_before=trainer.epochs if finetuning else 0, every=every,
+                       steps_per_epoch=-(-num_train // batch))
 
 
 def finetuning_backup_exists(backup_dir: str, trainer: TrainerConfig) -> bool:

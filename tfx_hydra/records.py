@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from tfx_hydra.config import choice, single_run_hydra_overrides
 from tfx_hydra.console import shown_names, terminal_columns
-from tfx_hydra.tracking import Tracker, mask_files
+from tfx_hydra.tracking import Tracker, backed_up_at, mask_files
 
 if TYPE_CHECKING:  # for the annotation only: importing records must not import the strategy step
     from tfx_hydra.strategy import BatchPlan, Setup
@@ -99,7 +99,8 @@ def record_launch(tracker: Tracker, cfg: DictConfig, output_dir: str, launch_dir
     log.info(f"run: {tracked}, outputs in {output_dir if shown.startswith(os.pardir) else shown}")
     resolved = resolved_config(cfg)
     if tracker.resumed_backup_dir:
-        log.info(f"resuming MLflow run {tracker.run_id} from its backup in {tracker.resumed_backup_dir}")
+        where = backed_up_at(tracker.resumed_backup_dir)
+        log.info(f"resuming MLflow run {tracker.run_id} from its backup ({where}) in {tracker.resumed_backup_dir}")
     else:  # params are write-once in MLflow: a resumed run keeps those of its first attempt
         tracker.log_config(resolved)
     git = git_state(launch_dir)

@@ -15,6 +15,7 @@ from tfx_hydra.errors import ConfigError, show
 from tfx_hydra.metrics import TASKS, epoch_names, require_trainer_fits_task
 from tfx_hydra.precision import POLICIES
 from tfx_hydra.validation import (
+    require_batch_span,
     require_choice,
     require_interval,
     require_non_negative,
@@ -70,6 +71,7 @@ class TrainerConfig:
     scale_lr_with_replicas: bool = False
     deterministic: bool = False
     backup: bool = True
+    backup_every: Any = "auto"  # mid-epoch backups too: a duration or a number of steps; null: at epoch ends only
     early_stopping: EarlyStoppingConfig = field(default_factory=EarlyStoppingConfig)
     keep_best: KeepBestConfig = field(default_factory=KeepBestConfig)
     label_smoothing: float = 0.0  # the cross-entropy's targets pulled this far towards uniform (losses.py)
@@ -94,12 +96,10 @@ class TrainerConfig:
             require_positive("trainer.finetune_lr", self.finetune_lr, "1e-5", integer=False)
         if self.finetune_layers is not None:
             require_positive("trainer.finetune_layers", self.finetune_layers, 20)
-        profile = self.tensorboard_profile_batches
-        if profile is not None and (len(profile) != 2 or not 1 <= profile[0] <= profile[1]):
-            raise ConfigError(f"trainer.tensorboard_profile_batches={list(profile)}: expected [first, last] batch "
-                              "numbers with 1 <= first <= last.", fix="trainer.tensorboard_profile_batches=[10,20]")
+        require_batch_span("trainer.tensorboard_profile_batches", self.tensorboard_profile_batches, "[10,20]")
         require_positive_or_auto("trainer.batch_size", self.batch_size, 32)
         require_interval("trainer.log_every", self.log_every)
+        require_interval("trainer.backup_every", None if self.backup_every == "auto" else self.backup_every, "10min")
         require_positive_or_auto("trainer.steps_per_execution", self.steps_per_execution, 1)
         require_positive("trainer.grad_accum_steps", self.grad_accum_steps, 1)
         require_range("trainer.label_smoothing", self.label_smoothing, 0.0, 1.0, 0.1, high_inclusive=False)

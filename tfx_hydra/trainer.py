@@ -13,11 +13,12 @@ from __future__ import annotations
 import logging
 import os
 import time
+from contextlib import nullcontext
 
 from omegaconf import DictConfig
 
 from tfx_hydra import compiled, kept_weights
-from tfx_hydra.backups import FINETUNE_BACKUP, choose_backup_dir, finetuning_backup_exists, remove_backup
+from tfx_hydra.backups import FINETUNE_BACKUP, choose_backup_dir, finetuning_backup_exists, phase_backup, remove_backup
 from tfx_hydra.class_weight import class_weights
 from tfx_hydra.config import choice, users_code_error
 from tfx_hydra.console import native_lines_streamed
@@ -29,6 +30,7 @@ from tfx_hydra.lr_schedule import updates_per_epoch
 from tfx_hydra.metrics import FINETUNE_PHASE, PARAMETERS, TEST, TRAIN_PHASE, end_of_run, phase_timing
 from tfx_hydra.models import count_params, require_backbone, unfreeze_backbone
 from tfx_hydra.optimizer import build_optimizer, finetune_learning_rate, peak_learning_rate
+from tfx_hydra.process import stopped_at_a_step
 from tfx_hydra.schemas import Settings, TrainerConfig
 from tfx_hydra.strategy import BatchPlan, Setup
 from tfx_hydra.sweeps.hparams_search.pruned import EpochReports, Pruned
@@ -135,7 +137,6 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     import tensorflow as tf
 
     from tfx_hydra.callbacks import (
-        EpochBackup,
         EpochClock,
         EpochProgress,
         KeepBest,
@@ -153,6 +154,7 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     console = terminal_console() if trainer.verbose else None
     progress = EpochProgress(console, datasets.num_train, epochs) if console else None
     callbacks = [  # at an epoch's end, in this order: a diverged epoch is neither shown, logged nor backed up
+        keras.callbacks.LambdaCallback(on_epoch_begin=lambda epoch, logs=None: datasets.order.set_epoch(epoch)),
         MissedInterrupt(),  # a Ctrl-C lost in a finalizer, raised again at the batch's end
         *([progress] if progress else []),  # gone before the epoch's line
         NonFiniteGuard(steps, backup_dir if trainer.backup else None),
@@ -172,11 +174,8 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     if trainer.keep_best.enabled:  # its best-so-far beside the backup, so a resumed run still has it
         keeping = KeepBest(trainer.keep_best.monitor, trainer.keep_best.mode, backup_dir if trainer.backup else None)
         callbacks.append(keeping)
-    if trainer.backup and backup_dir:  # an epoch is backed up once everything but tracking has seen it
-        finetuning = phase == FINETUNE_PHASE
-        callbacks.append(EpochBackup(backup_dir, last_epoch, catch_up=tracker.log_missing_epochs,
-                                     epochs_key="trainer.finetune_epochs" if finetuning else "trainer.epochs",
-                                     epochs_before=first_epoch))
+    if backing_up := bool(trainer.backup and backup_dir):  # an epoch is backed up once all but tracking saw it
+        callbacks.append(phase_backup(backup_dir, trainer, phase, datasets.num_train, plan, tracker))
     # last: MLflow gets an epoch once it is backed up (a kill in between is caught up on resume)
     callbacks.append(keras.callbacks.LambdaCallback(on_epoch_end=tracker.log_epoch))
     if pruning is not None:
@@ -191,7 +190,8 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     # TensorFlow's C++ lines while training (check_numerics' ~80-line finding as the step aborts, oneDNN's
     # DT_BOOL note at a multilabel model's first step) go to the job log: the terminal shows our lines (stdout)
     try:
-        with native_lines_streamed(), datasets.named_errors():  # a file that cannot be read: named, not a traceback
+        # a file that cannot be read: named, not a traceback; SIGTERM/SIGUSR2 backed up at the step, then stop
+        with native_lines_streamed(), datasets.named_errors(), stopped_at_a_step() if backing_up else nullcontext():
             history = model.fit(datasets.train, validation_data=datasets.validation, epochs=last_epoch,
                                 initial_epoch=first_epoch, callbacks=callbacks, class_weight=class_weight,
                                 shuffle=False, verbose=0)  # the pipeline shuffles, seeded

@@ -10,6 +10,7 @@ Each kind of mistake has one wording a user learns once, whichever module finds 
     require_fraction     data.validation_split=1.5 is out of range: expected a fraction between 0 and 1.
     require_size         data.cache_budget=lots is not a size: expected a number of bytes with a unit ...
     require_interval     trainer.log_every=soon is not an interval: expected a duration (90s, 5min, 1h), ...
+    require_batch_span   trainer.tensorboard_profile_batches=[5, 2]: expected [first, last] batch numbers ...
     require_path         data.path=/x/mnist.npz does not exist.
     require_writable_folder  data.cache=/x/cache cannot be written: /x does not exist.
     require_target       trainer.callbacks[0]=3 is not a node with a _target_.
@@ -119,6 +120,13 @@ def require_interval(key: str, value: Any, example: str = "5min") -> tuple[float
         raise ConfigError(f"{key}={show(value)} is not an interval: expected a duration (90s, 5min, 1h), a number of "
                           "steps (500), or null (off).", fix=f"{key}={example}")
     return float(found.group(1)) * DURATION_UNITS[found.group(2)], None
+
+
+def require_batch_span(key: str, value: Sequence[int] | None, example: str) -> None:
+    """[first, last] batch numbers, 1 <= first <= last; null: none."""
+    if value is not None and (len(value) != 2 or not 1 <= value[0] <= value[1]):
+        raise ConfigError(f"{key}={list(value)}: expected [first, last] batch numbers with 1 <= first <= last.",
+                          fix=f"{key}={example}")
 
 
 SIZE_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 2**10, "m": 1e6, "mb": 1e6, "mib": 2**20,

@@ -36,9 +36,19 @@ def test_training_order_is_seeded_and_reshuffled_each_epoch():
     assert not np.array_equal(labels(other.train)[:64], first[:64])
 
 
-def test_second_epoch_sees_a_new_order():
-    train = digits([8, 8], 10, batch_size=64, seed=3).train
-    assert not np.array_equal(labels(train), labels(train))
+def test_each_epoch_has_its_own_order_whichever_process_trains_it():
+    """The order is data.seed's and the epoch number's (set as each epoch begins), not how many times this
+    pipeline was read: a run resumed at epoch 3 reads epoch 3 as the uninterrupted run did."""
+    data = digits([8, 8], 10, batch_size=64, seed=3)
+    first = labels(data.train)
+    data.order.set_epoch(1)
+    second = labels(data.train)
+    assert not np.array_equal(first, second) and sorted(first) == sorted(second)
+    assert np.array_equal(labels(data.train), second)  # read again in epoch 1: the same
+    resumed = digits([8, 8], 10, batch_size=64, seed=3)  # another process, starting at epoch 1
+    resumed.order.set_epoch(1)
+    assert np.array_equal(labels(resumed.train), second)
+    assert data.train.cardinality() == -(-data.num_train // 64)  # Keras still sizes the epoch
 
 
 def test_validation_and_test_are_not_shuffled():
@@ -64,7 +74,10 @@ def test_limit_batches_reads_the_same_few_batches_each_epoch_from_a_whole_cache(
     """data.limit_batches takes before the cache: an epoch reads exactly its batches, the same examples
     each epoch (reshuffled), and tf.data never warns that a cache was read partly and thrown away."""
     data = digits([8, 8], 10, batch_size=32, seed=0, limit_batches=2)
-    epochs = [[(x.numpy(), y.numpy()) for x, y in data.train] for _ in range(2)]
+    epochs = []
+    for epoch in range(2):
+        data.order.set_epoch(epoch)  # as the trainer does when an epoch begins
+        epochs.append([(x.numpy(), y.numpy()) for x, y in data.train])
     assert [len(batches) for batches in epochs] == [2, 2] and all(len(y) == 32 for _, y in epochs[0])
     first, second = (np.concatenate([x.reshape(len(x), -1) for x, _ in batches]) for batches in epochs)
     assert not np.array_equal(first, second)  # reshuffled ...

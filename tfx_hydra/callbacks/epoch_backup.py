@@ -1,4 +1,5 @@
-"""EpochBackup: one backup per epoch that any kill can resume from."""
+"""EpochBackup: a backup at each epoch's end, and within epochs every trainer.backup_every, that any kill
+can resume from; SIGTERM and Slurm's warning back up at the step in flight."""
 
 from __future__ import annotations
 
@@ -6,13 +7,18 @@ import errno
 import json
 import os
 import shutil
+import time
+import warnings
 
 import keras
 import numpy as np
 import tensorflow as tf
 
 from tfx_hydra.errors import TrainingError
-from tfx_hydra.process import disk_full_said, uninterrupted
+from tfx_hydra.process import disk_full_said, stop_now, stop_requested, uninterrupted
+
+AUTO_EVERY_SECONDS = 600  # backup_every=auto: every 10 minutes...
+AUTO_COST_SHARE = 50  # ...or 50x the last backup's write time if longer: a backup costs under 2 % of the time
 
 
 class EpochBackup(keras.callbacks.BackupAndRestore):
@@ -27,17 +33,34 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
       metrics are in MLflow exactly once, whatever the moment of the kill.
     - A backup this run cannot go on from (already at or past the phase's last epoch, or written by
       a model of another shape) fails before any training, with the way out.
+    - Within an epoch (`every`: seconds, steps, or "auto"), and at the step in flight when SIGTERM or
+      SIGUSR2 asks the run to stop (process.stopped_at_a_step), the backup holds the step reached in the
+      epoch, the epoch's running metric totals and the model's random-number state (dropout's seeds), which
+      Keras' weights file leaves out. A run resumed from it skips the epoch's batches already trained (the
+      epoch's order is the same in any process: data/epoch_order.py) and ends that epoch with the metrics
+      and, with trainer.deterministic=true, the weights of the run that was never interrupted.
     """
 
     LOGS_FILE = "epoch_logs.json"
 
     def __init__(self, backup_dir: str, last_epoch: int, catch_up=None, epochs_key: str = "trainer.epochs",
-                 epochs_before: int = 0) -> None:
+                 epochs_before: int = 0, every: tuple[float | None, int | None] | str | None = None,
+                 steps_per_epoch: int | None = None) -> None:
         super().__init__(backup_dir, save_freq="epoch", double_checkpoint=True, delete_checkpoint=True)
         self.last_epoch = last_epoch  # the phase trains up to this epoch (epochs_before + the phase's epochs)
         self.catch_up = catch_up  # called with {epoch: logs} of the backed-up epochs on resume
         self.epochs_key, self.epochs_before = epochs_key, epochs_before  # for the fix: the key that sets this phase
         self._logs_path = os.path.join(backup_dir, self.LOGS_FILE)
+        self.every_seconds, self.every_steps = (None, None) if every in (None, "auto") else every
+        self.auto = every == "auto"
+        self.steps_per_epoch = steps_per_epoch  # the epoch's batches: a backup at the last one is the epoch's
+        self.write_seconds = 0.0  # the last backup's write time (auto spaces backups by it)
+        self._position = (0, 0)  # (epoch, batches of it trained) of the state being saved
+        self._resume: tuple[int, int, dict] | None = None  # a mid-epoch backup's (epoch, batches, state)
+        self._done = self._since = 0  # batches of this epoch trained; since the last backup
+        self._resumed_epoch, self._skipped = None, 0  # the epoch resumed mid-way, and its batches skipped
+        self._train_function = None  # Keras' own, while the resumed epoch runs with ours (resumed_epoch)
+        self._last_time = time.monotonic()
 
     def on_train_begin(self, logs=None):
         self.model._initial_epoch = None  # an earlier phase's resume point is not this phase's
@@ -58,13 +81,100 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
         if self.catch_up is not None:
             backed_up = {int(epoch): values for epoch, values in self._read_logs().items() if int(epoch) < done}
             self.catch_up(backed_up)
+        self._resume_midway(done)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._current_epoch, self._done = epoch, 0
+        if self._resume and self._resume[0] == epoch:  # the epoch a mid-epoch backup was written in
+            _, self._done, state = self._resume
+            self._resume = None
+            assign(self.model.metrics_variables, state.get("metrics", {}))  # after Keras reset them
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if stop_requested():  # asked after the last step ended (during validation, at an epoch's end)
+            self._backup_now_and_stop()
+
+    def on_train_batch_end(self, batch, logs=None):
+        done = self._done_after(batch)
+        self._since += done - self._done
+        self._done = done
+        if stop_requested():
+            self._backup_now_and_stop()
+        if self._due() and not (self.steps_per_epoch and done >= self.steps_per_epoch):  # the last: epoch's end
+            self._back_up_at(done)
 
     def on_epoch_end(self, epoch, logs=None):
+        if self._train_function is not None:  # the resumed epoch is over: Keras' own function from here
+            self.model.train_function, self._train_function = self._train_function, None
         with uninterrupted(), disk_full_said(self.backup_dir):
             os.makedirs(self.backup_dir, exist_ok=True)
             self._require_room()
             self._write_logs(epoch, logs or {})  # before the weights: an entry past the backup is ignored
-            super().on_epoch_end(epoch, logs)
+            self._position = (epoch + 1, 0)
+            self._timed(lambda: super(EpochBackup, self).on_epoch_end(epoch, logs))
+
+    # --- within an epoch ------------------------------------------------------------------------------
+
+    def _done_after(self, batch: int) -> int:
+        """Batches of the epoch trained once Keras' `batch` (a bundle's last, under steps_per_execution) ended;
+        Keras counts a resumed epoch's batches from 0, after those skipped."""
+        skipped = self._skipped if self._current_epoch == self._resumed_epoch else 0
+        done = skipped + batch + 1
+        return min(done, self.steps_per_epoch) if self.steps_per_epoch else done
+
+    def _due(self) -> bool:
+        if self.every_steps:
+            return self._since >= self.every_steps
+        seconds = max(AUTO_EVERY_SECONDS, AUTO_COST_SHARE * self.write_seconds) if self.auto else self.every_seconds
+        return bool(seconds) and time.monotonic() - self._last_time >= seconds
+
+    def _back_up_at(self, done: int) -> None:
+        with uninterrupted(), disk_full_said(self.backup_dir):
+            os.makedirs(self.backup_dir, exist_ok=True)
+            self._require_room()
+            self._position = (self._current_epoch, done)
+            self._timed(self._save_model)
+
+    def _backup_now_and_stop(self) -> None:
+        if self._done:  # else the epoch-end backup is where the run is
+            self._back_up_at(self._done)
+        stop_now()
+
+    def _timed(self, write) -> None:
+        started = time.monotonic()
+        write()
+        self._last_time, self._since = time.monotonic(), 0
+        self.write_seconds = self._last_time - started
+
+    def _save_model(self):
+        """Keras' save (the previous backup kept, the weights, its metadata), then the metadata again, whole,
+        with where in the epoch this is and, mid-epoch, what the weights file leaves out."""
+        super()._save_model()
+        epoch, done = self._position
+        metadata = {"epoch": epoch, "batch": done}
+        if done:
+            metadata["state"] = {"metrics": values_of(self.model.metrics_variables),
+                                 "random": values_of(random_state(self.model))}
+        write_whole(self._training_metadata_path, metadata)
+
+    def _resume_midway(self, epoch: int) -> None:
+        """A backup written within `epoch`: the model's random state back now; the epoch's trained batches
+        skipped on fit's first step; its running metrics back when it begins (Keras resets them first)."""
+        self._resumed_epoch, self._skipped = None, 0
+        try:
+            with open(self._training_metadata_path, encoding="utf-8") as file:
+                metadata = json.load(file)
+        except (OSError, ValueError):
+            return
+        done, state = int(metadata.get("batch") or 0), metadata.get("state") or {}
+        if not done:
+            return
+        assign(random_state(self.model), state.get("random", {}))
+        self._resume, self._resumed_epoch, self._skipped = (epoch, done, state), epoch, done
+        remaining = max(0, self.steps_per_epoch - done) if self.steps_per_epoch else 0
+        self._train_function = resumed_epoch(self.model, done, remaining)
+        # the resumed epoch ends short of the batches Keras counted for it: by design, not a short dataset
+        warnings.filterwarnings("ignore", message="Your input ran out of data", category=UserWarning)
 
     def _require_room(self) -> None:
         """Room for this epoch's backup, checked before writing it: HDF5 that runs out of disk in the
@@ -88,7 +198,50 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
     def _write_logs(self, epoch: int, logs: dict) -> None:
         saved = self._read_logs()
         saved[str(epoch)] = {k: float(v) for k, v in logs.items() if isinstance(v, (int, float)) or hasattr(v, "item")}
-        partial = f"{self._logs_path}.partial"
-        with open(partial, "w", encoding="utf-8") as file:
-            json.dump(saved, file)
-        os.replace(partial, self._logs_path)  # whole or not at all
+        write_whole(self._logs_path, saved)
+
+
+def resumed_epoch(model, skipped: int, remaining: int):
+    """Fit's train function for the epoch a mid-epoch backup resumes: its first call reads and drops the
+    `skipped` batches (trained before the backup), and once the `remaining` ones are trained the epoch ends
+    (StopIteration, Keras' own signal for an epoch's end). Keras would otherwise call once more on a spent
+    iterator, which fails only after advancing the optimizer's step count and dropout's seeds: the run
+    would no longer be the uninterrupted one. Returns the function to put back when the epoch ends."""
+    train_function = model.train_function
+    per_call = max(1, int(getattr(model, "steps_per_execution", 1) or 1))
+    left = {"skip": skipped, "calls": -(-remaining // per_call)}
+
+    def train_the_rest(iterator):
+        for _ in range(left["skip"]):
+            next(iterator)
+        left["skip"] = 0
+        if left["calls"] == 0:
+            raise StopIteration
+        left["calls"] -= 1
+        return train_function(iterator)
+
+    model.train_function = train_the_rest
+    return train_function
+
+
+def random_state(model) -> list:
+    """The model's variables Keras' weights file leaves out: its layers' seed generators (dropout's draws)."""
+    saved = {id(v) for v in model.weights}
+    return [v for v in model.variables if id(v) not in saved]
+
+
+def values_of(variables) -> dict:
+    return {v.path: np.asarray(keras.ops.convert_to_numpy(v)).tolist() for v in variables}
+
+
+def assign(variables, values: dict) -> None:
+    for variable in variables:
+        if variable.path in values:
+            variable.assign(np.asarray(values[variable.path], dtype=keras.backend.standardize_dtype(variable.dtype)))
+
+
+def write_whole(path: str, content: dict) -> None:
+    partial = f"{path}.partial"
+    with open(partial, "w", encoding="utf-8") as file:
+        json.dump(content, file)
+    os.replace(partial, path)  # whole or not at all

@@ -23,6 +23,7 @@ import hashlib
 import logging
 from typing import Any
 
+from tfx_hydra.data.epoch_order import EpochOrder
 from tfx_hydra.data.lineage import DIGEST_LENGTH, DataRead
 from tfx_hydra.data.options import options_from
 from tfx_hydra.data.pipeline import (
@@ -73,14 +74,15 @@ def from_pipelines(train: Any, validation: Any, test: Any, *, input_shape, num_c
             raise DataError(f"the {split} pipeline of {name} is empty.", fix="hand over a pipeline with examples")
     require_a_batch(counts["train"], options.batch_size)
     told, cached = cached_splits(options, told, counts)
+    order = EpochOrder()  # the user's pipeline keeps its own order; ours (the shuffle on top) follows the epoch
     finished = {split: finish(told[split], options, training=split == "train", num_examples=counts[split],
-                              shuffle_buffer=cached.shuffle_buffer) for split in SPLITS}
+                              shuffle_buffer=cached.shuffle_buffer, order=order) for split in SPLITS}
     if not digest:
         log.info(f"data: {name}'s splits are not digested (digest=False): reproduce cannot tell whether they change")
     read = {split: examples_read(options, counts[split]) for split in SPLITS}
     return Datasets(train=finished["train"], validation=finished["validation"], test=finished["test"], spec=spec,
                     num_train=read["train"], num_validation=read["validation"], num_test=read["test"], reads=reads,
-                    cache=cached.said)
+                    cache=cached.said, order=order)
 
 
 def require_examples(split: str, dataset: Any, spec: DataSpec) -> None:

@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 
 from tfx_hydra.cv import folded
 from tfx_hydra.data import cache as caching
+from tfx_hydra.data.epoch_order import EpochOrder
 from tfx_hydra.data.finite import checked_examples, require_finite_stream
 from tfx_hydra.data.options import PipelineOptions
 from tfx_hydra.data.spec import DataSpec, with_class_names
@@ -48,6 +49,7 @@ class Datasets:
     # a streamed source's account of an error TensorFlow raised reading it (which file, why): a DataError or None
     explain: Callable[[Exception], Exception | None] | None = None
     cache: str = ""  # where the decoded splits are kept and why (cache.py): said on the data line
+    order: EpochOrder = dataclasses.field(default_factory=EpochOrder)  # training's order, by epoch (epoch_order.py)
 
     def named_errors(self):
         """A block (training, evaluation) in which an error TensorFlow raises while reading this data becomes
@@ -79,10 +81,12 @@ def cached_splits(options: PipelineOptions, splits: dict[str, Any], counts: dict
 
 
 def finish(dataset, options: PipelineOptions, *, training: bool, num_examples: int | None = None,
-           augment: Callable | None = None, to_inputs: Callable | None = None, shuffle_buffer: int | None = None):
+           augment: Callable | None = None, to_inputs: Callable | None = None, shuffle_buffer: int | None = None,
+           order: EpochOrder | None = None):
     """(a limited, cached split ->) shuffle -> to the model's inputs -> augment -> batch -> prefetch, with the
     sharding and determinism options. `to_inputs`: what turns a cached example into the model's input
-    (uint8 pixels to scaled floats), done after the cache so the cache holds the smaller form."""
+    (uint8 pixels to scaled floats), done after the cache so the cache holds the smaller form. `order`: the
+    training split is shuffled by epoch number (epoch_order.py), where its size is known."""
     import tensorflow as tf
 
     if not training and isinstance(dataset.element_spec, tuple) and len(dataset.element_spec) == 3:
@@ -91,7 +95,10 @@ def finish(dataset, options: PipelineOptions, *, training: bool, num_examples: i
     buffer = options.shuffle_buffer if shuffle_buffer is None else shuffle_buffer
     if training and buffer and options.seed is not None:
         buffer = min(buffer, num_examples) if num_examples else buffer
-        dataset = dataset.shuffle(buffer, seed=options.seed, reshuffle_each_iteration=True)
+        if order is not None and num_examples:
+            dataset = order.shuffled(dataset, buffer, options.seed, num_examples)
+        else:
+            dataset = dataset.shuffle(buffer, seed=options.seed, reshuffle_each_iteration=True)
     if to_inputs is not None:
         dataset = dataset.map(to_inputs, num_parallel_calls=options.parallel_calls)
     if training and augment is not None:
@@ -171,13 +178,15 @@ def from_arrays(splits: dict[str, Split], input_shape, num_classes, options: Pip
     sliced, cached = cached_splits(options, sliced, sizes, in_memory=True)
     # in-memory data has no files to shard: DATA unless the user said otherwise
     shard = "data" if options.shard_policy == "auto" else options.shard_policy
+    order = EpochOrder()
     finished = {name: finish(dataset, dataclasses.replace(options, shard_policy=shard), training=name == "train",
-                             num_examples=sizes[name], augment=augment, shuffle_buffer=cached.shuffle_buffer)
+                             num_examples=sizes[name], augment=augment, shuffle_buffer=cached.shuffle_buffer,
+                             order=order)
                 for name, dataset in sliced.items()}
     count = {name: examples_read(options, size) for name, size in sizes.items()}
     return Datasets(train=finished["train"], validation=finished["validation"], test=finished["test"], spec=spec,
                     num_train=count["train"], num_test=count["test"], num_validation=count["validation"],
-                    reads=reads, folded=splits is not as_read, cache=cached.said)
+                    reads=reads, folded=splits is not as_read, cache=cached.said, order=order)
 
 
 def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spec: DataSpec,
@@ -215,14 +224,15 @@ def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spe
             require_finite_stream(parsed, name, check_finite_as, checked_examples(options))
         parsed_splits[name] = parsed
     parsed_splits, cached = cached_splits(options, parsed_splits, counts)
+    order = EpochOrder()
     finished = {name: finish(parsed, options, training=name == "train", num_examples=counts[name], augment=augment,
-                             to_inputs=to_inputs, shuffle_buffer=cached.shuffle_buffer)
+                             to_inputs=to_inputs, shuffle_buffer=cached.shuffle_buffer, order=order)
                 for name, parsed in parsed_splits.items()}
     described = {name: reads(name, counts[name]) for name in ("train", "validation", "test")} if reads else {}
     read = {name: examples_read(options, counts[name]) for name in counts}
     return Datasets(train=finished["train"], validation=finished["validation"], test=finished["test"], spec=spec,
                     num_train=read["train"], num_validation=read["validation"], num_test=read["test"],
-                    reads=described, explain=explain, cache=cached.said)
+                    reads=described, explain=explain, cache=cached.said, order=order)
 
 
 @contextlib.contextmanager

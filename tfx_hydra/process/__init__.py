@@ -3,7 +3,8 @@
     signals.py  Ctrl-C and SIGTERM end a run KILLED, never in the middle of a write (`uninterrupted`),
                 and never lost in a finalizer, nor printed from one (`raise_missed_interrupt`,
                 `keep_interrupts_from_finalizers`); Slurm's time-limit warning
-                in a submitit job too, which is then requeued (`requeue_if_warned`)
+                in a submitit job too, which is then requeued (`requeue_if_warned`); SIGTERM and that
+                warning wait for the training step in flight, to be backed up at it (`stopped_at_a_step`)
     faults.py   a full disk said once, with where it happened and where else files can go; any
                 error said as one line for a run's `error` tag
     long_lived.py  TensorFlow's first import paused from and then frozen out of the garbage collector; a
@@ -23,10 +24,13 @@ from tfx_hydra.process.signals import (
     raise_missed_interrupt,
     requeue_if_warned,
     restore_handlers,
+    stop_now,
+    stop_requested,
+    stopped_at_a_step,
     uninterrupted,
 )
 
 __all__ = ["Interrupted", "as_disk_full", "describe_error", "disk_full_error", "disk_full_said", "full_disk_path",
            "held_signals",
            "interrupt_on_signals", "interrupt_received", "keep_interrupts_from_finalizers", "raise_missed_interrupt",
-           "requeue_if_warned", "restore_handlers", "uninterrupted"]
+           "requeue_if_warned", "restore_handlers", "stop_now", "stop_requested", "stopped_at_a_step", "uninterrupted"]

@@ -18,6 +18,12 @@ for it checkpoints the job and requeues it. Left to itself, that handler exits f
 is (a SystemExit the run would end FAILED with). So during a run it interrupts like SIGTERM: the run
 ends KILLED with its backup, and `requeue_if_warned` hands over to submitit's handler once the run is
 closed. The requeued job runs the same config, which resumes the same MLflow run from its backup.
+
+While a model trains with a backup (`stopped_at_a_step()`), SIGTERM and SIGUSR2 wait for the training step in
+flight: the backup callback then writes a backup at that step and raises `Interrupted` (`stop_requested`), so
+the resumed run goes on from that step, not from the epoch's start. A second such signal interrupts at once
+(a step that never ends cannot hold a process the scheduler wants back); Ctrl-C always does (the user at the
+terminal wants it now; the last backup is kept).
 """
 
 from __future__ import annotations
@@ -51,8 +57,10 @@ class Interrupted(KeyboardInterrupt):
         return 128 + SIGNAL_NUMBERS.get(self.signal_name, signal.SIGINT)
 
 
-# uninterrupted() sections open; a signal that waits for them; a signal raised that the run has not received
-_deferred = {"depth": 0, "pending": None, "raised": None}
+# uninterrupted() sections open; a signal that waits for them; a signal raised that the run has not received;
+# whether training steps are running (stopped_at_a_step); a SIGTERM/SIGUSR2 that waits for the step to end
+_deferred = {"depth": 0, "pending": None, "raised": None, "steps": False, "stop": None}
+WAITS_FOR_THE_STEP = ("SIGTERM", "SIGUSR2")
 
 
 def interrupt_on_signals() -> dict | None:
@@ -68,6 +76,9 @@ def interrupt_on_signals() -> dict | None:
 
     def interrupt(signum, frame):
         name = caught[signum]
+        if _deferred["steps"] and name in WAITS_FOR_THE_STEP and not _deferred["stop"]:
+            _deferred["stop"] = name  # the step in flight ends, is backed up, then the run stops
+            return
         if _deferred["depth"]:
             _deferred["pending"] = _deferred["pending"] or name
             return
@@ -121,7 +132,8 @@ def raise_missed_interrupt() -> None:
 
 
 def restore_handlers(previous: dict | None) -> None:
-    _deferred["pending"] = _deferred["raised"] = None  # the run is over: a signal held for it has done its work
+    # the run is over: a signal held for it has done its work
+    _deferred["pending"] = _deferred["raised"] = _deferred["stop"] = None
     for signum, handler in (previous or {}).items():
         signal.signal(signum, handler)
 
@@ -158,3 +170,30 @@ def uninterrupted() -> Iterator[None]:
         name, _deferred["pending"] = _deferred["pending"], None
         _deferred["raised"] = name
         raise Interrupted(name)
+
+
+@contextmanager
+def stopped_at_a_step() -> Iterator[None]:
+    """Training with a backup: SIGTERM/SIGUSR2 wait for the step in flight (see the module's docstring). A
+    request still waiting when training ends (it came after the last step) interrupts then."""
+    _deferred["steps"], _deferred["stop"] = True, None
+    try:
+        yield
+    finally:
+        _deferred["steps"] = False
+        name, _deferred["stop"] = _deferred["stop"], None
+    if name:
+        _deferred["raised"] = name
+        raise Interrupted(name)
+
+
+def stop_requested() -> str | None:
+    """The signal (SIGTERM, SIGUSR2) waiting for the training step to end, if any."""
+    return _deferred["stop"]
+
+
+def stop_now() -> None:
+    """The waiting signal's interrupt, raised once its step is backed up."""
+    name, _deferred["stop"] = _deferred["stop"], None
+    _deferred["raised"] = name
+    raise Interrupted(name)

@@ -20,7 +20,7 @@ launch, which is why its top-level imports stay light.
 
 from tfx_hydra.tracking.datasets import recorded_digests
 from tfx_hydra.tracking.journal import OFFLINE_DIR, OfflineJournal, replay_journal
-from tfx_hydra.tracking.lifecycle import resume_hint, standard_tags, tracked_run
+from tfx_hydra.tracking.lifecycle import backed_up_at, resume_hint, standard_tags, tracked_run
 from tfx_hydra.tracking.logged_model import register_model
 from tfx_hydra.tracking.lost_runs import close_lost_run, close_lost_runs, process_is_gone, process_tags
 from tfx_hydra.tracking.mlflow_tracker import MlflowTracker
@@ -47,6 +47,6 @@ __all__ = [
     "flatten", "is_result",
     "mask_files", "mask_secrets", "mask_text", "mask_uri", "now_ms", "open_store", "process_is_gone",
     "process_tags", "recorded_digests", "register_model", "replay_journal", "resolve_artifact_location",
-    "resolve_tracking_uri", "resume_hint",
+    "resolve_tracking_uri", "resume_hint", "backed_up_at",
     "send_batch", "standard_tags", "store_setup_lines_to", "store_to_read", "tracked_run", "ui_command",
 ]

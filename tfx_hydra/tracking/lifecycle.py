@@ -7,6 +7,7 @@ run's duration and always ends the run, whatever ends the block.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from contextlib import contextmanager
@@ -96,9 +97,21 @@ def resume_hint(signal_name: str, tracker: MlflowTracker | None, command: str | 
     if tracker is None:
         return f"interrupted ({signal_name}) before the MLflow run started: nothing to resume."
     backup = tracker.backup_dir
-    kept = (f", its last completed epoch backed up in {backup}" if backup and os.path.isdir(backup)
+    kept = (f", {backed_up_at(backup)} backed up in {backup}" if backup and os.path.isdir(backup)
             else ", before any epoch was backed up")
     return f"interrupted ({signal_name}): MLflow run {tracker.run_id} is KILLED{kept}; {again}"
+
+
+def backed_up_at(backup: str) -> str:
+    """Where in training the backup is: 'its last completed epoch', or 'epoch 3 at batch 1,200' when it was
+    written within an epoch (from the metadata Keras' BackupAndRestore keeps beside the weights)."""
+    try:
+        with open(os.path.join(backup, "training_metadata.json"), encoding="utf-8") as file:
+            metadata = json.load(file)
+        epoch, batch = int(metadata.get("epoch", 0)), int(metadata.get("batch") or 0)
+    except (OSError, ValueError, TypeError, AttributeError):
+        return "its last completed epoch"
+    return f"epoch {epoch + 1} at batch {batch:,}" if batch else "its last completed epoch"
 
 
 def _start_or_resume(client, experiment_id: str, uri: str, launch_dir: str, run_name: str | None,

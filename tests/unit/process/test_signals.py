@@ -95,3 +95,35 @@ def test_an_interrupt_the_run_received_is_not_raised_again_by_the_next_run(tmp_p
     with tracked_run(TrackingConfig(), str(tmp_path), tags={}):
         pass
     assert sorted(run.info.status for run in mlflow_runs(tmp_path)) == ["FINISHED", "KILLED"]
+
+
+def test_while_a_model_trains_sigterm_waits_for_the_step_a_second_one_and_ctrl_c_do_not(tmp_path):
+    """The signals are real, sent to this process; between two `stop_requested()` looks stands the step in flight
+    (the backup callback writes its backup there, then `stop_now()`)."""
+    from tfx_hydra.process import Interrupted, interrupt_on_signals, stop_now, stop_requested, stopped_at_a_step
+
+    previous = interrupt_on_signals()
+    try:
+        with pytest.raises(Interrupted, match="SIGTERM"):
+            with stopped_at_a_step():
+                os.kill(os.getpid(), signal.SIGTERM)
+                assert stop_requested() == "SIGTERM"  # held: the step goes on
+                stop_now()  # its backup written
+        assert stop_requested() is None
+        with pytest.raises(Interrupted, match="SIGTERM"):  # a second one: at once, a stuck step cannot hold it
+            with stopped_at_a_step():
+                os.kill(os.getpid(), signal.SIGTERM)
+                os.kill(os.getpid(), signal.SIGTERM)
+                raise AssertionError("the second SIGTERM should have interrupted at once")
+        with pytest.raises(Interrupted, match="SIGINT"):  # Ctrl-C: the user at the terminal wants it now
+            with stopped_at_a_step():
+                os.kill(os.getpid(), signal.SIGINT)
+                raise AssertionError("Ctrl-C should have interrupted at once")
+        with pytest.raises(Interrupted, match="SIGTERM"):  # after the last step: when training ends
+            with stopped_at_a_step():
+                os.kill(os.getpid(), signal.SIGTERM)
+        with pytest.raises(Interrupted, match="SIGTERM"):  # outside training, as before: at once
+            os.kill(os.getpid(), signal.SIGTERM)
+            raise AssertionError("SIGTERM outside training should have interrupted at once")
+    finally:
+        restore_handlers(previous)
