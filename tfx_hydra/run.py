@@ -7,7 +7,7 @@
     4. data        data/           train / validation / test tf.data pipelines      -> Datasets
                                    (then the batch plan's steps per call, for the run's length)
     5. model       models/ + trainer.compile_model, inside strategy.scope()
-    6. train       trainer.fit_phases: head, then fine-tuning; a backup per epoch; a search's pruning
+    6. train       trainer.fit_phases: head, then fine-tuning; backups (per epoch, within one); a search's pruning
     7. evaluate    trainer.evaluate: the held-out test split
     8. export      export/: each selected exporter writes and verifies its artifact
 
