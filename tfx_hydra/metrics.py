@@ -16,6 +16,7 @@ from tfx_hydra.errors import ConfigError, show
 VALIDATION, TEST = "val_", "test_"
 EPOCH_SECONDS, EXAMPLES_PER_SEC = "epoch_seconds", "examples_per_sec"  # per epoch, added by the epoch clock
 EPOCH_TIMING = (EPOCH_SECONDS, EXAMPLES_PER_SEC)
+INPUT_WAIT = "input_wait"  # per epoch, where measured: the share of training time spent waiting for data
 LEARNING_RATE = "lr"  # the rate the epoch's last update used (lr_schedule), logged per epoch, not shown on its line
 TRAIN_PHASE, FINETUNE_PHASE = "train", "finetune"
 PARAMETERS = "parameters"  # the model's number of weights, logged once at the end

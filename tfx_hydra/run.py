@@ -106,7 +106,7 @@ def run(cfg: DictConfig) -> float | list[float] | sweeps.PrunedResult | sweeps.W
     ui = tracker.ui_command if job is None else None  # a sweep ends with its own, once
     print_summary(metrics, tracker.run_id, exports, ui, output_dir, records.weights_said(model),
                   shown_names(datasets.spec.class_names) if datasets.spec.class_names else None,
-                  history.kept.said if history.kept.chosen else None)
+                  history.kept.said if history.kept.chosen else None, getattr(history, "input_bound", None))
     return objective
 
 

@@ -27,7 +27,7 @@ from tfx_hydra.errors import TfxHydraError, TrainingError
 from tfx_hydra.keras_compat import build_before_first_trace
 from tfx_hydra.lr_schedule import describe as describe_schedule
 from tfx_hydra.lr_schedule import updates_per_epoch
-from tfx_hydra.metrics import FINETUNE_PHASE, PARAMETERS, TEST, TRAIN_PHASE, end_of_run, phase_timing
+from tfx_hydra.metrics import FINETUNE_PHASE, INPUT_WAIT, PARAMETERS, TEST, TRAIN_PHASE, end_of_run, phase_timing
 from tfx_hydra.models import count_params, require_backbone, unfreeze_backbone
 from tfx_hydra.optimizer import build_optimizer, finetune_learning_rate, peak_learning_rate
 from tfx_hydra.process import stopped_at_a_step
@@ -136,43 +136,35 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     import keras
     import tensorflow as tf
 
-    from tfx_hydra.callbacks import (
-        EpochClock,
-        EpochProgress,
-        KeepBest,
-        MidwayReport,
-        MissedInterrupt,
-        NonFiniteGuard,
-        TensorBoardWithGraph,
-        terminal_console,
-    )
+    from tfx_hydra import callbacks as cb  # Keras at the top: imported when training, not before
 
     first_epoch, last_epoch = ((trainer.epochs, trainer.epochs + trainer.finetune_epochs) if phase == FINETUNE_PHASE
                                else (0, trainer.epochs))
     steps = plan.steps_per_execution if plan else 1
     epochs = trainer.epochs + trainer.finetune_epochs
-    console = terminal_console() if trainer.verbose else None
-    progress = EpochProgress(console, datasets.num_train, epochs) if console else None
+    console = cb.terminal_console() if trainer.verbose else None
+    progress = cb.EpochProgress(console, datasets.num_train, epochs) if console else None
     callbacks = [  # at an epoch's end, in this order: a diverged epoch is neither shown, logged nor backed up
         keras.callbacks.LambdaCallback(on_epoch_begin=lambda epoch, logs=None: datasets.order.set_epoch(epoch)),
-        MissedInterrupt(),  # a Ctrl-C lost in a finalizer, raised again at the batch's end
+        cb.MissedInterrupt(),  # a Ctrl-C lost in a finalizer, raised again at the batch's end
         *([progress] if progress else []),  # gone before the epoch's line
-        NonFiniteGuard(steps, backup_dir if trainer.backup else None),
-        EpochClock(datasets.num_train, epochs, trainer.verbose),
+        cb.NonFiniteGuard(steps, backup_dir if trainer.backup else None),
+        waiting := cb.InputWait(datasets.cache.startswith(("cache: memory", "cache: disk"))),  # the line says it
+        cb.EpochClock(datasets.num_train, epochs, trainer.verbose),
     ]
     every_seconds, every_steps = require_interval("trainer.log_every", trainer.log_every)
     if every_seconds or every_steps:  # a long epoch: a line mid-epoch where no bar shows it, a curve in MLflow
-        callbacks.append(MidwayReport(every_seconds, every_steps, datasets.num_train, epochs, tracker,
+        callbacks.append(cb.MidwayReport(every_seconds, every_steps, datasets.num_train, epochs, tracker,
                                       say=trainer.verbose and progress is None))
     if trainer.tensorboard and tensorboard_dir:
-        callbacks.append(TensorBoardWithGraph.from_config(trainer, tensorboard_dir))
+        callbacks.append(cb.TensorBoardWithGraph.from_config(trainer, tensorboard_dir))
     stopping, keeping, early = trainer.early_stopping, None, None
     if stopping.enabled:
         early = keras.callbacks.EarlyStopping(monitor=stopping.monitor, patience=stopping.patience, mode=stopping.mode,
                                               restore_best_weights=stopping.restore_best_weights)
         callbacks.append(early)
     if trainer.keep_best.enabled:  # its best-so-far beside the backup, so a resumed run still has it
-        keeping = KeepBest(trainer.keep_best.monitor, trainer.keep_best.mode, backup_dir if trainer.backup else None)
+        keeping = cb.KeepBest(trainer.keep_best.monitor, trainer.keep_best.mode, backup_dir if trainer.backup else None)
         callbacks.append(keeping)
     if backing_up := bool(trainer.backup and backup_dir):  # an epoch is backed up once all but tracking saw it
         callbacks.append(phase_backup(backup_dir, trainer, phase, datasets.num_train, plan, tracker))
@@ -219,7 +211,8 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     history.kept = kept_weights.describe(first_epoch + len(history.epoch), keeping, early, model.optimizer)
     if history.kept.chosen:  # the last epoch's own weights, as a user expects without a chooser, go unsaid
         log.info(f"weights: kept {history.kept.said}")
-    tracker.set_tags({"weights.kept": history.kept.said})
+    history.input_bound = waiting.said  # where the pipeline bound training: the summary says it once
+    tracker.set_tags({"weights.kept": history.kept.said, **({"input_bound": waiting.said} if waiting.said else {})})
     losses = history.history.get("loss", [])  # finite: NonFiniteGuard saw each epoch's running loss
     if trainer.check_numerics:
         say_numerics_clean(len(losses), datasets.num_train, tracker)
@@ -279,6 +272,7 @@ def merge_histories(first, second):
     first.epoch.extend(second.epoch)
     first.timings = {**getattr(first, "timings", {}), **getattr(second, "timings", {})}
     first.kept = second.kept  # what the last phase ended with
+    first.input_bound = second.input_bound or first.input_bound
     return first
 
 
@@ -291,7 +285,7 @@ def evaluate(model, datasets, history, tracker: Tracker) -> dict[str, float]:
     where those are not the last epoch's own, the validation split is measured again on them."""
     with datasets.named_errors():
         test = model.evaluate(datasets.test, return_dict=True, verbose=0)
-    last_epoch = {k: float(v[-1]) for k, v in history.history.items() if v}
+    last_epoch = {k: float(v[-1]) for k, v in history.history.items() if v and k != INPUT_WAIT}  # per epoch only
     kept = getattr(history, "kept", None)
     if kept is not None and not kept.last_epoch:
         last_epoch = kept_weights.validation_on_kept(model, datasets, last_epoch)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.test_bad_input import assert_only_the_message
-from tests.helpers import mlflow_runs
+from tests.helpers import mlflow_client, mlflow_runs
 from tests.helpers.in_process import run_cli_in_process
 from tests.unit.test_data_sources import write_images
 
@@ -94,3 +94,46 @@ def test_a_long_epoch_is_followed_mid_epoch_in_the_log_and_in_mlflow(tmp_path):
     assert [m.step for m in history] == [16, 32, 57, 73]  # the optimizer's steps: epoch 2 began at 41
     assert history[0].value > history[-1].value  # the digits are learnt
     assert [m.step for m in mlflow_client(tmp_path).get_metric_history(run.info.run_id, "loss")] == [0, 1]
+
+
+SLOW_PIPELINE = '''
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from tfx_hydra.data import from_pipelines
+
+
+def slowly(x, y):  # a pipeline that cannot keep up: 1 ms per example, one at a time
+    x = tf.py_function(lambda v: (time.sleep(0.001), v)[1], [x], tf.float32)
+    return tf.ensure_shape(x, [8]), y
+
+
+def stream(batch_size, seed, **kwargs):
+    x = np.random.default_rng(0).random((1600, 8), dtype=np.float32)
+    y = (x.sum(axis=1) > 4).astype("int64")
+    train, validation, test = (tf.data.Dataset.from_tensor_slices((x[a:b], y[a:b]))
+                               for a, b in ((0, 1280), (1280, 1440), (1440, 1600)))
+    return from_pipelines(train.map(slowly), validation, test, input_shape=(8,), num_classes=2,
+                          batch_size=batch_size, seed=seed, cache=False, digest=False)
+'''
+
+
+def test_an_input_bound_epoch_says_so_with_the_levers_and_logs_its_wait(tmp_path, monkeypatch):
+    """A user's pipeline that waits 1 ms per example (fault injection: a sleep stands for a slow decode) feeds a
+    step of well under a millisecond: most of the epoch is spent waiting for data, and the run says so."""
+    (tmp_path / "slowdata.py").write_text(SLOW_PIPELINE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    done = run_cli_in_process(["data._target_=slowdata.stream", "data.num_classes=2", "data.input_shape=[8]",
+                               "trainer.epochs=2", "trainer.batch_size=32",
+                               "trainer.steps_per_execution=1", "export=none"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    epochs = [line for line in done.stdout.splitlines() if line.startswith("epoch ")]
+    assert len(epochs) == 2 and all("  input-bound: " in line and "% waiting for data" in line for line in epochs)
+    (row,) = [line for line in done.stdout.splitlines() if "input-bound" in line and "│" in line]
+    assert "of epoch" in row and "data.cache=auto" in row and "data.map_parallelism=auto" in row
+    (run,) = mlflow_runs(tmp_path)
+    waits = [m.value for m in mlflow_client(tmp_path).get_metric_history(run.info.run_id, "input_wait")]
+    assert len(waits) == 2 and all(0.5 < wait <= 1 for wait in waits)
+    assert run.data.tags["input_bound"].startswith(f"{max(waits):.0%} of epoch ")

@@ -2,7 +2,9 @@
 `keras/src/callbacks/` keeps them.
 
     nonfinite_guard.py  NonFiniteGuard: a NaN/inf loss or weight stops training, with the fix
-    epoch_backup.py     EpochBackup: BackupAndRestore(double_checkpoint=True) that a kill cannot tear
+    epoch_backup.py     EpochBackup: BackupAndRestore(double_checkpoint=True) that a kill cannot tear, also
+                        within epochs (trainer.backup_every) and at SIGTERM's step; resumed mid-epoch exactly
+    input_wait.py       InputWait: the share of each epoch's training time spent waiting for data
     epoch_clock.py      EpochClock: each epoch's seconds and examples/s, and its line on the terminal
     epoch_progress.py   EpochProgress: a progress bar inside the epoch, on an interactive terminal only
     midway.py           MidwayReport: a long epoch's line every trainer.log_every where no bar shows, and its
@@ -20,12 +22,13 @@ which costs seconds that config validation and `--help` never pay.
 from tfx_hydra.callbacks.epoch_backup import EpochBackup
 from tfx_hydra.callbacks.epoch_clock import EpochClock
 from tfx_hydra.callbacks.epoch_progress import EpochProgress, terminal_console
+from tfx_hydra.callbacks.input_wait import InputWait
 from tfx_hydra.callbacks.keep_best import KeepBest
 from tfx_hydra.callbacks.midway import MidwayReport
 from tfx_hydra.callbacks.missed_interrupt import MissedInterrupt
 from tfx_hydra.callbacks.nonfinite_guard import NonFiniteGuard, floating_weights, non_finite_weights, weights_all_finite
 from tfx_hydra.callbacks.tensorboard import TensorBoardWithGraph
 
-__all__ = ["EpochBackup", "EpochClock", "EpochProgress", "KeepBest", "MidwayReport", "MissedInterrupt",
+__all__ = ["EpochBackup", "EpochClock", "EpochProgress", "InputWait", "KeepBest", "MidwayReport", "MissedInterrupt",
            "NonFiniteGuard", "TensorBoardWithGraph", "floating_weights", "non_finite_weights", "terminal_console",
            "weights_all_finite"]

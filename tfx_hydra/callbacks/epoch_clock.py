@@ -1,5 +1,6 @@
 """EpochClock: each epoch's wall time and examples/s, in its logs and on the terminal; and the learning rate
-the epoch ended at (`lr`, in its logs: a schedule's rate, per epoch, in MLflow and the training curves)."""
+the epoch ended at (`lr`, in its logs: a schedule's rate, per epoch, in MLflow and the training curves);
+where the pipeline bound the epoch (InputWait, before it), the line says so."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import time
 
 import keras
 
+from tfx_hydra.callbacks.input_wait import input_bound_note
 from tfx_hydra.console import epoch_line
-from tfx_hydra.metrics import EPOCH_SECONDS, EPOCH_TIMING, EXAMPLES_PER_SEC, LEARNING_RATE
+from tfx_hydra.metrics import EPOCH_SECONDS, EPOCH_TIMING, EXAMPLES_PER_SEC, INPUT_WAIT, LEARNING_RATE
 
 
 class EpochClock(keras.callbacks.Callback):
@@ -37,5 +39,6 @@ class EpochClock(keras.callbacks.Callback):
             if optimizer is not None:
                 logs[LEARNING_RATE] = float(keras.ops.convert_to_numpy(optimizer.learning_rate))
         if self.verbose:
-            hidden = (*EPOCH_TIMING, LEARNING_RATE)
-            epoch_line(epoch, self.epochs, logs or {}, self.num_examples, seconds, hidden=hidden)
+            hidden = (*EPOCH_TIMING, LEARNING_RATE, INPUT_WAIT)
+            epoch_line(epoch, self.epochs, logs or {}, self.num_examples, seconds, hidden=hidden,
+                       note=input_bound_note((logs or {}).get(INPUT_WAIT)))

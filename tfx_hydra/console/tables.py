@@ -23,11 +23,11 @@ BARE = {"bare": True}  # `extra=` for a line shown as it is: an epoch line, the 
 
 
 def epoch_line(epoch: int, epochs: int, logs: dict[str, Any], num_examples: int, seconds: float,
-               hidden: tuple[str, ...]) -> None:
-    """'epoch 2/5  loss 0.4121  accuracy 0.8815  ...  30,512 ex/s  0.2s'"""
+               hidden: tuple[str, ...], note: str = "") -> None:
+    """'epoch 2/5  loss 0.4121  accuracy 0.8815  ...  30,512 ex/s  0.2s', then the `note` if any."""
     shown = "  ".join(f"{k} {format_value(v)}" for k, v in logs.items() if k not in hidden)
-    log.info(f"epoch {epoch + 1}/{epochs}  {shown}  {num_examples / max(seconds, 1e-9):,.0f} ex/s  {seconds:.1f}s",
-             extra=BARE)
+    log.info(f"epoch {epoch + 1}/{epochs}  {shown}  {num_examples / max(seconds, 1e-9):,.0f} ex/s  {seconds:.1f}s"
+             f"{'  ' + note if note else ''}", extra=BARE)
 
 
 def format_value(value: Any) -> str:
@@ -38,15 +38,19 @@ def format_value(value: Any) -> str:
 
 
 def print_summary(metrics: dict[str, float], run_id: str | None, exports: list, ui_command: str | None,
-                  output_dir: str, weights_sha256: str, classes: str | None = None, kept: str | None = None) -> None:
+                  output_dir: str, weights_sha256: str, classes: str | None = None, kept: str | None = None,
+                  input_bound: str | None = None) -> None:
     """The run's results as one table, then the command that opens its MLflow store. `classes`: the names
     the served model answers with, where the data names its classes; `kept`: which weights the run ended
-    with (kept_weights.py), the ones its val_* and test_* figures are of."""
+    with (kept_weights.py), the ones its val_* and test_* figures are of; `input_bound`: where the pipeline
+    bound training, how much and the levers (callbacks/input_wait.py)."""
     rows = [(key, format_value(metrics[key])) for key in summary_names(metrics)]
     if kept:
         rows.append(("measured on", f"the weights kept: {kept}"))
     if classes:
         rows.append(("classes", classes))
+    if input_bound:
+        rows.append(("input-bound", input_bound))
     rows.append(("outputs", output_dir))
     rows += [(f"export ({result.kind})", result.path) for result in exports]
     rows.append(("weights sha256", weights_sha256))

@@ -1,0 +1,128 @@
+"""InputWait: the share of each epoch's training time the steps spent waiting for data, without a profiler.
+
+Keras' train function takes the data from the pipeline's iterator inside the step, so a step's time is its wait
+plus its compute. Each call is timed (two clock reads); on a few calls of each epoch the batches are taken from the
+iterator first and the step is timed alone (Keras' own train function, fed the batches taken through an iterator of
+the same kind: `ready_iterator`), which gives the epoch's compute per step. The epoch's wait is then its steps'
+time less their compute: `input_wait` = 1 - compute x steps / the steps' time, logged per epoch. Fit's first call
+traces the step: only its wait for data counts (a shuffle buffer's first fill, say). When it passes INPUT_BOUND the
+epoch's line says so with the levers that fit, and the run's summary says it once. An epoch of fewer calls than it
+takes to measure (the digits under steps_per_execution) is not measured: it logs no `input_wait`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import keras
+import tensorflow as tf
+
+from tfx_hydra.metrics import INPUT_WAIT
+
+INPUT_BOUND = 0.2  # above it, the epoch (and the run) says the pipeline binds
+MEASURED_CALLS = (2, 5, 9)  # the calls of an epoch timed without their wait, at its start...
+MEASURED_EVERY = 100  # ...and every 100th (a call of a tiny model costs ~1 ms more measured: ~1 % at this rate)
+LEVERS = ("data.map_parallelism=auto", "data.prefetch=auto", "TFRecords for many small files (python -m "
+          "tfx_hydra.data.to_tfrecord)")
+CACHE_LEVER = "data.cache=auto (decoded once, read from memory or disk)"
+
+
+def input_bound_note(share: float | None) -> str:
+    """The epoch line's note where the pipeline binds: 'input-bound: 62% waiting for data (the summary: levers)'."""
+    return f"input-bound: {share:.0%} waiting for data" if share is not None and share > INPUT_BOUND else ""
+
+
+class InputWait(keras.callbacks.Callback):
+    """Measures each epoch's `input_wait` (see the module's docstring); `said` is the run's one line, if any."""
+
+    def __init__(self, cached: bool = False) -> None:
+        super().__init__()
+        self.levers = LEVERS if cached else (CACHE_LEVER, *LEVERS)  # `cached`: the splits already are
+        self.worst: tuple[float, int] | None = None  # the most input-bound epoch's (share, epoch)
+        self._real = None
+        self._traced = False  # fit's first call traces the step: its time is not the data's
+
+    @property
+    def said(self) -> str | None:
+        """'input-bound: 62 % of epoch 3's training time waited for data; the levers: ...', once per run."""
+        if self.worst is None or self.worst[0] <= INPUT_BOUND:
+            return None
+        share, epoch = self.worst
+        return f"{share:.0%} of epoch {epoch + 1}'s training time waited for data; the levers: {', '.join(self.levers)}"
+
+    def on_train_begin(self, logs=None):
+        self._real = self.model.train_function
+        self.model.train_function = self._timed
+
+    def on_train_end(self, logs=None):
+        if self._real is not None and self.model.train_function == self._timed:
+            self.model.train_function = self._real
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._calls, self._steps, self._seconds, self._compute = 0, 0, 0.0, []
+
+    def on_epoch_end(self, epoch, logs=None):
+        if not self._compute or not self._seconds or logs is None:
+            return
+        per_step = sum(seconds for seconds, _ in self._compute) / sum(steps for _, steps in self._compute)
+        share = min(1.0, max(0.0, 1.0 - per_step * self._steps / self._seconds))
+        logs[INPUT_WAIT] = share
+        if self.worst is None or share > self.worst[0]:
+            self.worst = (share, epoch)
+
+    def _timed(self, iterator):
+        self._calls += 1
+        if not self._traced:  # its step is traced: its data's wait counts, its step's time does not
+            self._traced = True
+            return self._measured(iterator, tracing=True)
+        if self._calls in MEASURED_CALLS or self._calls % MEASURED_EVERY == 0:
+            return self._measured(iterator)
+        started = time.perf_counter()
+        outputs = self._real(iterator)
+        self._seconds += time.perf_counter() - started
+        self._steps += self._per_call
+        return outputs
+
+    def _measured(self, iterator, tracing: bool = False):
+        """A call whose batches are taken before its step is timed: the step's compute alone (unless `tracing`)."""
+        started = time.perf_counter()
+        batches = []
+        for _ in range(self._per_call):
+            try:
+                batches.append(next(iterator))
+            except (StopIteration, tf.errors.OutOfRangeError):
+                break
+        if not batches:
+            raise StopIteration  # Keras' own signal that the epoch's data is spent
+        ready = ready_iterator(batches, iterator)
+        taken = time.perf_counter()
+        outputs = self._real(ready)
+        keras.ops.convert_to_numpy(next(iter(outputs.values())))  # done, not only queued (a GPU runs ahead)
+        ended = time.perf_counter()
+        if tracing:
+            self._seconds += taken - started
+            return outputs
+        self._compute.append((ended - taken, len(batches)))
+        self._seconds += ended - started
+        self._steps += len(batches)
+        return outputs
+
+    @property
+    def _per_call(self) -> int:
+        return max(1, int(getattr(self.model, "steps_per_execution", 1) or 1))
+
+
+def ready_iterator(batches: list, iterator):
+    """The batches taken, as an iterator Keras' train function reads the way it reads the pipeline's (its own
+    compiled loop, the same element spec: no new trace), so the timed call differs from the others only in
+    having its data ready. A distributed iterator's batches (one part per replica), or a spec that cannot be
+    matched, go as a list: Keras then runs its step on each, a little slower, which can only under-state the wait."""
+    spec = getattr(iterator, "element_spec", None)
+    if not isinstance(iterator, tf.data.Iterator) or spec is None:
+        return iter(batches)
+    size = int(tf.nest.flatten(batches[0])[0].shape[0])
+    ready = tf.data.Dataset.from_tensors(batches[0])
+    for batch in batches[1:]:
+        ready = ready.concatenate(tf.data.Dataset.from_tensors(batch))
+    ready = ready.unbatch().batch(size)
+    return iter(ready) if ready.element_spec == spec else iter(batches)
