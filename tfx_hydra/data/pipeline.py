@@ -86,7 +86,8 @@ def finish(dataset, options: PipelineOptions, *, training: bool, num_examples: i
     """(a limited, cached split ->) shuffle -> to the model's inputs -> augment -> batch -> prefetch, with the
     sharding and determinism options. `to_inputs`: what turns a cached example into the model's input
     (uint8 pixels to scaled floats), done after the cache so the cache holds the smaller form. `order`: the
-    training split is shuffled by epoch number (epoch_order.py), where its size is known."""
+    training split is shuffled by epoch number (epoch_order.py), where its size is known and it is not sharded by
+    file (data.shard_policy=file: reshuffled by tf.data each epoch, as before)."""
     import tensorflow as tf
 
     if not training and isinstance(dataset.element_spec, tuple) and len(dataset.element_spec) == 3:
@@ -95,7 +96,8 @@ def finish(dataset, options: PipelineOptions, *, training: bool, num_examples: i
     buffer = options.shuffle_buffer if shuffle_buffer is None else shuffle_buffer
     if training and buffer and options.seed is not None:
         buffer = min(buffer, num_examples) if num_examples else buffer
-        if order is not None and num_examples:
+        if order is not None and num_examples and options.shard_policy != "file":  # file sharding needs the reader
+            # as the pipeline's source, which the epoch's spine (epoch_order.py) would hide
             dataset = order.shuffled(dataset, buffer, options.seed, num_examples)
         else:
             dataset = dataset.shuffle(buffer, seed=options.seed, reshuffle_each_iteration=True)
