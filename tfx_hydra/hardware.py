@@ -27,7 +27,7 @@ from omegaconf import OmegaConf
 
 from tfx_hydra.console import start_tensorflow_quietly
 from tfx_hydra.errors import HardwareMismatch
-from tfx_hydra.precision import FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16
+from tfx_hydra.precision import FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16, cpu_flags, cpu_policy
 from tfx_hydra.schemas import ExpectConfig, HardwareConfig
 
 log = logging.getLogger(__name__)
@@ -58,6 +58,7 @@ class HardwareInfo:
     gpus: list[GpuDetails] = field(default_factory=list)  # visible GPUs, after selection
     xla: bool = False
     precision: str = FLOAT32  # the policy precision=auto uses
+    precision_reason: str = ""  # why, where the profile leaves it to the machine (the cpu profile: AMX-BF16)
     per_replica_batch_size: int = 32  # used when trainer.batch_size=auto
     steps_per_execution: int = 1  # used when trainer.steps_per_execution=auto
     mismatch: str | None = None  # why the machine does not match the profile, if it does not
@@ -215,7 +216,10 @@ def setup_hardware(config: HardwareConfig, seed: int, deterministic: bool = Fals
             f"to run with the {config.name} profile's settings anyway",
         )
     tuned = {k: getattr(profile, k) if getattr(profile, k) is not None else v for k, v in FALLBACKS.items()}
-    return HardwareInfo(profile=profile.name, reason=reason, gpus=visible,
+    tuned["precision"], why = cpu_policy(input_values, cpu_flags()) if tuned["precision"] == "auto" else \
+        (tuned["precision"], "")
+    return HardwareInfo(profile=profile.name, reason=reason, gpus=visible,  # the CPU's reason said where it decided
+                        precision_reason=why if tuned["precision"] == MIXED_BFLOAT16 else "",
                         mismatch=mismatch, strict=config.strict, **tuned)
 
 

@@ -23,6 +23,35 @@ OUTPUT_DTYPE = "float32"
 NEVER_GROW = 10**9
 
 
+# bfloat16 pays on a CPU that multiplies it in its matrix units (Intel AMX), for ops large enough to fill them:
+# model=cnn on 64x64x3 inputs went from ~1,000 to ~2,000 examples/s on a Xeon with AMX, resnet_small +15 %
+BFLOAT16_CPU_FLAG = "amx_bf16"
+BFLOAT16_MIN_INPUTS = 4096  # values in one example's input, as for intra_op_threads=auto (hardware.py)
+
+
+def cpu_flags(path: str = "/proc/cpuinfo") -> set[str]:
+    """The CPU's feature flags as Linux lists them (empty elsewhere)."""
+    try:
+        with open(path, encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def cpu_policy(input_values: int | None, flags: set[str]) -> tuple[str, str]:
+    """The cpu profile's precision=auto: mixed_bfloat16 where the CPU has AMX-BF16 and an example's input holds
+    4,096 values or more (an MLP's small matrices gain nothing), else float32; and why, for the precision line."""
+    if BFLOAT16_CPU_FLAG not in flags:
+        return FLOAT32, f"no AMX-BF16 on this CPU ({BFLOAT16_CPU_FLAG} not in its flags): bfloat16 would be slower"
+    if not input_values or input_values < BFLOAT16_MIN_INPUTS:
+        return FLOAT32, (f"the CPU has AMX-BF16 ({BFLOAT16_CPU_FLAG}), but inputs of {input_values or 'unknown'} "
+                         f"values are too small to gain from it")
+    return MIXED_BFLOAT16, f"the CPU has AMX-BF16 ({BFLOAT16_CPU_FLAG}) and inputs of {input_values:,} values"
+
+
 def resolve_policy(requested: str, hardware) -> tuple[str, list[str]]:
     """The policy to use (precision=auto takes the hardware profile's) and warnings about it."""
     policy = hardware.precision if requested == "auto" else requested

@@ -199,8 +199,9 @@ def setup_lines(setup: Setup) -> list[str]:
     hardware, plan = setup.hardware, setup.plan
     on = f" on {describe_gpus(hardware.gpus)}" if hardware.gpus else ""
     precision = choice("precision")
-    why_policy = "" if precision is None else \
-        f" (precision=auto: the {hardware.profile} profile's)" if precision == "auto" else f" (precision={precision})"
+    because = f": {hardware.precision_reason}" if hardware.precision_reason else ""  # the cpu profile's, by the CPU
+    why_policy = "" if precision is None else f" (precision=auto: the {hardware.profile} profile's{because})" \
+        if precision == "auto" else f" (precision={precision})"
     why_strategy = f" (strategy=auto: {auto_strategy_reason(hardware)})" if choice("strategy") == "auto" else ""
     return [f"hardware: the {hardware.profile} profile ({hardware.reason}){on}",
             f"precision: {setup.policy}{why_policy}",

@@ -156,7 +156,7 @@ class HardwareConfig:
             if getattr(self, key) is not None:
                 require_positive(f"hardware.{key}", getattr(self, key), 32)
         if self.precision is not None:
-            require_choice("hardware.precision", self.precision, POLICIES)
+            require_choice("hardware.precision", self.precision, (*POLICIES, "auto"))  # auto: by the CPU
         require_choice("hardware.allocator", self.allocator, ALLOCATORS)
         for index in self.gpus or []:
             if index < 0:

@@ -10,6 +10,7 @@ from tfx_hydra.errors import ConfigError
 from tfx_hydra.hardware import GpuDetails, HardwareInfo
 from tfx_hydra.models import cnn, mlp
 from tfx_hydra.precision import FLOAT32, apply_loss_scaling, resolve_policy, set_precision
+from tfx_hydra.schemas import ExpectConfig, HardwareConfig
 
 
 @pytest.fixture(autouse=True)
@@ -101,3 +102,56 @@ def test_bfloat16_needs_no_loss_scaling_and_rejects_one():
     with pytest.raises(ConfigError, match=r"precision.loss_scale=dynamic only applies to mixed_float16, and the "
                                           r"policy in effect is mixed_bfloat16"):
         apply_loss_scaling(keras.optimizers.Adam(), "mixed_bfloat16", "dynamic")
+
+
+def test_the_cpu_takes_bfloat16_only_with_amx_and_inputs_large_enough_to_gain(tmp_path):
+    from tfx_hydra.precision import MIXED_BFLOAT16, cpu_flags, cpu_policy
+
+    cpuinfo = tmp_path / "cpuinfo"  # a Sapphire Rapids' flags line (this machine's CPU has no AMX)
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\n"
+                       "flags\t\t: fpu avx512f avx512_bf16 amx_bf16 amx_tile amx_int8\n")
+    flags = cpu_flags(str(cpuinfo))
+    assert {"amx_bf16", "avx512_bf16"} <= flags
+    policy, why = cpu_policy(64 * 64 * 3, flags)
+    assert (policy, why) == (MIXED_BFLOAT16, "the CPU has AMX-BF16 (amx_bf16) and inputs of 12,288 values")
+    assert cpu_policy(28 * 28, flags) == (FLOAT32, "the CPU has AMX-BF16 (amx_bf16), but inputs of 784 values are "
+                                                   "too small to gain from it")
+    policy, why = cpu_policy(64 * 64 * 3, flags - {"amx_bf16"})  # AVX512_BF16 alone converts, it does not multiply
+    assert policy == FLOAT32 and why.startswith("no AMX-BF16 on this CPU")
+    assert cpu_flags(str(tmp_path / "missing")) == set()  # not Linux: no flags, float32
+
+
+def test_the_cpu_profile_s_auto_precision_follows_the_cpu_and_says_why(monkeypatch):
+    from tfx_hydra import hardware
+    from tfx_hydra.precision import MIXED_BFLOAT16
+
+    profile = HardwareConfig(name="cpu", expect=ExpectConfig(device_type="CPU"), xla=False, precision="auto")
+    assert hardware.setup_hardware(profile, seed=1, input_values=12288).precision == (
+        MIXED_BFLOAT16 if "amx_bf16" in hardware.cpu_flags() else FLOAT32)
+    # Fault injection: this machine's CPU has no AMX, so its flags are given as a Sapphire Rapids lists them
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: {"avx512f", "amx_bf16", "amx_tile"})
+    info = hardware.setup_hardware(profile, seed=1, input_values=12288)
+    assert (info.precision, info.precision_reason) == (MIXED_BFLOAT16, "the CPU has AMX-BF16 (amx_bf16) and inputs "
+                                                                       "of 12,288 values")
+    small = hardware.setup_hardware(profile, seed=1, input_values=784)
+    assert (small.precision, small.precision_reason) == (FLOAT32, "")  # the line stays as on any CPU
+
+
+def test_bfloat16_learns_what_float32_learns_on_a_learnable_task():
+    """The accuracy check behind precision=auto's bfloat16 on AMX CPUs, run on this CPU (bfloat16 emulated)."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    x = (digits.images / 16.0).astype("float32")[..., None]
+    y = digits.target
+    accuracies = {}
+    for policy in ("float32", "mixed_bfloat16"):
+        set_precision(policy)
+        keras.utils.set_random_seed(0)
+        model = cnn("cnn", [8, 8, 1], 10)
+        model.compile(optimizer=keras.optimizers.Adam(3e-3), loss="sparse_categorical_crossentropy",
+                      metrics=["accuracy"])
+        model.fit(x[:1400], y[:1400], epochs=8, batch_size=32, verbose=0)
+        accuracies[policy] = model.evaluate(x[1400:], y[1400:], verbose=0, return_dict=True)["accuracy"]
+    assert accuracies["float32"] > 0.9
+    assert abs(accuracies["mixed_bfloat16"] - accuracies["float32"]) < 0.04, accuracies
