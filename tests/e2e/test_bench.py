@@ -148,3 +148,32 @@ def test_serving_benchmark_runs_quick_and_prints_each_formats_latency(tmp_path):
     for figures in report["results"].values():
         assert 0 < figures["batch1_p50_ms"] <= figures["batch1_p99_ms"] and figures["batch32_examples_per_sec"] > 0
     assert f"fastest at batch 1: {report['fastest_batch1']}" in done.stdout
+
+
+def test_backup_cost_benchmark_runs_quick_and_prints_what_auto_spends(tmp_path):
+    out = tmp_path / "backups.json"
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "backup_cost.py"), "--quick", "--json", str(out)],
+                          cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "auto every" in done.stdout and "auto cost" in done.stdout
+    rows = {row["model"]: row for row in json.loads(out.read_text())["backups"]}
+    assert set(rows) == {"mlp", "cnn"}
+    for row in rows.values():
+        assert row["backup_mib"] > row["weights"] * 4 * 2 / 2**20  # the weights and Adam's two moments, at least
+        assert row["auto_interval_s"] == max(600, 50 * row["write_s"])
+        assert row["auto_share"] < 0.02  # by construction: under 2 % of the time
+
+
+def test_cpu_precision_benchmark_runs_quick_and_says_what_auto_picks(tmp_path):
+    out = tmp_path / "cpu.json"
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "cpu_precision.py"), "--quick", "--json", str(out)],
+                          cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "CPU AMX-BF16: " in done.stdout and "precision=auto picks" in done.stdout
+    report = json.loads(out.read_text())
+    rows = {row["model"]: row for row in report["families"]}
+    assert set(rows) == {"mlp", "cnn", "resnet_small"}
+    assert rows["mlp"]["auto_picks"] == "float32"  # 784 values: too small to gain, with or without AMX
+    picked = "mixed_bfloat16" if report["amx_bf16"] else "float32"
+    assert rows["cnn"]["auto_picks"] == rows["resnet_small"]["auto_picks"] == picked
+    assert all(row["fp32_ex_s"] > 0 and row["bf16_ex_s"] > 0 for row in rows.values())

@@ -105,8 +105,8 @@ import tensorflow as tf
 from tfx_hydra.data import from_pipelines
 
 
-def slowly(x, y):  # a pipeline that cannot keep up: 1 ms per example, one at a time
-    x = tf.py_function(lambda v: (time.sleep(0.001), v)[1], [x], tf.float32)
+def slowly(x, y):  # a pipeline that cannot keep up: 2 ms per example, one at a time
+    x = tf.py_function(lambda v: (time.sleep(0.002), v)[1], [x], tf.float32)
     return tf.ensure_shape(x, [8]), y
 
 
@@ -121,8 +121,8 @@ def stream(batch_size, seed, **kwargs):
 
 
 def test_an_input_bound_epoch_says_so_with_the_levers_and_logs_its_wait(tmp_path, monkeypatch):
-    """A user's pipeline that waits 1 ms per example (fault injection: a sleep stands for a slow decode) feeds a
-    step of well under a millisecond: most of the epoch is spent waiting for data, and the run says so."""
+    """A user's pipeline that waits 2 ms per example (fault injection: a sleep stands for a slow decode) feeds a
+    step of about a millisecond per batch of 32: most of the epoch is spent waiting for data, and the run says so."""
     (tmp_path / "slowdata.py").write_text(SLOW_PIPELINE)
     monkeypatch.syspath_prepend(str(tmp_path))
     done = run_cli_in_process(["data._target_=slowdata.stream", "data.num_classes=2", "data.input_shape=[8]",

@@ -6,8 +6,9 @@ iterator first and the step is timed alone (Keras' own train function, fed the b
 the same kind: `ready_iterator`), which gives the epoch's compute per step. The epoch's wait is then its steps'
 time less their compute: `input_wait` = 1 - compute x steps / the steps' time, logged per epoch. Fit's first call
 traces the step: only its wait for data counts (a shuffle buffer's first fill, say). When it passes INPUT_BOUND the
-epoch's line says so with the levers that fit, and the run's summary says it once. An epoch of fewer calls than it
-takes to measure (the digits under steps_per_execution) is not measured: it logs no `input_wait`.
+epoch's line says so with the levers that fit, and the run's summary says it once. An epoch whose steps took under
+MIN_SECONDS, or of fewer calls than it takes to measure (the digits under steps_per_execution), logs no `input_wait`:
+where waiting could matter, epochs are longer.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tfx_hydra.metrics import INPUT_WAIT
 INPUT_BOUND = 0.2  # above it, the epoch (and the run) says the pipeline binds
 MEASURED_CALLS = (2, 5, 9)  # the calls of an epoch timed without their wait, at its start...
 MEASURED_EVERY = 100  # ...and every 100th (a call of a tiny model costs ~1 ms more measured: ~1 % at this rate)
+MIN_SECONDS = 2.0  # an epoch whose steps took less is not judged: a few clock reads' noise would be its figure
 LEVERS = ("data.map_parallelism=auto", "data.prefetch=auto", "TFRecords for many small files (python -m "
           "tfx_hydra.data.to_tfrecord)")
 CACHE_LEVER = "data.cache=auto (decoded once, read from memory or disk)"
@@ -62,7 +64,7 @@ class InputWait(keras.callbacks.Callback):
         self._calls, self._steps, self._seconds, self._compute = 0, 0, 0.0, []
 
     def on_epoch_end(self, epoch, logs=None):
-        if not self._compute or not self._seconds or logs is None:
+        if not self._compute or self._seconds < MIN_SECONDS or logs is None:
             return
         per_step = sum(seconds for seconds, _ in self._compute) / sum(steps for _, steps in self._compute)
         share = min(1.0, max(0.0, 1.0 - per_step * self._steps / self._seconds))

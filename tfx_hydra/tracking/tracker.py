@@ -78,7 +78,7 @@ class NullTracker:
         pass
 
 
-TIMINGS = ("seconds", "per_sec")
+TIMINGS = ("seconds", "per_sec", "input_wait")  # input_wait: the share of an epoch spent waiting for data
 
 
 def is_result(metric: str) -> bool:
