@@ -1,14 +1,15 @@
 """InputWait: the share of each epoch's training time the steps spent waiting for data, without a profiler.
 
 Keras' train function takes the data from the pipeline's iterator inside the step, so a step's time is its wait
-plus its compute. Each call is timed (two clock reads); on a few calls of each epoch the batches are taken from the
-iterator first and the step is timed alone (Keras' own train function, fed the batches taken through an iterator of
-the same kind: `ready_iterator`), which gives the epoch's compute per step. The epoch's wait is then its steps'
-time less their compute: `input_wait` = 1 - compute x steps / the steps' time, logged per epoch. Fit's first call
-traces the step: only its wait for data counts (a shuffle buffer's first fill, say). When it passes INPUT_BOUND the
-epoch's line says so with the levers that fit, and the run's summary says it once. An epoch whose steps took under
-MIN_SECONDS, or of fewer calls than it takes to measure (the digits under steps_per_execution), logs no `input_wait`:
-where waiting could matter, epochs are longer.
+plus its compute. Each call is timed (two clock reads); on a few calls of each epoch (MEASURED_CALLS,
+MEASURED_EVERY: not after an epoch too short to judge) the batches are taken from the iterator first and the step
+is timed alone (Keras' own train function, fed the batches taken through an iterator of the same kind:
+`ready_iterator`), which gives the epoch's compute per step. The epoch's wait is then its steps' time less their
+compute: `input_wait` = 1 - compute x steps / the steps' time, logged per epoch. Fit's first call traces the step:
+only its wait for data counts (a shuffle buffer's first fill, say). When it passes INPUT_BOUND the epoch's line
+says so with the levers that fit, and the run's summary says it once. An epoch whose steps took under MIN_SECONDS,
+or of fewer calls than it takes to measure (the digits under steps_per_execution), logs no `input_wait`: where
+waiting could matter, epochs are longer.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ import tensorflow as tf
 from tfx_hydra.metrics import INPUT_WAIT
 
 INPUT_BOUND = 0.2  # above it, the epoch (and the run) says the pipeline binds
-MEASURED_CALLS = (2, 5, 9)  # the calls of an epoch timed without their wait, at its start...
-MEASURED_EVERY = 100  # ...and every 100th (a call of a tiny model costs ~1 ms more measured: ~1 % at this rate)
+MEASURED_CALLS = (2,)  # the calls of an epoch timed without their wait, near its start...
+MEASURED_EVERY = 100  # ...and every 100th: a measured call of 64 steps costs ~40 ms more (its batches taken one by
+# one in Python), 3 % of the seed MLP's 1.3 s epoch: so measured only where an epoch is long enough to be judged
 MIN_SECONDS = 2.0  # an epoch whose steps took less is not judged: a few clock reads' noise would be its figure
 LEVERS = ("data.map_parallelism=auto", "data.prefetch=auto", "TFRecords for many small files (python -m "
           "tfx_hydra.data.to_tfrecord)")
@@ -43,6 +45,7 @@ class InputWait(keras.callbacks.Callback):
         self.worst: tuple[float, int] | None = None  # the most input-bound epoch's (share, epoch)
         self._real = None
         self._traced = False  # fit's first call traces the step: its time is not the data's
+        self._measuring = True  # until an epoch proves too short to judge: then the rest of the run is not measured
 
     @property
     def said(self) -> str | None:
@@ -64,6 +67,8 @@ class InputWait(keras.callbacks.Callback):
         self._calls, self._steps, self._seconds, self._compute = 0, 0, 0.0, []
 
     def on_epoch_end(self, epoch, logs=None):
+        if self._seconds < MIN_SECONDS:
+            self._measuring = False  # epochs this short are not judged: their measured calls would only cost
         if not self._compute or self._seconds < MIN_SECONDS or logs is None:
             return
         per_step = sum(seconds for seconds, _ in self._compute) / sum(steps for _, steps in self._compute)
@@ -77,7 +82,7 @@ class InputWait(keras.callbacks.Callback):
         if not self._traced:  # its step is traced: its data's wait counts, its step's time does not
             self._traced = True
             return self._measured(iterator, tracing=True)
-        if self._calls in MEASURED_CALLS or self._calls % MEASURED_EVERY == 0:
+        if self._measuring and (self._calls in MEASURED_CALLS or self._calls % MEASURED_EVERY == 0):
             return self._measured(iterator)
         started = time.perf_counter()
         outputs = self._real(iterator)
@@ -123,8 +128,6 @@ def ready_iterator(batches: list, iterator):
     if not isinstance(iterator, tf.data.Iterator) or spec is None:
         return iter(batches)
     size = int(tf.nest.flatten(batches[0])[0].shape[0])
-    ready = tf.data.Dataset.from_tensors(batches[0])
-    for batch in batches[1:]:
-        ready = ready.concatenate(tf.data.Dataset.from_tensors(batch))
-    ready = ready.unbatch().batch(size)
+    joined = tf.nest.map_structure(lambda *parts: tf.concat(parts, axis=0), *batches)  # one tensor per input
+    ready = tf.data.Dataset.from_tensors(joined).unbatch().batch(size)  # the same batches, in the same order
     return iter(ready) if ready.element_spec == spec else iter(batches)
