@@ -9,7 +9,8 @@ compute: `input_wait` = 1 - compute x steps / the steps' time, logged per epoch.
 only its wait for data counts (a shuffle buffer's first fill, say). When it passes INPUT_BOUND the epoch's line
 says so with the levers that fit, and the run's summary says it once. An epoch whose steps took under MIN_SECONDS,
 or of fewer calls than it takes to measure (the digits under steps_per_execution), logs no `input_wait`: where
-waiting could matter, epochs are longer.
+waiting could matter, epochs are longer. Nor does a run under a distribution strategy of several replicas or
+workers: they step in lockstep, and a call measured on one and not on another would break it.
 """
 
 from __future__ import annotations
@@ -78,6 +79,8 @@ class InputWait(keras.callbacks.Callback):
             self.worst = (share, epoch)
 
     def _timed(self, iterator):
+        if not isinstance(iterator, tf.data.Iterator):  # a distributed one: replicas (and workers) step together, and
+            return self._real(iterator)  # a call measured on one and not another would break their lockstep
         self._calls += 1
         if not self._traced:  # its step is traced: its data's wait counts, its step's time does not
             self._traced = True
@@ -122,11 +125,9 @@ class InputWait(keras.callbacks.Callback):
 def ready_iterator(batches: list, iterator):
     """The batches taken, as an iterator Keras' train function reads the way it reads the pipeline's (its own
     compiled loop, the same element spec: no new trace), so the timed call differs from the others only in
-    having its data ready. A distributed iterator's batches (one part per replica), or a spec that cannot be
-    matched, go as a list: Keras then runs its step on each, a little slower, which can only under-state the wait."""
-    spec = getattr(iterator, "element_spec", None)
-    if not isinstance(iterator, tf.data.Iterator) or spec is None:
-        return iter(batches)
+    having its data ready. A spec that cannot be matched goes as a list: Keras then runs its step on each, a
+    little slower, which can only under-state the wait."""
+    spec = iterator.element_spec
     size = int(tf.nest.flatten(batches[0])[0].shape[0])
     joined = tf.nest.map_structure(lambda *parts: tf.concat(parts, axis=0), *batches)  # one tensor per input
     ready = tf.data.Dataset.from_tensors(joined).unbatch().batch(size)  # the same batches, in the same order
