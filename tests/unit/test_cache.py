@@ -9,8 +9,8 @@ import logging
 import shutil
 
 import numpy as np
-import tensorflow as tf
 import pytest
+import tensorflow as tf
 
 from tests.unit.test_data_sources import write_images
 from tfx_hydra.data import cache, csv, image_folder
