@@ -120,7 +120,8 @@ def test_auto_picks_the_profile_of_each_recorded_card(card):
 
 def test_auto_without_gpus_is_the_cpu_profile_with_xla_off():
     profile, reason = pick_profile([], PROFILES)
-    assert (profile.name, profile.precision, profile.xla, reason) == ("cpu", "auto", False, "no GPU is visible")  # by the CPU
+    # the precision is auto: decided by the CPU (precision.cpu_policy)
+    assert (profile.name, profile.precision, profile.xla, reason) == ("cpu", "auto", False, "no GPU is visible")
 
 
 def test_unknown_memory_does_not_block_a_match():
