@@ -27,6 +27,15 @@ def bench_script(name: str):
     return module
 
 
+def run_script(tmp_path, name: str, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """`python bench/NAME.py ARGS --json OUT` as a user runs it, from `tmp_path`: what it printed, and its JSON."""
+    out = tmp_path / f"{name}.json"
+    done = subprocess.run([sys.executable, str(REPO / "bench" / f"{name}.py"), *args, "--json", str(out)],
+                          cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done, json.loads(out.read_text())
+
+
 def test_gpu_precision_benchmark_runs_tiny_on_cpu(tmp_path):
     """float32 and mixed_bfloat16 without XLA, in one process: the script's grid, timing and ratios, a
     mixed policy set as a run sets it. A CPU compiles XLA slowly (20 s more for this tiny model) and
@@ -53,13 +62,9 @@ def test_gpu_precision_benchmark_runs_tiny_on_cpu(tmp_path):
 
 
 def test_seed_vs_framework_runs_quick_and_prints_the_ratios(tmp_path):
-    out = tmp_path / "seed.json"
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "seed_vs_framework.py"), "--quick", "--json", str(out)],
-                          cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done, report = run_script(tmp_path, "seed_vs_framework", "--quick")
     assert "median B/A: training examples/s" in done.stdout and "whole-process wall" in done.stdout
     assert "--cfg job" in done.stdout and "vs import tensorflow" in done.stdout
-    report = json.loads(out.read_text())
     (pair,) = report["pairs"]
     for side in ("plain", "framework"):
         assert pair[side]["examples_per_sec"] > 0 and pair[side]["wall_seconds"] > 0
@@ -89,12 +94,8 @@ def test_input_pipeline_benchmark_runs_small_and_prints_the_ratios(tmp_path):
 
 
 def test_nonfinite_guard_benchmark_runs_quick_and_prints_the_weight_checks_cost(tmp_path):
-    out = tmp_path / "guard.json"
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "nonfinite_guard.py"), "--quick", "--json", str(out)],
-                          cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done, report = run_script(tmp_path, "nonfinite_guard", "--quick")
     assert "B/A" in done.stdout and "(target <= 1.01)" in done.stdout and "one weight check:" in done.stdout
-    report = json.loads(out.read_text())
     sides = report["epoch_seconds"]
     assert len(sides["A_without_weight_check"]) == 2 and len(sides["B_with_weight_check"]) == 2  # epochs 3, 5 / 2, 4
     assert report["ratio_B_over_A"] == pytest.approx(
@@ -151,12 +152,9 @@ def test_serving_benchmark_runs_quick_and_prints_each_formats_latency(tmp_path):
 
 
 def test_backup_cost_benchmark_runs_quick_and_prints_what_auto_spends(tmp_path):
-    out = tmp_path / "backups.json"
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "backup_cost.py"), "--quick", "--json", str(out)],
-                          cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done, report = run_script(tmp_path, "backup_cost", "--quick")
     assert "auto every" in done.stdout and "auto cost" in done.stdout
-    rows = {row["model"]: row for row in json.loads(out.read_text())["backups"]}
+    rows = {row["model"]: row for row in report["backups"]}
     assert set(rows) == {"mlp", "cnn"}
     for row in rows.values():
         assert row["backup_mib"] > row["weights"] * 4 * 2 / 2**20  # the weights and Adam's two moments, at least
@@ -165,12 +163,8 @@ def test_backup_cost_benchmark_runs_quick_and_prints_what_auto_spends(tmp_path):
 
 
 def test_cpu_precision_benchmark_runs_quick_and_says_what_auto_picks(tmp_path):
-    out = tmp_path / "cpu.json"
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "cpu_precision.py"), "--quick", "--json", str(out)],
-                          cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done, report = run_script(tmp_path, "cpu_precision", "--quick")
     assert "CPU AMX-BF16: " in done.stdout and "precision=auto picks" in done.stdout
-    report = json.loads(out.read_text())
     rows = {row["model"]: row for row in report["families"]}
     assert set(rows) == {"mlp", "cnn"}
     assert rows["mlp"]["auto_picks"] == "float32"  # 784 values: too small to gain, with or without AMX
