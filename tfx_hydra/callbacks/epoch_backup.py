@@ -58,7 +58,7 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
         self._position = (0, 0)  # (epoch, batches of it trained) of the state being saved
         self._resume: tuple[int, int, dict] | None = None  # a mid-epoch backup's (epoch, batches, state)
         self._done = self._since = 0  # batches of this epoch trained; since the last backup
-        self._resumed_epoch, self._skipped = None, 0  # the epoch resumed mid-way, and its batches skipped
+        self._skipped = 0  # batches of this epoch trained before a mid-epoch resume (Keras counts after them)
         self._train_function = None  # Keras' own, while the resumed epoch runs with ours (resumed_epoch)
         self._last_time = time.monotonic()
 
@@ -84,10 +84,10 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
         self._resume_midway(done)
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._current_epoch, self._done = epoch, 0
+        self._current_epoch, self._done, self._skipped = epoch, 0, 0
         if self._resume and self._resume[0] == epoch:  # the epoch a mid-epoch backup was written in
             _, self._done, state = self._resume
-            self._resume = None
+            self._skipped, self._resume = self._done, None
             assign(self.model.metrics_variables, state.get("metrics", {}))  # after Keras reset them
 
     def on_train_batch_begin(self, batch, logs=None):
@@ -118,8 +118,7 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
     def _done_after(self, batch: int) -> int:
         """Batches of the epoch trained once Keras' `batch` (a bundle's last, under steps_per_execution) ended;
         Keras counts a resumed epoch's batches from 0, after those skipped."""
-        skipped = self._skipped if self._current_epoch == self._resumed_epoch else 0
-        done = skipped + batch + 1
+        done = self._skipped + batch + 1
         return min(done, self.steps_per_epoch) if self.steps_per_epoch else done
 
     def _due(self) -> bool:
@@ -160,7 +159,6 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
     def _resume_midway(self, epoch: int) -> None:
         """A backup written within `epoch`: the model's random state back now; the epoch's trained batches
         skipped on fit's first step; its running metrics back when it begins (Keras resets them first)."""
-        self._resumed_epoch, self._skipped = None, 0
         try:
             with open(self._training_metadata_path, encoding="utf-8") as file:
                 metadata = json.load(file)
@@ -170,7 +168,7 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
         if not done:
             return
         assign(random_state(self.model), state.get("random", {}))
-        self._resume, self._resumed_epoch, self._skipped = (epoch, done, state), epoch, done
+        self._resume = (epoch, done, state)
         remaining = max(0, self.steps_per_epoch - done) if self.steps_per_epoch else 0
         self._train_function = resumed_epoch(self.model, done, remaining)
         # the resumed epoch ends short of the batches Keras counted for it: by design, not a short dataset
