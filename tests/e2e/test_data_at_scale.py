@@ -74,6 +74,26 @@ def test_tfrecords_train_with_no_count_read_up_front_and_a_corrupt_record_fails_
     assert run.info.status == "FAILED" and run.data.tags["error"].startswith("DataError: the TFRecord file")
 
 
+def test_a_table_larger_than_the_budget_streams_from_its_file_and_trains(tmp_path):
+    """data=csv with a budget smaller than the table: read by tf.data as it trains, not into memory, split and
+    standardized without a pass over it, and learnt."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(5.0, 2.0, size=(400, 3)).round(3)
+    path = tmp_path / "table.csv"
+    path.write_text("a,b,c,label\n" + "".join(f"{a},{b},{c},{'up' if a > 5 else 'down'}\n" for a, b, c in x))
+    done = run_cli_in_process(["data=csv", f"data.path={path}", "data.input_shape=[3]", "data.num_classes=2",
+                               "data.cache_budget=2KiB", "trainer.batch_size=16", "trainer.epochs=6",
+                               "optimizer.learning_rate=0.01", "export=none"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (line,) = [line for line in done.stdout.splitlines() if "data: csv, " in line]
+    assert "; the table streams from its file: 6.2 KiB as float32 is more than 2.0 KiB (data.cache_budget=2KiB); " \
+           "figures and classes from its first 400 rows" in line, line
+    (run,) = mlflow_runs(tmp_path)
+    assert run.info.status == "FINISHED" and run.data.metrics["test_accuracy"] > 0.85  # learnt from the stream
+
+
 def test_a_long_epoch_is_followed_mid_epoch_in_the_log_and_in_mlflow(tmp_path):
     """trainer.log_every (here every 10 steps; 1min by default) where no bar shows (this output is not a
     terminal): a line with the running metrics and the time left, and the running metrics in MLflow at the

@@ -10,9 +10,11 @@ import numpy as np
 
 from tfx_hydra.data.finite import NON_FINITE_FIX
 from tfx_hydra.data.options import options_from
-from tfx_hydra.data.pipeline import Datasets, from_arrays
-from tfx_hydra.data.splits import Split, split_three_ways
-from tfx_hydra.data.table import read_columns, read_header, stacked
+from tfx_hydra.data.pipeline import Datasets, check_against_spec, from_arrays
+from tfx_hydra.data.spec import DataSpec
+from tfx_hydra.data.splits import split_three_ways
+from tfx_hydra.data.table import read_header, read_table, stacked
+from tfx_hydra.data.table_stream import SAMPLE_ROWS, Table, data_rows, split_pattern, streamed_table, streams
 from tfx_hydra.errors import DataError
 from tfx_hydra.task import get as get_task
 from tfx_hydra.validation import require_choice
@@ -49,24 +51,36 @@ def csv(path, label_column, input_shape, num_classes, batch_size, seed, feature_
     if missing:
         raise DataError(f"data.feature_columns: {', '.join(missing)} not in {path} (columns: {', '.join(header)}).",
                         fix="list columns the file has, or data.feature_columns=null for all but the label")
-    numbers = [*features, *([weight_column] if weight_column else []), *(labels if label_columns else [])]
-    columns = read_columns("data.path", path, numeric=numbers, text=[] if label_columns else labels)
-    x = stacked(columns, features)
-    if options.check_finite:
-        require_finite_cells(path, x, features)
+    table = Table(path, header, features, labels, bool(label_columns), weight_column)
     kind = get_task(task)
-    values, names = label_values(path, columns, labels, task, label_delimiter)
-    weights = example_weights(path, columns[weight_column], weight_column) if weight_column else None
-    del columns  # the features are in x now: the table's own columns need not stay
-    y = kind.labels(values, path, int(num_classes), first_row=2)
-    if weights is None:
-        splits = split_three_ways(x, y, test_split, validation_split, seed)
-    else:  # the weights split with their rows (as the last column), then taken apart again
-        joined = split_three_ways(np.concatenate([x, weights[:, None]], axis=1), y, test_split, validation_split, seed)
-        splits = {name: Split(s.x[:, :-1], s.y, s.x[:, -1]) for name, s in joined.items()}
-    return from_arrays(splits, input_shape, num_classes, options, normalization,
-                       named=os.path.splitext(os.path.basename(path))[0], source=os.path.abspath(path),
-                       source_type="local", task=kind, class_names=names)
+    rows = data_rows(path)
+    why = streams(table, rows, options) if label_columns or task != "multilabel" else None  # tags: read whole
+    x, y, weights, names = read_checked(table, kind, int(num_classes), options.check_finite, label_delimiter,
+                                        limit=SAMPLE_ROWS if why else None)
+    named = os.path.splitext(os.path.basename(path))[0]
+    if why:
+        spec = DataSpec(tuple(int(d) for d in input_shape), int(num_classes), task=kind, class_names=tuple(names or ()))
+        check_against_spec("sample", x.shape[1:], len(x), spec)
+        return streamed_table(table, spec, options, {"x": x, "y": y, "names": names},
+                              split_pattern(test_split, validation_split, seed), rows, normalization, why, named)
+    splits = split_three_ways(x, y, test_split, validation_split, seed, weights=weights)
+    del x, y, weights  # the splits are copies: the whole table need not stay beside them
+    return from_arrays(splits, input_shape, num_classes, options, normalization, named=named,
+                       source=os.path.abspath(path), source_type="local", task=kind, class_names=names)
+
+
+def read_checked(table: Table, kind, width: int, check_finite: bool, label_delimiter: str | None,
+                 limit: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, list[str] | None]:
+    """(inputs, labels as the task takes them, weights or None, the classes' names or None) of the table's
+    rows (`limit`: its first rows), each cell checked: a bad one is a DataError naming its row and column."""
+    numbers = [*([table.weight] if table.weight else []), *(table.labels if table.label_columns else [])]
+    x, columns = read_table("data.path", table.path, matrix=table.features, numeric=numbers,
+                            text=[] if table.label_columns else table.labels, limit=limit)
+    if check_finite:
+        require_finite_cells(table.path, x, table.features)
+    values, names = label_values(table.path, columns, table.labels, kind.name, label_delimiter)
+    weights = example_weights(table.path, columns[table.weight], table.weight) if table.weight else None
+    return x, kind.labels(values, table.path, width, first_row=2), weights, names
 
 
 def example_weights(path: str, weights: np.ndarray, column: str) -> np.ndarray:
@@ -88,7 +102,7 @@ def label_values(path: str, read: dict[str, np.ndarray], columns: list[str], tas
     the table's columns (read_columns): several label columns as numbers, one as text."""
     if len(columns) > 1:
         return stacked(read, columns), (list(columns) if task == "multilabel" else None)
-    values = list(read[columns[0]])
+    values = read[columns[0]]
     if task == "classification":
         return label_indices(path, values)
     if task == "multilabel":
@@ -115,19 +129,25 @@ def require_finite_cells(path: str, x: np.ndarray, columns: list[str]) -> None:
                         f"number{more}; the inputs must be finite numbers.", fix=NON_FINITE_FIX)
 
 
-def label_indices(path: str, values: list[str]) -> tuple[np.ndarray, list[str] | None]:
+def label_indices(path: str, values: np.ndarray) -> tuple[np.ndarray, list[str] | None]:
     """Class indices as written (151 or 151.0), or class names numbered in sorted order (and those names). A
-    column of numbers with fractions holds a quantity to predict: one error naming the row."""
-    numbers = [_number(v) for v in values]
+    column of numbers with fractions holds a quantity to predict: one error naming the row. Each distinct
+    value is looked at once (pandas' factorize), not each row."""
+    import pandas
+
+    codes, distinct = pandas.factorize(np.asarray(values, dtype=object))
+    numbers = [_number(v) for v in distinct]
     if all(n is not None for n in numbers):
-        fraction = next((i for i, n in enumerate(numbers) if not float(n).is_integer()), None)
-        if fraction is not None:
-            raise DataError(f"task=classification: {path}, row {fraction + 2}, has label {values[fraction]}: a number "
+        fractions = [i for i, n in enumerate(numbers) if not float(n).is_integer()]
+        if fractions:
+            row = int(np.flatnonzero(np.isin(codes, fractions))[0])
+            raise DataError(f"task=classification: {path}, row {row + 2}, has label {values[row]}: a number "
                             "with a fraction, not a class.", fix="task=regression (numeric targets)")
-        return np.asarray([int(n) for n in numbers], dtype="int64"), None
-    names = sorted(set(values))
-    index = {name: i for i, name in enumerate(names)}
-    return np.asarray([index[v] for v in values], dtype="int64"), names
+        return np.asarray([int(n) for n in numbers], dtype="int64")[codes], None
+    names = sorted(distinct)
+    rank = np.empty(len(names), dtype="int64")
+    rank[np.argsort(np.asarray(distinct, dtype=object))] = np.arange(len(names))
+    return rank[codes], names
 
 
 def _number(text: str) -> float | None:

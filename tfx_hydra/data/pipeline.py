@@ -197,9 +197,10 @@ def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spe
                       reads: Callable[[str, int], Any] | None = None,
                       explain: Callable[[Exception], Exception | None] | None = None) -> Datasets:
     """Parsed, limited, cached, shuffled, batched: the three splits of a streamed source (TFRecords,
-    image files, TFDS), each of a known size. `check_finite_as` (the source's name, for the
-    message) checks the first data.check_finite_batches batches of each split for NaN/inf before
-    training; sources that check their own way, or whose inputs cannot be NaN, pass None.
+    image files, TFDS, tables), each of a known size (`parse`: None where the source parsed them).
+    `check_finite_as` (the source's name, for the message) checks the first data.check_finite_batches
+    batches of each split for NaN/inf before training; sources that check their own way, or whose inputs
+    cannot be NaN, pass None.
     `reads(split, count)` describes what a split reads (lineage.DataRead), once its count is final.
     `to_inputs`: what turns a parsed (and cached) example into the model's input, e.g. uint8 pixels into
     scaled floats: the cache then holds the compact form."""
@@ -214,7 +215,9 @@ def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spe
     require_a_batch(counts["train"], options.batch_size)
     parsed_splits = {}
     for name, dataset in splits.items():
-        if getattr(parse, "batched", False):
+        if parse is None:  # parsed by the source (table_stream: a batch of lines at a time)
+            parsed = dataset
+        elif getattr(parse, "batched", False):
             parsed = dataset.batch(PARSE_BATCH).map(parse, num_parallel_calls=options.parallel_calls,
                                                     deterministic=options.deterministic).unbatch()
         else:

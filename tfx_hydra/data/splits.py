@@ -37,24 +37,45 @@ def normalize_arrays(splits: dict[str, Split], normalization: str, raw_scale: fl
     elif normalization == "scale":
         offset, scale = 0.0, raw_scale
     else:
-        train = splits["train"].x.astype("float64")
-        axes = tuple(range(train.ndim - 1))  # per feature (last axis)
-        offset = train.mean(axis=axes)
-        scale = 1.0 / np.maximum(train.std(axis=axes), 1e-7)
-        offset, scale = tuple(float(v) for v in offset), tuple(float(v) for v in scale)
+        offset, scale = feature_moments(splits["train"].x)
+        scale = tuple(1.0 / max(std, 1e-7) for std in scale)
+    offset_, scale_ = np.asarray(offset, "float32"), np.asarray(scale, "float32")
     for split in {id(split): split for split in splits.values()}.values():  # validation may be the test split
-        split.x = ((split.x.astype("float32") - np.asarray(offset, "float32")) * np.asarray(scale, "float32"))
+        x = split.x.astype("float32")  # the one copy: the source's arrays are left as they were
+        if normalization != "none":
+            x -= offset_
+            x *= scale_
+        split.x = x
     return offset, scale
 
 
-def split_three_ways(x, y, test_split, validation_split, seed) -> dict[str, Split]:
+def feature_moments(x: np.ndarray, rows: int = 65_536) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Per feature (last axis): the mean and standard deviation, summed in float64 a block of rows at a
+    time (a float64 copy of the whole split would cost twice its float32 size)."""
+    flat = x.reshape(-1, x.shape[-1]) if x.ndim > 1 else x.reshape(-1, 1)
+    blocks = range(0, len(flat), rows)
+    total = sum(flat[i:i + rows].sum(axis=0, dtype="float64") for i in blocks)
+    mean = total / max(len(flat), 1)
+    squares = sum(np.square(flat[i:i + rows].astype("float64") - mean).sum(axis=0) for i in blocks)
+    std = np.sqrt(squares / max(len(flat), 1))
+    return tuple(float(v) for v in mean), tuple(float(v) for v in std)
+
+
+def split_three_ways(x, y, test_split, validation_split, seed, weights=None) -> dict[str, Split]:
     """Seeded train / validation / test split of in-memory arrays, stratified where every class
-    can appear in every split (a tiny dataset falls back to a plain seeded split)."""
+    can appear in every split (a tiny dataset falls back to a plain seeded split). The split is drawn on
+    example indices (the draw depends on the labels and the count only), and each split then takes its
+    rows once: `x` is copied once, not once per cut. `weights`: each example's, split with it."""
     require_fraction("data.test_split", test_split)
     require_fraction("data.validation_split", validation_split)
-    x_rest, x_test, y_rest, y_test = split_two_ways(x, y, test_split, seed)
-    x_train, x_val, y_train, y_val = split_two_ways(x_rest, y_rest, validation_split, seed)
-    return {"train": Split(x_train, y_train), "validation": Split(x_val, y_val), "test": Split(x_test, y_test)}
+    rest, test, y_rest, _ = split_two_ways(np.arange(len(y)), y, test_split, seed)
+    train, validation = split_two_ways(rest, y_rest, validation_split, seed)[:2]
+    return {name: Split(_rows(x, held), _rows(y, held), None if weights is None else weights[held])
+            for name, held in (("train", train), ("validation", validation), ("test", test))}
+
+
+def _rows(x, held: np.ndarray):
+    return x[held] if isinstance(x, np.ndarray) else [x[i] for i in held]
 
 
 def split_two_ways(x, y, fraction, seed):

@@ -1,6 +1,7 @@
 """data=text_table: a table of raw text and labels -- a CSV, a TSV (.tsv) or JSON Lines (.jsonl, one object
-per line) -- read into memory column by column (table.py). The label columns are read as data=csv reads
-them, for any task (a class or its name, 0/1, numbers, several columns, or tags split at label_delimiter).
+per line) -- read into memory column by column (table.py), or, a CSV or TSV larger than data.cache_budget,
+streamed from its file (table_stream.py). The label columns are read as data=csv reads them, for any task
+(a class or its name, 0/1, numbers, several columns, or tags split at label_delimiter).
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ import os
 from tfx_hydra.data.csv import label_values
 from tfx_hydra.data.options import options_from
 from tfx_hydra.data.pipeline import Datasets, from_arrays
+from tfx_hydra.data.spec import DataSpec
 from tfx_hydra.data.splits import split_three_ways
-from tfx_hydra.data.table import read_columns, read_header
+from tfx_hydra.data.table import read_header, read_table
+from tfx_hydra.data.table_stream import SAMPLE_ROWS, Table, data_rows, split_pattern, streamed_table, streams
 from tfx_hydra.data.text_folder import TEXT_INPUTS
 from tfx_hydra.errors import DataError
 from tfx_hydra.task import get as get_task
@@ -31,13 +34,23 @@ def text_table(path, text_column, label_column, num_classes, batch_size, seed, i
     if missing:
         raise DataError(f"{path} has no column {', '.join(missing)} (columns: {', '.join(header)}).",
                         fix="data.text_column=<the text's column> data.label_column=<the label's>")
-    columns = read_columns("data.path", path, numeric=labels if label_columns else [],
-                           text=[text_column, *([] if label_columns else labels)], delimiter=delimiter)
-    texts = columns[text_column]
     kind = get_task(task)
+    first_row = 1 if path.endswith(".jsonl") else 2
+    table = Table(path, header, [text_column], labels, bool(label_columns), delimiter=delimiter, text_inputs=True)
+    rows = None if path.endswith(".jsonl") else data_rows(path)  # JSON Lines are read whole
+    why = streams(table, rows, options) if rows is not None and (label_columns or task != "multilabel") else None
+    _, columns = read_table("data.path", path, numeric=labels if label_columns else [],
+                            text=[text_column, *([] if label_columns else labels)], delimiter=delimiter,
+                            limit=SAMPLE_ROWS if why else None)
+    texts = columns[text_column]
     values, names = label_values(path, columns, labels, task, label_delimiter)
-    y = kind.labels(values, path, int(num_classes), first_row=1 if path.endswith(".jsonl") else 2)
+    y = kind.labels(values, path, int(num_classes), first_row=first_row)
+    named = os.path.splitext(os.path.basename(path))[0]
+    if why:
+        spec = DataSpec(tuple(int(d) for d in input_shape), int(num_classes), task=kind, input_dtype="string",
+                        class_names=tuple(names or ()))
+        return streamed_table(table, spec, options, {"x": texts, "y": y, "names": names},
+                              split_pattern(test_split, validation_split, seed), rows, "none", why, named)
     splits = split_three_ways(texts, y, test_split, validation_split, seed)
-    return from_arrays(splits, input_shape, num_classes, options, "none",
-                       named=os.path.splitext(os.path.basename(path))[0], source=os.path.abspath(path),
+    return from_arrays(splits, input_shape, num_classes, options, "none", named=named, source=os.path.abspath(path),
                        source_type="local", task=kind, class_names=names)
