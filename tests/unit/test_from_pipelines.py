@@ -1,6 +1,6 @@
 """data.from_pipelines: a user's own tf.data pipelines become a run's data -- batched, shuffled, cached and
-prefetched by the data.* options, checked, counted and digested in one pass -- and each pipeline that
-cannot work is one DataError saying what to change."""
+prefetched by the data.* options, checked and digested on a bounded sample with nothing read through before
+training -- and each pipeline that cannot work is one DataError saying what to change."""
 
 from __future__ import annotations
 
@@ -52,6 +52,42 @@ def test_a_pipeline_of_unknown_length_is_counted_then_told_its_length(caplog):
     assert int(data.train.cardinality()) == 7  # Keras sizes its epochs and progress by it
     assert "mine's train pipeline has no known length: counted by one pass (100 examples)" in caplog.text
     assert data.reads["train"].digest == three().reads["train"].digest  # the same examples as the known-length one
+
+
+def reads_fail_past(n: int, count: int, labels=lambda i: i % 3):
+    """`count` examples, of which any past the first `n` fails when read: a pass over the whole pipeline shows."""
+    def example(i):
+        tf.debugging.assert_less(i, tf.constant(n, tf.int64), message="read past the sample")
+        return tf.fill([4], tf.cast(i, tf.float32)), labels(i)
+
+    return tf.data.Dataset.range(count).map(example)
+
+
+def test_nothing_is_read_through_before_training_only_the_first_examples_are_digested():
+    from tfx_hydra.data.from_pipelines import SAMPLE_EXAMPLES
+
+    data = from_pipelines(reads_fail_past(SAMPLE_EXAMPLES, 5_000), pairs(20, 1), pairs(30, 2), input_shape=(4,),
+                          num_classes=3, batch_size=16, seed=0, name="big")
+    assert data.num_train == 5_000  # tf.data's length: not counted
+    assert data.reads["train"].digested == ("sha256 of the first 2,048 examples' inputs and labels, in the "
+                                            "pipeline's order, and the count")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="read past the sample"):
+        for _ in data.train:  # the pipeline still fails where it is read to its end: in the epoch
+            pass
+
+
+def test_a_class_past_num_classes_after_the_sample_fails_the_epoch_that_reads_it_named():
+    import keras
+
+    labels = lambda i: tf.where(i == 3_000, tf.constant(7, tf.int64), i % 3)  # noqa: E731 -- one bad label, late
+    data = from_pipelines(reads_fail_past(10_000, 3_200, labels), pairs(20, 1), pairs(30, 2), input_shape=(4,),
+                          num_classes=3, batch_size=64, seed=0, name="big", shuffle_buffer=0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="softmax")])
+    model.compile("adam", "sparse_categorical_crossentropy")
+    with pytest.raises(DataError) as raised, data.named_errors():
+        model.fit(data.train, epochs=1, verbose=0)
+    assert str(raised.value).startswith("DataError: big: a label of 7 after the first 2,048 examples (which were "
+                                        "checked) is not a class of num_classes=3."), str(raised.value)
 
 
 def test_digest_false_reads_nothing_ahead_and_says_so(caplog):

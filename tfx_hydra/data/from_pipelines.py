@@ -10,11 +10,12 @@ returns `Datasets`. The public way to make them from pipelines the user already 
 
 tfx_hydra then does what it does for its own sources: cache -> shuffle -> batch -> prefetch
 (the data.* pipeline options; data.cache=auto keeps a split in memory when it fits the budget),
-the checks (shape, label type and range) and the record: one pass over each split counts its
-examples (a pipeline of unknown length is counted, then told its length) and digests them
-(sha256 of every example's bytes, in order), so reproduce can say whether the data changed.
-`digest=False` skips the digest for data too large to read twice; the run then says that its
-data is not digested.
+the checks (shape, label type and range) and the record. Nothing is read through before training: a
+split's length is tf.data's (a pipeline of unknown length is counted by one pass, said so, then told its
+length), and its first SAMPLE_EXAMPLES examples are digested (sha256 of their bytes, in order, and the
+count) and their labels checked, so reproduce can say whether the data changed and a wrong num_classes
+fails before training; a class index past num_classes later on fails the epoch that reads it, named.
+`digest=False` skips the digest; the run then says that its data is not digested.
 """
 
 from __future__ import annotations
@@ -40,9 +41,9 @@ from tfx_hydra.task import get as get_task
 
 log = logging.getLogger(__name__)
 SPLITS = ("train", "validation", "test")
-PASS_BATCH = 1024  # examples per step of the counting/digest pass
+PASS_BATCH = 1024  # examples per step of the sample's read
+SAMPLE_EXAMPLES = 2_048  # the first examples of each split: digested and their labels checked before training
 NOT_DIGESTED = "not digested (from_pipelines(digest=False))"
-DIGESTED = "sha256 of every example's inputs and label, in the pipeline's order"
 
 
 def from_pipelines(train: Any, validation: Any, test: Any, *, input_shape, num_classes: int, batch_size: int,
@@ -80,9 +81,10 @@ def from_pipelines(train: Any, validation: Any, test: Any, *, input_shape, num_c
     if not digest:
         log.info(f"data: {name}'s splits are not digested (digest=False): reproduce cannot tell whether they change")
     read = {split: examples_read(options, counts[split]) for split in SPLITS}
+    explain = (lambda err: label_out_of_range(err, name, spec.num_classes)) if kind.name == "classification" else None
     return Datasets(train=finished["train"], validation=finished["validation"], test=finished["test"], spec=spec,
                     num_train=read["train"], num_validation=read["validation"], num_test=read["test"], reads=reads,
-                    cache=cached.said, order=order)
+                    cache=cached.said, order=order, explain=explain)
 
 
 def require_examples(split: str, dataset: Any, spec: DataSpec) -> None:
@@ -119,28 +121,30 @@ def require_examples(split: str, dataset: Any, spec: DataSpec) -> None:
 
 
 def counted_and_digested(split: str, dataset: Any, spec: DataSpec, name: str, digest: bool):
-    """(the pipeline, told its length; its DataRead). One pass over it unless its length is known and
-    no digest is asked for; the labels are checked against num_classes on the way."""
+    """(the pipeline, told its length; its DataRead). Its length is tf.data's where tf.data knows it, else
+    counted by one pass (said, with how to skip it); the digest and the label checks read the first
+    SAMPLE_EXAMPLES examples only, so a pipeline of any size starts training in the same time."""
     import numpy as np
     import tensorflow as tf
 
-    known = int(dataset.cardinality())
-    count, hashed, low, high, every = known, hashlib.sha256(), None, None, []
-    checked = spec.task.name != "classification"  # 0/1, multi-hot and finite numbers: every label looked at
-    if digest or known < 0 or checked:
-        count = 0
-        for inputs, labels in dataset.batch(PASS_BATCH).as_numpy_iterator():
-            count += len(labels)
-            if digest:
-                hashed.update(np.ascontiguousarray(inputs).tobytes())
-                hashed.update(np.ascontiguousarray(labels).astype("float64" if checked else "int64").tobytes())
-            low = labels.min() if low is None else min(low, labels.min())
-            high = labels.max() if high is None else max(high, labels.max())
-            if checked:
-                every.append(labels.reshape(len(labels), -1))
-        if known < 0:
-            log.info(f"data: {name}'s {split} pipeline has no known length: counted by one pass ({count:,} examples)")
-            dataset = dataset.apply(tf.data.experimental.assert_cardinality(count))
+    count = int(dataset.cardinality())
+    hashed, low, high, every, sampled = hashlib.sha256(), None, None, [], 0
+    checked = spec.task.name != "classification"  # 0/1, multi-hot and finite numbers: each label looked at
+    for inputs, labels in dataset.take(SAMPLE_EXAMPLES).batch(PASS_BATCH).as_numpy_iterator():
+        sampled += len(labels)
+        if digest:
+            hashed.update(np.ascontiguousarray(inputs).tobytes())
+            hashed.update(np.ascontiguousarray(labels).astype("float64" if checked else "int64").tobytes())
+        low = labels.min() if low is None else min(low, labels.min())
+        high = labels.max() if high is None else max(high, labels.max())
+        if checked:
+            every.append(labels.reshape(len(labels), -1))
+    if count < 0:
+        count = sampled if sampled < SAMPLE_EXAMPLES else int(dataset.reduce(np.int64(0), lambda n, _: n + 1))
+        log.info(f"data: {name}'s {split} pipeline has no known length: counted by one pass ({count:,} examples); "
+                 "a pipeline that says its length skips it (dataset.apply(tf.data.experimental.assert_cardinality(N)))")
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(count))
+    hashed.update(f"{count}".encode())  # the sample, and how many examples follow it
     if checked:
         if every:
             spec.task.labels(np.concatenate(every), split, spec.num_classes)
@@ -153,5 +157,22 @@ def counted_and_digested(split: str, dataset: Any, spec: DataSpec, name: str, di
                     source_type="code", num_examples=count, input_shape=spec.input_shape,
                     input_dtype=dataset.element_spec[0].dtype.name, num_classes=spec.num_classes,
                     digest=hashed.hexdigest()[:DIGEST_LENGTH] if digest else "none",
-                    digested=DIGESTED if digest else NOT_DIGESTED)
+                    digested=digested(sampled) if digest else NOT_DIGESTED)
     return dataset, read
+
+
+def digested(sampled: int) -> str:
+    return f"sha256 of the first {sampled:,} examples' inputs and labels, in the pipeline's order, and the count"
+
+
+def label_out_of_range(err: Exception, name: str, num_classes: int) -> Exception | None:
+    """A class index past num_classes that the sample did not hold, met where the loss reads it."""
+    import re
+
+    found = re.search(r"Received a label value of (-?\d+) which is outside the valid range of \[0, (\d+)\)",
+                      str(getattr(err, "message", err)))
+    if found is None:
+        return None
+    return DataError(f"{name}: a label of {found.group(1)} after the first {SAMPLE_EXAMPLES:,} examples (which were "
+                     f"checked) is not a class of num_classes={num_classes}.",
+                     fix=f"num_classes={int(found.group(1)) + 1}, or fix the pipeline's labels")
