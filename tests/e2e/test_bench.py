@@ -170,3 +170,14 @@ def test_cpu_precision_benchmark_runs_quick_and_says_what_auto_picks(tmp_path):
     assert rows["mlp"]["auto_picks"] == "float32"  # 784 values: too small to gain, with or without AMX
     assert rows["cnn"]["auto_picks"] == ("mixed_bfloat16" if report["amx_bf16"] else "float32")
     assert all(row["fp32_ex_s"] > 0 and row["bf16_ex_s"] > 0 for row in rows.values())
+
+
+def test_scale_benchmark_runs_quick_on_a_users_own_pipeline(tmp_path):
+    """bench/scale.py's pipeline part (its cheapest: the others run the same measuring code on files it writes,
+    each taking minutes even when tiny): tfx_hydra on the user's own source at 1x and 10x, beside tf.data."""
+    done, report = run_script(tmp_path, "scale", "--quick", "--parts", "pipeline")
+    figures = report["pipeline"]
+    assert [figures[scale]["examples"] for scale in ("1x", "10x")] == [1_000, 10_000]
+    for row in figures.values():
+        assert row["seconds"] > row["tf_data_seconds"] * 0.5 and row["peak_mib"] > 300  # two real processes
+    assert "pipeline:" in done.stdout
