@@ -16,7 +16,7 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationE
 
 from tfx_hydra.errors import ConfigError, show
 from tfx_hydra.schemas import MODES, SECTIONS, Settings
-from tfx_hydra.validation import require_choice, require_known_keys, require_range
+from tfx_hydra.validation import require_bool, require_choice, require_known_keys, require_range
 
 
 def validate(cfg: DictConfig) -> Settings:
@@ -69,17 +69,14 @@ def validate_optimizer(node: DictConfig) -> None:
         require_range(f"optimizer.{key}", value, low, high, example, low_inclusive=low_ok, high_inclusive=bool(high_ok))
     ema = node.get("ema") if isinstance(node, DictConfig) else None
     if isinstance(ema, DictConfig):
-        if not isinstance(ema.get("enabled", False), bool):
-            raise ConfigError(f"optimizer.ema.enabled={show(ema.enabled)}: expected true or false.",
-                              fix="optimizer.ema.enabled=true")
+        require_bool("optimizer.ema.enabled", ema.get("enabled", False), fix=True)
         require_range("optimizer.ema.momentum", ema.get("momentum", 0.99), 0.0, 1.0, 0.99, high_inclusive=False)
     for switch in ("nesterov", "decay_biases_and_norms", "amsgrad", "centered", "relative_step"):
-        if isinstance(node, DictConfig) and switch in node and not isinstance(node[switch], bool):
-            raise ConfigError(f"optimizer.{switch}={show(node[switch])}: expected true or false.",
-                              fix=f"optimizer.{switch}=false")
+        if isinstance(node, DictConfig) and switch in node:
+            require_bool(f"optimizer.{switch}", node[switch])
 
 
-EXPORT_SWITCHES = {"strict": bool, "mlflow_model": bool}
+EXPORT_SWITCHES = ("strict", "mlflow_model")
 
 
 def validate_export_switches(node: DictConfig | None) -> None:
@@ -87,9 +84,9 @@ def validate_export_switches(node: DictConfig | None) -> None:
     export.strict=yes must not read as true."""
     if not isinstance(node, DictConfig):
         return
-    for key, kind in EXPORT_SWITCHES.items():
-        if key in node and not isinstance(node[key], kind):
-            raise ConfigError(f"export.{key}={show(node[key])}: expected true or false.", fix=f"export.{key}=false")
+    for key in EXPORT_SWITCHES:
+        if key in node:
+            require_bool(f"export.{key}", node[key])
     for key in ("register_as", "source"):
         value = node.get(key)
         if value is not None and (not isinstance(value, str) or not value.strip()):

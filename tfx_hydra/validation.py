@@ -3,6 +3,7 @@
 Each kind of mistake has one wording a user learns once, whichever module finds it:
 
     require_choice       data.normalization=zscore is not one of: standard, minmax, none.
+    require_bool         export.strict=yes: expected true or false.
     require_known_keys   unknown key 'trainer.epoch'. Valid keys in 'trainer': epochs, batch_size, ...
     require_positive     trainer.epochs=-1 is out of range: expected a positive integer.
     require_non_negative trainer.finetune_epochs=-2 is out of range: expected 0 (off) or more.
@@ -37,6 +38,12 @@ def require_choice(key: str, value: Any, choices: Sequence[Any], fix: Any = None
         allowed = ", ".join(show(c) for c in choices)
         raise ConfigError(f"{key}={show(value)} is not one of: {allowed}.",
                           fix=f"{key}={show(choices[0] if fix is None else fix)}")
+
+
+def require_bool(key: str, value: Any, fix: bool = False) -> None:
+    """A switch: true or false, never a string such as `yes` that would read as true."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key}={show(value)}: expected true or false.", fix=f"{key}={show(fix)}")
 
 
 def require_known_keys(section: str, given: Iterable[str], known: Sequence[str]) -> None:

@@ -7,6 +7,7 @@ import pytest
 
 from tfx_hydra.errors import ConfigError, DataError
 from tfx_hydra.validation import (
+    require_bool,
     require_choice,
     require_fraction,
     require_known_keys,
@@ -31,6 +32,9 @@ def test_each_kind_of_mistake_has_one_wording():
         "ConfigError: data.kind=audio is not one of: image, dense.\n  Fix: data.kind=image"
     assert said(require_choice, "trainer.jit_compile", None, ("auto", True, False)) == \
         "ConfigError: trainer.jit_compile=null is not one of: auto, true, false.\n  Fix: trainer.jit_compile=auto"
+    assert said(require_bool, "export.strict", "yes") == \
+        "ConfigError: export.strict=yes: expected true or false.\n  Fix: export.strict=false"
+    assert said(require_bool, "data.check_finite", 1, fix=True).endswith("Fix: data.check_finite=true")
     assert said(require_known_keys, "data.augmentation", ["flip", "blur"], ("flip", "rotation", "zoom")) == (
         "ConfigError: unknown key 'data.augmentation.blur'. Valid keys in 'data.augmentation': flip, rotation, "
         "zoom.\n  Fix: check the spelling of 'data.augmentation.blur'")

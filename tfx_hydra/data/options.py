@@ -9,7 +9,7 @@ from typing import Any
 
 from tfx_hydra.data import cache as caching
 from tfx_hydra.errors import ConfigError
-from tfx_hydra.validation import require_choice, require_positive_or_auto
+from tfx_hydra.validation import require_bool, require_choice, require_positive_or_auto
 
 SHARD_POLICIES = ("auto", "file", "data", "off")
 
@@ -47,9 +47,7 @@ class PipelineOptions:
                 (isinstance(batches, int) and batches >= 1) or (isinstance(batches, float) and 0 < batches <= 1))):
             raise ConfigError(f"data.limit_batches={batches!r}: expected a number of batches (2), a fraction of them "
                               "(0.1), or null.", fix="data.limit_batches=2")
-        if not isinstance(self.check_finite, bool):
-            raise ConfigError(f"data.check_finite={self.check_finite!r}: expected true or false.",
-                              fix="data.check_finite=true")
+        require_bool("data.check_finite", self.check_finite, fix=True)
         batches = self.check_finite_batches
         if batches is not None and (not isinstance(batches, int) or isinstance(batches, bool) or batches < 1):
             raise ConfigError(f"data.check_finite_batches={batches!r}: expected a positive number of batches or "

@@ -18,6 +18,7 @@ from tfx_hydra.export.result import (
     require_parity,
 )
 from tfx_hydra.export.served import raw_examples, served_model
+from tfx_hydra.validation import require_bool
 
 
 class TFLiteExport:
@@ -37,9 +38,7 @@ class TFLiteExport:
         if quantization not in self.QUANTIZATIONS:
             raise ConfigError(f"export.tflite.quantization={quantization} is not one of: "
                               f"{', '.join(self.QUANTIZATIONS)}.", fix="export.tflite.quantization=none")
-        if not isinstance(select_tf_ops, bool):
-            raise ConfigError(f"export.tflite.select_tf_ops={select_tf_ops}: expected true or false.",
-                              fix="export.tflite.select_tf_ops=false")
+        require_bool("export.tflite.select_tf_ops", select_tf_ops)
         if not isinstance(representative_examples, int) or isinstance(representative_examples, bool):
             raise ConfigError(f"export.tflite.representative_examples={representative_examples}: expected a number "
                               "of examples.", fix="export.tflite.representative_examples=200")
