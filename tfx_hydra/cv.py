@@ -3,22 +3,23 @@
 The training and validation splits an in-memory source read are pooled and cut into `cv.folds`
 disjoint folds (stratified by class for classification and binary, seeded by the run's seed, so
 every fold's job cuts the same way); job `cv.fold` validates on its fold and trains on the others.
-The test split is never touched. The option's file sweeps `cv.fold` over range(cv.folds) through
-Hydra's own sweeper, so a fold is an ordinary job: launched, resumed and tracked like any other.
+The test split is never touched. The run hands the data step the job's fold as an argument (`fold`,
+which a source passes on with its data.* options; `from_arrays` cuts it): nothing reaches back into a
+global. The option's file sweeps `cv.fold` over range(cv.folds) through Hydra's own sweeper, so a fold
+is an ordinary job: launched, resumed and tracked like any other.
 The sweep's parent run gets the mean and standard deviation of every validation and test metric
 over the folds (`fold_statistics`), per configuration when other keys are swept too.
 
-Streamed sources (files read batch by batch) have no pool to cut: they are refused.
+Streamed sources (files read batch by batch, and a table larger than data.cache_budget) have no pool to
+cut: they are refused.
 """
 
 from __future__ import annotations
 
 import re
 import statistics
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -55,31 +56,33 @@ class CvConfig:
         return self.name == "kfold"
 
 
-_folding: ContextVar[tuple[CvConfig, int] | None] = ContextVar("tfx_hydra_cv_folding", default=None)
+@dataclass(frozen=True)
+class Fold:
+    """A cv=kfold job's fold, handed to the data step as its `fold` argument (data.options: `data.fold`)."""
+
+    folds: int
+    fold: int
+    seed: int
+    stratified: bool = True
 
 
-@contextmanager
-def folding(cv: CvConfig | None, seed: int) -> Iterator[None]:
-    """While the data step builds its source: in-memory sources hand their splits to `folded`."""
-    token = _folding.set((cv, seed) if cv is not None and cv.active else None)
-    try:
-        yield
-    finally:
-        _folding.reset(token)
+def data_arguments(cv: CvConfig | None, seed: int) -> dict[str, Any]:
+    """What the run hands the data step besides its config: `fold` in a cv=kfold job, nothing otherwise."""
+    if cv is None or not cv.active:
+        return {}
+    return {"fold": {"folds": cv.folds, "fold": cv.fold, "seed": seed, "stratified": cv.stratified}}
 
 
-def folded(splits: dict, task: str) -> dict:
-    """The splits with training and validation re-cut into this job's fold (unchanged without cv)."""
-    active = _folding.get()
-    if active is None:
+def folded(splits: dict, task: str, fold: Fold | None) -> dict:
+    """The splits with training and validation re-cut into `fold` (unchanged without one)."""
+    if fold is None:
         return splits
-    cv, seed = active
     if splits["validation"] is splits["test"]:
         raise DataError("cv=kfold pools the training and validation splits, and this source validates on its "
                         "test split: the test split would be trained on.", fix="data.validation_split=0.1")
     train, validation = splits["train"], splits["validation"]
     x, y = np.concatenate([train.x, validation.x]), np.concatenate([train.y, validation.y])
-    held = fold_indices(y, cv.folds, cv.fold, seed, stratified=cv.stratified and task in STRATIFIED_TASKS)
+    held = fold_indices(y, fold.folds, fold.fold, fold.seed, stratified=fold.stratified and task in STRATIFIED_TASKS)
     kept = np.setdiff1d(np.arange(len(y)), held)
     w = None if train.w is None else np.concatenate([train.w, validation.w])
     return {**splits, "train": replace(train, x=x[kept], y=y[kept], w=None if w is None else w[kept]),

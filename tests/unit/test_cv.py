@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from tfx_hydra.cv import CvConfig, fold_indices, fold_statistics, folding, require_folded
+from tfx_hydra.cv import CvConfig, Fold, fold_indices, fold_statistics, require_folded
 from tfx_hydra.data import from_pipelines
 from tfx_hydra.data.pipeline import PipelineOptions, from_arrays
 from tfx_hydra.data.splits import Split
@@ -44,8 +44,8 @@ def splits(n_train=80, n_validation=20, n_test=30):
 
 def test_an_in_memory_source_validates_on_the_jobs_fold_and_never_touches_the_test_split():
     options = PipelineOptions(batch_size=10)
-    with folding(CvConfig(name="kfold", folds=4, fold=1), seed=0):
-        data = from_arrays(splits(), [4], 2, options, "none", named="rows", source="rng")
+    folding = PipelineOptions(batch_size=10, fold={"folds": 4, "fold": 1, "seed": 0, "stratified": True})  # as run
+    data = from_arrays(splits(), [4], 2, folding, "none", named="rows", source="rng")
     plain = from_arrays(splits(), [4], 2, options, "none", named="rows", source="rng")
     assert data.folded and not plain.folded
     assert (data.num_train, data.num_validation, data.num_test) == (75, 25, 30)  # 100 pooled, a quarter held out
@@ -57,8 +57,9 @@ def test_an_in_memory_source_validates_on_the_jobs_fold_and_never_touches_the_te
 def test_a_source_that_validates_on_its_test_split_is_refused():
     same = splits()
     same["validation"] = same["test"]
-    with folding(CvConfig(name="kfold", folds=3, fold=0), seed=0), pytest.raises(DataError, match="trained on"):
-        from_arrays(same, [4], 2, PipelineOptions(batch_size=10), "none", named="rows", source="rng")
+    with pytest.raises(DataError, match="trained on"):
+        from_arrays(same, [4], 2, PipelineOptions(batch_size=10, fold=Fold(folds=3, fold=0, seed=0)), "none",
+                    named="rows", source="rng")
 
 
 def test_a_streamed_source_is_refused_with_the_sources_that_fold():
@@ -107,8 +108,7 @@ def test_sample_weights_stay_with_their_rows_through_the_folds():
     weighed = splits()
     for split in weighed.values():
         split.w = split.x[:, 1].copy()  # each row's weight is its own second feature
-    with folding(CvConfig(name="kfold", folds=4, fold=2), seed=0):
-        cut = folded(weighed, "classification")
+    cut = folded(weighed, "classification", Fold(folds=4, fold=2, seed=0))
     for name in ("train", "validation"):
         assert np.array_equal(cut[name].w, cut[name].x[:, 1])
     assert len(cut["train"].w) + len(cut["validation"].w) == 100 and cut["test"] is weighed["test"]

@@ -116,3 +116,16 @@ def test_a_text_table_larger_than_the_budget_streams_its_texts(tmp_path):
             read[text.numpy().decode()] = int(label)
     assert sorted(read) == sorted(texts)  # every row once, across the three splits
     assert all(label == (1 if text.startswith("great") else 0) for text, label in read.items())
+
+
+def test_a_table_that_would_stream_is_refused_by_a_k_fold_job_before_training(tmp_path):
+    path = tmp_path / "t.csv"
+    write_table(path, 300)
+    fold = {"folds": 3, "fold": 0, "seed": 0, "stratified": True}  # as the run hands a cv=kfold job's fold
+    with pytest.raises(DataError) as caught:
+        csv(str(path), "label", [2], 2, batch_size=16, seed=0, cache_budget="1KiB", fold=fold)
+    assert str(caught.value) == (f"DataError: cv=kfold cuts folds from a table held in memory, and {path} (3.5 KiB) "
+                                 "is more than data.cache_budget allows (1.0 KiB, data.cache_budget=1KiB): it would "
+                                 "stream.\n  Fix: a data.cache_budget of 3.5 KiB or more (if memory holds it), or "
+                                 "cv=none")
+    assert csv(str(path), "label", [2], 2, batch_size=16, seed=0, fold=fold).folded  # in memory: folded

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tfx_hydra.cv import Fold
 from tfx_hydra.data import cache as caching
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.validation import require_bool, require_choice, require_positive_or_auto
@@ -33,8 +34,11 @@ class PipelineOptions:
     check_finite: bool = True  # NaN/inf inputs are a DataError before training (false: let them through)
     check_finite_batches: int | None = 10  # streamed sources: the first N batches of each split (null: all)
     class_names: tuple[str, ...] | None = None  # the classes' names in index order (null: the data's, or numbered)
+    fold: Any = None  # a cv=kfold job's fold (cv.Fold, or its fields as the run hands them); None: the splits as read
 
     def __post_init__(self) -> None:
+        if self.fold is not None and not isinstance(self.fold, Fold):
+            object.__setattr__(self, "fold", Fold(**dict(self.fold)))  # as Hydra hands it over: a mapping
         require_choice("data.shard_policy", self.shard_policy, SHARD_POLICIES)
         caching.check_options(self.cache, self.cache_budget, self.cache_dir)
         for key in ("prefetch", "map_parallelism"):

@@ -160,7 +160,7 @@ def from_arrays(splits: dict[str, Split], input_shape, num_classes, options: Pip
 
     task = get_task(task) if isinstance(task, str) else task
     as_read = splits
-    splits = folded(splits, task.name)  # this job's fold of a cv=kfold sweep; else as they are
+    splits = folded(splits, task.name, options.fold)  # a cv=kfold job's fold; else as they are
     if options.limit is not None:
         splits["train"] = splits["train"].first(options.limit)
     text = splits["train"].x.dtype.kind in "OUS"  # raw strings: no scaling, no float cast

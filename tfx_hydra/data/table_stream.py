@@ -92,6 +92,10 @@ def streams(table: Table, rows: int, options) -> str | None:
     size = table.held(rows)
     if size <= allowed:
         return None
+    if options.fold is not None:
+        raise DataError(f"cv=kfold cuts folds from a table held in memory, and {table.path} ({sized(size)}) is more "
+                        f"than data.cache_budget allows ({sized(allowed)}, {how}): it would stream.",
+                        fix=f"a data.cache_budget of {sized(size)} or more (if memory holds it), or cv=none")
     return (f"the table streams from its file: {sized(size)} {'in memory' if table.text_inputs else 'as float32'} "
             f"is more than {sized(allowed)} ({how})")
 
