@@ -80,9 +80,11 @@ def test_every_config_group_has_the_module_of_its_name():
         assert (PACKAGE / f"{name}.py").exists() or (PACKAGE / name / "__init__.py").exists(), group
 
 
-@pytest.mark.parametrize("group", ["data", "export"])
-def test_every_data_source_and_exporter_lives_in_the_module_of_its_option(group):
-    """One option, one file: conf/data/csv.yaml builds tfx_hydra/data/csv.py's factory."""
+@pytest.mark.parametrize("group", ["data", "export", "model"])
+def test_every_data_source_exporter_and_model_lives_in_the_module_of_its_option(group):
+    """One option, one file, named as the option is typed: conf/data/csv.yaml builds tfx_hydra/data/csv.py's
+    factory, model=cnn tfx_hydra/models/cnn.py's; a preset of another option (model=hub_mobilenet_v3 is
+    model=hub with a handle) builds that option's."""
     from hydra.utils import get_object
 
     checked = 0
@@ -90,8 +92,11 @@ def test_every_data_source_and_exporter_lives_in_the_module_of_its_option(group)
         target = (yaml.safe_load(option.read_text()) or {}).get("_target_")
         if target is None:  # an option that inherits another's factory (mnist: keras) or selects none
             continue
+        builder = target.rsplit(".", 1)[-1]
+        own = option.stem if builder == option.stem or not (option.parent / f"{builder}.yaml").exists() else builder
         source = Path(inspect.getsourcefile(get_object(target)))
-        assert source == PACKAGE / group / f"{option.stem}.py", f"{group}={option.stem}: {target} is in {source}"
+        folder = MODULE_OF_GROUP.get(group, group)
+        assert source == PACKAGE / folder / f"{own}.py", f"{group}={option.stem}: {target} is in {source}"
         checked += 1
     assert checked >= 5
 
@@ -111,6 +116,16 @@ def test_sweep_code_lives_under_sweeps_only():
         assert "mlflow.parentRunId" not in text, f"{name} spells the parent tag: ask sweeps.parent"
     queries = [name for name, path in modules().items() if "mlflow.parentRunId" in path.read_text()]
     assert queries == ["tfx_hydra.sweeps.parent"]  # one place holds the query for a parent's children
+
+
+def test_training_imports_nothing_of_the_search():
+    """The search is a client of training: it hands the trainer its pruning callback; the trainer, the callbacks
+    and the backups never reach into sweeps/."""
+    training = {name: path for name, path in modules().items()
+                if name in ("tfx_hydra.trainer", "tfx_hydra.backups") or name.startswith("tfx_hydra.callbacks")}
+    assert len(training) > 5
+    for name, path in training.items():
+        assert not {m for m in imports_of(path) if m.startswith("tfx_hydra.sweeps")}, name
 
 
 def test_tracking_imports_no_step():

@@ -1,11 +1,16 @@
 """models: Keras model builders, one per option in conf/model/.
 
-    small.py       built from scratch: mlp (the seed's), cnn, resnet_small
-    pretrained.py  transfer learning: keras_app (keras.applications), hub (TF Hub handles),
-                   and what the fine-tuning phase needs (the backbone, unfreezing it)
+One option, one module, named as the option is typed (model=cnn -> cnn.py):
+    mlp.py            the seed's MLP            cnn.py           a small conv net
+    resnet_small.py   a small ResNet            keras_app.py     a keras.applications backbone, new head
+    hub.py            a TF Hub backbone (hub, hub_efficientnet_b0, hub_mobilenet_v3 are its presets)
+    text_baseline.py  TextVectorization + embeddings on raw strings
+    hub_text.py       a TF Hub text encoder and its preprocessing model (the BERT family)
+What they share:
+    blocks.py      image inputs, conv and residual blocks
+    backbone.py    what the fine-tuning phase needs (the backbone layer, unfreezing it), weights files
+    text.py        raw-string inputs, TensorFlow Text's ops
     layers.py      HubLayer (a Keras 3 layer around hub.load; hub.KerasLayer is Keras 2 only), Preprocess
-    text.py        text_baseline (TextVectorization + embeddings), hub_text (a TF Hub encoder and its
-                   preprocessing model, the BERT family): they take raw strings
     heads.py       the task's output layer; a regression's targets put back in their units
     adapt.py       preprocessing layers (a vocabulary) adapted on the training split alone
 
@@ -15,9 +20,14 @@ scope. Whatever the precision policy, the last layer computes in float32
 cross-entropy needs. Keras is imported inside the builders (validation must not pay for it).
 """
 
-from tfx_hydra.models.pretrained import BACKBONE, hub, keras_app, require_backbone, unfreeze_backbone
-from tfx_hydra.models.small import cnn, mlp, resnet_small
-from tfx_hydra.models.text import hub_text, text_baseline
+from tfx_hydra.models.backbone import BACKBONE, require_backbone, unfreeze_backbone
+from tfx_hydra.models.cnn import cnn
+from tfx_hydra.models.hub import hub
+from tfx_hydra.models.hub_text import hub_text
+from tfx_hydra.models.keras_app import keras_app
+from tfx_hydra.models.mlp import mlp
+from tfx_hydra.models.resnet_small import resnet_small
+from tfx_hydra.models.text_baseline import text_baseline
 
 __all__ = ["BACKBONE", "cnn", "count_params", "hub", "hub_text", "keras_app", "mlp", "require_backbone",
            "resnet_small", "text_baseline", "unfreeze_backbone"]
