@@ -19,6 +19,11 @@ from tfx_hydra.validation import require_interval
 
 log = logging.getLogger(__name__)
 
+
+class EndsTraining(Exception):
+    """Raised by a callback handed to training (a search's pruning) to end it for good: nothing will resume
+    the run, so its backups go with it."""
+
 FINETUNE_BACKUP = "finetune"  # phase two's backup, inside the run's backup folder
 
 

@@ -73,9 +73,9 @@ def run(cfg: DictConfig) -> float | list[float] | sweeps.PrunedResult | sweeps.W
         setup = Setup(hardware, policy, strategy, plan_batches(settings.trainer, hardware, strategy), chief)
         records.record_setup(tracker, setup, precision_warnings)
 
-        with cv.folding(settings.cv, settings.seed):  # a cv=kfold job's fold of the training and validation data
-            datasets = require_datasets(build(cfg.data, "data", batch_size=setup.plan.global_size), cfg.data._target_,
-                                        task.from_config(settings.task))
+        datasets = require_datasets(build(cfg.data, "data", batch_size=setup.plan.global_size,
+                                          **cv.data_arguments(settings.cv, settings.seed)),  # a k-fold job's fold
+                                    cfg.data._target_, task.from_config(settings.task))
         cv.require_folded(datasets, settings.cv, cfg.data._target_)
         setup = dataclasses.replace(setup, plan=steps_for_run(setup.plan, settings.trainer, datasets))
         records.record_batches(tracker, setup.plan)
@@ -89,7 +89,7 @@ def run(cfg: DictConfig) -> float | list[float] | sweeps.PrunedResult | sweeps.W
 
         try:
             history = trainer.fit_phases(model, datasets, cfg.optimizer, settings, setup, tracker, output_dir,
-                                         pruning=trial.epoch_reports() if trial else None)
+                                         handed=trial.training_callbacks() if trial else ())
         except sweeps.Pruned as pruned:  # the search's pruner stopped this trial: its epochs stay
             return trial.pruned(tracker, pruned)
         metrics = trainer.evaluate(model, datasets, history, tracker)

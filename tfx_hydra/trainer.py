@@ -14,11 +14,19 @@ import logging
 import os
 import time
 from contextlib import nullcontext
+from typing import Sequence
 
 from omegaconf import DictConfig
 
 from tfx_hydra import compiled, kept_weights
-from tfx_hydra.backups import FINETUNE_BACKUP, choose_backup_dir, finetuning_backup_exists, phase_backup, remove_backup
+from tfx_hydra.backups import (
+    FINETUNE_BACKUP,
+    EndsTraining,
+    choose_backup_dir,
+    finetuning_backup_exists,
+    phase_backup,
+    remove_backup,
+)
 from tfx_hydra.class_weight import class_weights
 from tfx_hydra.config import choice, users_code_error
 from tfx_hydra.console import native_lines_streamed
@@ -33,7 +41,6 @@ from tfx_hydra.optimizer import build_optimizer, finetune_learning_rate, peak_le
 from tfx_hydra.process import stopped_at_a_step
 from tfx_hydra.schemas import Settings, TrainerConfig
 from tfx_hydra.strategy import BatchPlan, Setup
-from tfx_hydra.sweeps.hparams_search.pruned import EpochReports, Pruned
 from tfx_hydra.tracking import Tracker
 from tfx_hydra.validation import require_interval
 
@@ -89,12 +96,12 @@ def compile_model(model, optimizer_cfg: DictConfig, settings: Settings, setup: S
 # --- fit, in phases ---------------------------------------------------------------------------
 
 def fit_phases(model, datasets, optimizer_cfg: DictConfig, settings: Settings, setup: Setup, tracker: Tracker,
-               output_dir: str, pruning: EpochReports | None = None):
+               output_dir: str, handed: Sequence = ()):
     """Train the head (trainer.epochs), then fine-tune (trainer.finetune_epochs); one history of both.
 
     Each phase backs up every epoch; a run killed in its fine-tuning phase resumes there (phase
-    one's result is in that phase's backup). The backups are removed once both phases are done,
-    or when a search's pruner stops the trial (`pruning`: its callback; a pruned trial never resumes)."""
+    one's result is in that phase's backup). The backups are removed once both phases are done, or when
+    a callback the caller handed in (`handed`: a search's pruning) ends training for good (EndsTraining)."""
     trainer = settings.trainer
     if trainer.finetune_epochs:  # said now, not after the first phase's training
         require_backbone(model)
@@ -104,16 +111,16 @@ def fit_phases(model, datasets, optimizer_cfg: DictConfig, settings: Settings, s
     weights = class_weights(trainer.class_weight, datasets, tracker)
     try:
         if not finetuning_backup_exists(backup_dir, trainer):
-            history = train(model, datasets, trainer, tracker, setup.plan, backup_dir, tensorboard_dir, pruning=pruning,
+            history = train(model, datasets, trainer, tracker, setup.plan, backup_dir, tensorboard_dir, handed=handed,
                             users=users, class_weight=weights)
         if trainer.finetune_epochs:
             with setup.strategy.scope():
                 start_finetuning(model, optimizer_cfg, settings, setup, tracker, datasets.num_train)
             history = merge_histories(history, train(model, datasets, trainer, tracker, setup.plan,
                                                      os.path.join(backup_dir, FINETUNE_BACKUP), tensorboard_dir,
-                                                     phase=FINETUNE_PHASE, pruning=pruning, users=users,
+                                                     phase=FINETUNE_PHASE, handed=handed, users=users,
                                                      class_weight=weights))
-    except Pruned:
+    except EndsTraining:
         remove_backup(backup_dir, setup.chief)
         raise
     remove_backup(backup_dir, setup.chief)
@@ -127,11 +134,11 @@ def fit_phases(model, datasets, optimizer_cfg: DictConfig, settings: Settings, s
 
 def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: BatchPlan | None = None,
           backup_dir: str | None = None, tensorboard_dir: str | None = None, phase: str = TRAIN_PHASE,
-          pruning: EpochReports | None = None, users: list | None = None, class_weight: dict | None = None):
+          handed: Sequence = (), users: list | None = None, class_weight: dict | None = None):
     """One phase's model.fit, with the callbacks in the order their work needs (see callbacks/).
     phase="finetune" runs trainer.finetune_epochs more epochs, numbered on from the first phase.
-    `pruning` (a search trial's EpochReports): its TrialPruning goes after tracking, so a pruned
-    epoch is in MLflow too. `users`: trainer.callbacks, built; they run after ours. `class_weight`: each
+    `handed`: callbacks the caller adds (a search trial's pruning), after tracking, so an epoch that ends
+    training is in MLflow too. `users`: trainer.callbacks, built; they run after ours. `class_weight`: each
     class's weight in the training loss (class_weight.py)."""
     import keras
     import tensorflow as tf
@@ -149,7 +156,8 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
         cb.MissedInterrupt(),  # a Ctrl-C lost in a finalizer, raised again at the batch's end
         *([progress] if progress else []),  # gone before the epoch's line
         cb.NonFiniteGuard(steps, backup_dir if trainer.backup else None),
-        waiting := cb.InputWait(datasets.cache.startswith(("cache: memory", "cache: disk"))),  # the line says it
+        waiting := cb.InputWait(datasets.cache.startswith(("cache: memory", "cache: disk")),  # the line says it
+                                datasets.train.element_spec, plan.global_size if plan else 32),
         cb.EpochClock(datasets.num_train, epochs, trainer.verbose),
     ]
     every_seconds, every_steps = require_interval("trainer.log_every", trainer.log_every)
@@ -170,11 +178,7 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
         callbacks.append(phase_backup(backup_dir, trainer, phase, datasets.num_train, plan, tracker))
     # last: MLflow gets an epoch once it is backed up (a kill in between is caught up on resume)
     callbacks.append(keras.callbacks.LambdaCallback(on_epoch_end=tracker.log_epoch))
-    if pruning is not None:
-        from tfx_hydra.sweeps.hparams_search.trial_pruning import TrialPruning
-
-        callbacks.append(TrialPruning(pruning.trial, pruning.metric))
-    callbacks += users or []
+    callbacks += [*handed, *(users or [])]
     build_before_first_trace(model, datasets.train)  # one trace of the train step, not two
     if trainer.check_numerics:  # before fit traces its step function: every op of it gets a check
         tf.debugging.enable_check_numerics()

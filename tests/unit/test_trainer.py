@@ -141,34 +141,35 @@ def pruning_study(tmp_path, lower: float):
 
 
 def test_a_pruned_trial_stops_after_the_epoch_its_pruner_judged_and_the_epoch_is_tracked(data, tmp_path):
-    from tfx_hydra.sweeps.hparams_search.pruned import EpochReports, Pruned
+    from tfx_hydra.sweeps.hparams_search.pruned import Pruned
+    from tfx_hydra.sweeps.hparams_search.trial_pruning import TrialPruning
 
     study, trial = pruning_study(tmp_path, lower=2.0)  # no accuracy reaches 2: pruned at the first epoch
     trainer = TrainerConfig(epochs=4, verbose=False, early_stopping=EarlyStoppingConfig(enabled=True, patience=1))
     tracker = RecordingTracker()
     with pytest.raises(Pruned) as pruned:
-        train(compiled(trainer), data, trainer, tracker, pruning=EpochReports(trial, "val_accuracy"))
+        train(compiled(trainer), data, trainer, tracker, handed=[TrialPruning(trial, "val_accuracy")])
     assert pruned.value.epoch == 0 and len(tracker.epochs) == 1  # the pruned epoch reached tracking first
     assert study.trials[0].intermediate_values == {0: pytest.approx(pruned.value.value)}
 
 
 def test_an_unpruned_trial_reports_every_epoch_beside_early_stopping(data, tmp_path):
-    from tfx_hydra.sweeps.hparams_search.pruned import EpochReports
+    from tfx_hydra.sweeps.hparams_search.trial_pruning import TrialPruning
 
     study, trial = pruning_study(tmp_path, lower=-1.0)  # never prunes
     trainer = TrainerConfig(epochs=3, verbose=False, early_stopping=EarlyStoppingConfig(enabled=True, patience=5))
-    history = train(compiled(trainer), data, trainer, RecordingTracker(), pruning=EpochReports(trial, "val_accuracy"))
+    history = train(compiled(trainer), data, trainer, RecordingTracker(), handed=[TrialPruning(trial, "val_accuracy")])
     reported = study.trials[0].intermediate_values
     assert list(reported) == [0, 1, 2] and reported[2] == pytest.approx(history.history["val_accuracy"][-1])
 
 
 def test_pruning_on_a_metric_no_epoch_logs_says_so_at_the_first_epoch(data, tmp_path):
-    from tfx_hydra.sweeps.hparams_search.pruned import EpochReports
+    from tfx_hydra.sweeps.hparams_search.trial_pruning import TrialPruning
 
     _, trial = pruning_study(tmp_path, lower=-1.0)
     trainer = TrainerConfig(epochs=2, verbose=False)
     with pytest.raises(ConfigError, match=r"sweep.metric=test_accuracy is not logged after each epoch"):
-        train(compiled(trainer), data, trainer, RecordingTracker(), pruning=EpochReports(trial, "test_accuracy"))
+        train(compiled(trainer), data, trainer, RecordingTracker(), handed=[TrialPruning(trial, "test_accuracy")])
 
 
 def test_check_numerics_is_off_again_once_its_run_ends(data):

@@ -1,17 +1,19 @@
-"""What the trainer and a search's trial hand each other: the trial to report each epoch to, the
-exception that ends a pruned trial's training, and what its job returns.
+"""What a search's trial and the run hand each other: the exception that ends a pruned trial's training (a
+kind of training's own EndsTraining, so the trainer removes the backups without knowing about searches),
+and what its job returns.
 
-A module of its own, importing nothing: the pruning callback (trial_pruning.py), the
-trainer and the run all name these without importing Optuna or the rest of the search.
+A module of its own, importing no Optuna: the pruning callback (trial_pruning.py) and the run name these
+without importing the rest of the search.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from tfx_hydra.backups import EndsTraining
 
 
-class Pruned(Exception):
+class Pruned(EndsTraining):
     """Raised by the pruning callback at the end of the epoch after which the pruner stopped the trial."""
 
     def __init__(self, epoch: int, value: float) -> None:
@@ -26,12 +28,3 @@ class PrunedResult:
     trial: int
     epochs: int
     value: float
-
-
-@dataclass
-class EpochReports:
-    """What the trainer needs to report a trial's epochs (trial_pruning.py): its live
-    Optuna trial and the metric it reports."""
-
-    trial: Any
-    metric: str

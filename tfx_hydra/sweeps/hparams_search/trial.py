@@ -23,7 +23,7 @@ from typing import Iterator
 from omegaconf import DictConfig
 
 from tfx_hydra.metrics import epoch_names
-from tfx_hydra.sweeps.hparams_search.pruned import EpochReports, Pruned, PrunedResult
+from tfx_hydra.sweeps.hparams_search.pruned import Pruned, PrunedResult
 
 log = logging.getLogger(__name__)
 STATE_TAG, TRIAL_TAG, EPOCHS_TAG = "optuna.state", "optuna.trial", "epochs_trained"
@@ -55,13 +55,15 @@ class LiveTrial:
     def number(self) -> int:
         return self.settings.trial
 
-    def epoch_reports(self) -> EpochReports | None:
-        """What the trainer reports each epoch to (the dashboard's curves; the pruner's judgement).
-        None for a multi-objective search (Optuna takes no per-epoch reports there) and, with
-        pruner=none, for a metric that is not logged per epoch."""
+    def training_callbacks(self) -> list:
+        """What the trial hands training: TrialPruning, which reports each epoch (the dashboard's curves; the
+        pruner's judgement). None for a multi-objective search (Optuna takes no per-epoch reports there)
+        and, with pruner=none, for a metric that is not logged per epoch."""
         if self.multi_objective or (self.settings.pruner == "none" and self.metric not in self.per_epoch):
-            return None
-        return EpochReports(self.trial, self.metric)
+            return []
+        from tfx_hydra.sweeps.hparams_search.trial_pruning import TrialPruning  # Keras: only once training
+
+        return [TrialPruning(self.trial, self.metric)]
 
     def leads(self, objective: float | list[float], tracker) -> bool:
         """Whether this trial's plots and exports are worth their time (hparams_search.trial_artifacts=
