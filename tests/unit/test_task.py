@@ -81,6 +81,16 @@ def test_an_array_label_that_is_not_a_class_index_is_named():
         get("classification").labels(np.array([0, 1.5, 2]), "test", 3)
 
 
+@pytest.mark.parametrize("task, fix", [("classification", "task=multilabel for several labels per example"),
+                                       ("binary", "task=multilabel for several 0/1 labels per example")])
+def test_several_labels_per_example_under_a_one_label_task_is_one_wording(task, fix):
+    with pytest.raises(DataError) as caught:
+        get(task).labels(np.zeros((4, 3)), "train", 2)
+    assert str(caught.value).startswith(f"DataError: task={task}: the train split's labels have shape [4, 3]: "
+                                        f"expected one label per example.\n  Fix: {fix}")
+    assert get(task).labels(np.zeros((4, 1)), "train", 2).shape[0] == 4  # a column of one is one label each
+
+
 def test_labels_that_read_as_a_quantity_point_to_regression_not_to_more_classes():
     """Integer labels with many distinct values and few examples each (a price, a dose) under task=classification:
     the fix is task=regression first; a few classes over the declared number still get data.num_classes."""

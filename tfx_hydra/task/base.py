@@ -121,3 +121,14 @@ def require_numbers(task: str, y: np.ndarray, split: str, first_row: int | None,
             except (TypeError, ValueError):
                 raise row_error(task, split, row, first_row, f"has label {cell!r}, not a number", fix) from None
     return y.astype("float64")
+
+
+def one_label_each(task: str, y: np.ndarray, split: str, fix: str) -> np.ndarray:
+    """One label per example (a column of one is one): the labels as a vector, or one DataError in one wording
+    for the tasks that take a single label (classification: a class index; binary: 0 or 1)."""
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y.reshape(-1)
+    if y.ndim != 1:
+        raise DataError(f"task={task}: the {split} split's labels have shape {list(y.shape)}: expected one label per "
+                        "example.", fix=fix)
+    return y

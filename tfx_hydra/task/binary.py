@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from tfx_hydra.task.base import Thresholded, name_of_index, require_numbers, row_error
+from tfx_hydra.task.base import Thresholded, name_of_index, one_label_each, require_numbers, row_error
 
 
 class Binary(Thresholded):
@@ -24,12 +24,7 @@ class Binary(Thresholded):
     def labels(self, y, split, width, first_row=None):
         y = require_numbers(self.name, np.asarray(y), split, first_row,
                             fix="labels 0 and 1 (task=classification for names)")
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = y.reshape(-1)
-        if y.ndim != 1:
-            raise row_error(self.name, split, 0, first_row,
-                            f"has {y.shape[1]} labels; a binary task has one (0 or 1)",
-                            fix="task=multilabel for several 0/1 labels per example")
+        y = one_label_each(self.name, y, split, fix="task=multilabel for several 0/1 labels per example")
         wrong = np.flatnonzero((y != 0) & (y != 1))
         if len(wrong):
             row = int(wrong[0])

@@ -10,7 +10,7 @@ import os
 import numpy as np
 
 from tfx_hydra.errors import DataError
-from tfx_hydra.task.base import Task, name_of_index, require_numbers, row_error
+from tfx_hydra.task.base import Task, name_of_index, one_label_each, require_numbers, row_error
 
 
 class Classification(Task):
@@ -26,12 +26,8 @@ class Classification(Task):
     def labels(self, y, split, width, first_row=None):
         y = require_numbers(self.name, np.asarray(y), split, first_row,
                             fix="class indices 0..n-1, or class names in a CSV")
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = y.reshape(-1)
-        if y.ndim != 1:
-            raise DataError(f"task=classification: the {split} split's labels have shape {list(y.shape)}: expected "
-                            "one class index per example.",
-                            fix="task=multilabel for several labels per example, task=regression for numbers")
+        y = one_label_each(self.name, y, split, fix="task=multilabel for several labels per example, "
+                           "task=regression for numbers")
         fractional = np.flatnonzero(y != np.round(y))
         if len(fractional):
             row = int(fractional[0])
