@@ -288,3 +288,24 @@ def test_the_time_left_counts_this_epoch_at_its_pace_and_later_ones_as_long_as_t
     assert time_left(100, 400, 30.0, epoch=0, epochs=2, epoch_seconds=None) == (90.0, 90.0 + 120.0)  # as this one
     assert time_left(0, 400, 0.0, 0, 2, None) is None and time_left(5, None, 1.0, 0, 2, None) is None
     assert [short_duration(s) for s in (45, 1212, 10920)] == ["45s", "20m 12s", "3h 02m"]
+
+
+def test_input_wait_measures_no_call_whose_batches_would_cost_too_much_memory():
+    """A measured call holds its batches (and their joined copy): 64 MiB at most, else the run is not measured."""
+    import keras
+    import tensorflow as tf
+
+    from tfx_hydra.callbacks import InputWait
+
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])
+    model.compile("adam", "mse", steps_per_execution=16)
+    label = tf.TensorSpec((None,), tf.int64)
+    images = InputWait(spec=(tf.TensorSpec((None, 128, 128, 3), tf.float32), label), batch_size=32)
+    rows = InputWait(spec=(tf.TensorSpec((None, 8), tf.float32), label), batch_size=32)
+    for callback in (images, rows):
+        callback.set_model(model)
+        callback.on_train_begin()
+        callback.on_train_end()  # Keras' own train function is put back
+    assert model.train_function is None or model.train_function not in (images._timed, rows._timed)
+    assert images._call_bytes() == (128 * 128 * 3 * 4 + 8) * 32 * 16 and not images._measuring  # 96 MiB
+    assert rows._call_bytes() == (8 * 4 + 8) * 32 * 16 and rows._measuring

@@ -6,8 +6,10 @@ MEASURED_EVERY: not after an epoch too short to judge) the batches are taken fro
 is timed alone (Keras' own train function, fed the batches taken through an iterator of the same kind:
 `ready_iterator`), which gives the epoch's compute per step. The epoch's wait is then its steps' time less their
 compute: `input_wait` = 1 - compute x steps / the steps' time, logged per epoch. Fit's first call traces the step:
-only its wait for data counts (a shuffle buffer's first fill, say). When it passes INPUT_BOUND the epoch's line
-says so with the levers that fit, and the run's summary says it once. An epoch whose steps took under MIN_SECONDS,
+it is not timed. When it passes INPUT_BOUND the epoch's line says so with the levers that fit, and the run's
+summary says it once. A measured call holds its batches in memory at once (and their joined copy): a run whose
+call's batches take more than MEASURED_BYTES (160x160 images under 64 steps per call: 600 MiB) is not measured,
+rather than pay that memory (trainer.steps_per_execution=8 measures it). An epoch whose steps took under MIN_SECONDS,
 or of fewer calls than it takes to measure (the digits under steps_per_execution), logs no `input_wait`: where
 waiting could matter, epochs are longer. Nor does a run under a distribution strategy of several replicas or
 workers: they step in lockstep, and a call measured on one and not on another would break it.
@@ -26,6 +28,7 @@ INPUT_BOUND = 0.2  # above it, the epoch (and the run) says the pipeline binds
 MEASURED_CALLS = (2,)  # the calls of an epoch timed without their wait, near its start...
 MEASURED_EVERY = 100  # ...and every 100th: a measured call of 64 steps costs ~40 ms more (its batches taken one by
 # one in Python), 3 % of the seed MLP's 1.3 s epoch: so measured only where an epoch is long enough to be judged
+MEASURED_BYTES = 64 << 20  # the most a measured call's batches may take (the joined copy doubles it)
 MIN_SECONDS = 2.0  # an epoch whose steps took less is not judged: a few clock reads' noise would be its figure
 LEVERS = ("data.map_parallelism=auto", "data.prefetch=auto", "TFRecords for many small files (python -m "
           "tfx_hydra.data.to_tfrecord)")
@@ -40,8 +43,9 @@ def input_bound_note(share: float | None) -> str:
 class InputWait(keras.callbacks.Callback):
     """Measures each epoch's `input_wait` (see the module's docstring); `said` is the run's one line, if any."""
 
-    def __init__(self, cached: bool = False) -> None:
+    def __init__(self, cached: bool = False, spec=None, batch_size: int = 32) -> None:
         super().__init__()
+        self.spec, self.batch_size = spec, batch_size  # the training batches': what a measured call holds
         self.levers = LEVERS if cached else (CACHE_LEVER, *LEVERS)  # `cached`: the splits already are
         self.worst: tuple[float, int] | None = None  # the most input-bound epoch's (share, epoch)
         self._real = None
@@ -59,6 +63,7 @@ class InputWait(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         self._real = self.model.train_function
         self.model.train_function = self._timed
+        self._measuring = self._measuring and self._call_bytes() <= MEASURED_BYTES
 
     def on_train_end(self, logs=None):
         if self._real is not None and self.model.train_function == self._timed:
@@ -82,9 +87,9 @@ class InputWait(keras.callbacks.Callback):
         if not isinstance(iterator, tf.data.Iterator):  # a distributed one: replicas (and workers) step together, and
             return self._real(iterator)  # a call measured on one and not another would break their lockstep
         self._calls += 1
-        if not self._traced:  # its step is traced: its data's wait counts, its step's time does not
+        if not self._traced:  # its step is traced: not a figure of the data's wait, nor of the step's
             self._traced = True
-            return self._measured(iterator, tracing=True)
+            return self._real(iterator)
         if self._measuring and (self._calls in MEASURED_CALLS or self._calls % MEASURED_EVERY == 0):
             return self._measured(iterator)
         started = time.perf_counter()
@@ -93,8 +98,8 @@ class InputWait(keras.callbacks.Callback):
         self._steps += self._per_call
         return outputs
 
-    def _measured(self, iterator, tracing: bool = False):
-        """A call whose batches are taken before its step is timed: the step's compute alone (unless `tracing`)."""
+    def _measured(self, iterator):
+        """A call whose batches are taken before its step is timed: the step's compute alone."""
         started = time.perf_counter()
         batches = []
         for _ in range(self._per_call):
@@ -109,13 +114,18 @@ class InputWait(keras.callbacks.Callback):
         outputs = self._real(ready)
         keras.ops.convert_to_numpy(next(iter(outputs.values())))  # done, not only queued (a GPU runs ahead)
         ended = time.perf_counter()
-        if tracing:
-            self._seconds += taken - started
-            return outputs
         self._compute.append((ended - taken, len(batches)))
         self._seconds += ended - started
         self._steps += len(batches)
         return outputs
+
+    def _call_bytes(self) -> int:
+        """What one call's batches take, from the training data's spec (text counts nothing: its size varies)."""
+        if self.spec is None:
+            return 0
+        example = sum(int(s.shape[1:].num_elements() or 0) * s.dtype.size for s in tf.nest.flatten(self.spec)
+                      if s.dtype != tf.string and s.shape[1:].is_fully_defined())
+        return example * self.batch_size * self._per_call
 
     @property
     def _per_call(self) -> int:
