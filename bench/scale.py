@@ -9,16 +9,17 @@ Parts:
     images    an image folder of JPEGs (--images, --size px, 10 classes), model=cnn for --epochs: tfx_hydra
               (data=image_folder, the default cache=auto) vs image_dataset_from_directory and the same
               network written by hand (no cache, as Keras' guide has it)
-    tfrecord  --records dense records of 784 floats, and 10x that: a 2-batch run's wall time, when the
-              counts come from to_tfrecord's index, when they are counted (the first start), and from the
-              count cache (the starts after); vs tf.data reading 2 batches
+    tfrecord  --records dense records of 784 floats, and 10x that: a 2-batch run's wall time (the median of 3),
+              when the counts come from to_tfrecord's index, when they are counted (the first start), and
+              from the count cache (the starts after); vs tf.data reading 2 batches; at 10x, a training
+              epoch's examples/s, streamed, vs TFRecordDataset by hand
     cifar     a CIFAR-shaped folder: --cifar PNGs of 32x32 in 10 classes, model=cnn for one epoch, the same
               comparison as images
-    csv       --rows x 20 numeric columns, and 10x that: a 2-batch run's peak memory (in memory, and
+    csv       --rows x 20 numeric columns, 10x and 100x that: a 2-batch run's peak memory (in memory, and
               streamed under a budget of a quarter of the table) against tfx_hydra's own on 1,000 rows and
               pyarrow's reader alone; at 10x, a training epoch's examples/s vs pandas + tf.data by hand
-    pipeline  a user's own from_pipelines source of --examples and 10x that: a 2-batch run's wall time vs
-              tf.data reading 2 batches by hand
+    pipeline  a user's own from_pipelines source of --examples, 10x and 100x that: a 2-batch run's wall time
+              vs tf.data reading 2 batches by hand; at 1x, a training epoch's examples/s vs the same by hand
 
 The process tree's memory is sampled every 50 ms (psutil), children included.
 """
@@ -174,7 +175,14 @@ print(f"{{{count} / (time.perf_counter() - started):,.0f}} ex/s")
 """
 
 
-def tfrecord(work: Path, count: int) -> dict:
+def median_seconds(command, repeat: int) -> float:
+    """The median wall time of `repeat` runs: single start-ups vary by seconds from run to run on a small VM."""
+    import statistics
+
+    return statistics.median(command()["seconds"] for _ in range(repeat))
+
+
+def tfrecord(work: Path, count: int, repeat: int = 3) -> dict:
     from tfx_hydra.data import record_index
 
     results = {}
@@ -183,14 +191,13 @@ def tfrecord(work: Path, count: int) -> dict:
         run = ["data=tfrecord", f"data.train_files={pattern}", "data.input_shape=[28,28]", "data.num_classes=10",
                "data.limit_batches=2", "data.cache=false", *COMMON]
         counted = tfx_hydra(run, work)  # the first start: counted once, kept in the count cache
-        cached = tfx_hydra(run, work)
+        cached = median_seconds(lambda: tfx_hydra(run, work), repeat)
         files = sorted(str(p) for p in (work / f"records{scale}x").glob("*.tfrecord"))
         record_index.write_index(str(work / f"records{scale}x"), record_index.known_counts(files))
-        indexed = tfx_hydra(run, work)  # as to_tfrecord leaves them: the index beside the files
-        keras = script(KERAS_RECORDS.format(pattern=pattern), work)
-        results[f"{scale}x"] = {"records": count * scale, "counted_s": counted["seconds"],
-                                "cached_s": cached["seconds"], "indexed_s": indexed["seconds"],
-                                "tf_data_s": keras["seconds"]}
+        indexed = median_seconds(lambda: tfx_hydra(run, work), repeat)  # as to_tfrecord leaves them: the index
+        keras = median_seconds(lambda: script(KERAS_RECORDS.format(pattern=pattern), work), repeat)
+        results[f"{scale}x"] = {"records": count * scale, "counted_s": counted["seconds"], "cached_s": cached,
+                                "indexed_s": indexed, "tf_data_s": keras}
         if scale == 10:  # a training epoch over every record, streamed (no cache) by both
             trained = tfx_hydra([*run[:4], "data.cache=false", "data.test_split=0.01", "data.validation_split=0.01",
                                  *COMMON, "trainer.epochs=2"], work)
@@ -233,7 +240,7 @@ print(f"{{len(x) / (time.perf_counter() - started):,.0f}} ex/s")
 """
 
 
-def csv(work: Path, rows: int, scales=(1, 10)) -> dict:
+def csv(work: Path, rows: int, scales=(1, 10, 100)) -> dict:
     """Peak memory of a 2-batch run (in memory, and streamed with a budget under the table's size) against
     tfx_hydra's own on a 1,000-row file (the process baseline), and a training epoch's examples/s against
     pandas + tf.data by hand (the whole file trained on by both: test_split=0 validation_split=0 is not
@@ -291,17 +298,37 @@ for batch in data.take(2):
 """
 
 
-def own_pipeline(work: Path, count: int) -> dict:
-    """A 2-batch run on a user's from_pipelines source of `count` and 10x `count` examples: start-up must not
-    grow with the pipeline's length (nothing read through before training), against tf.data by hand."""
+KERAS_OWN_TRAINED = """
+import time, keras, tensorflow as tf
+train = (tf.data.Dataset.range({count}).map(lambda i: (tf.random.stateless_normal([784], seed=tf.stack([i, 0])),
+                                                       i % 10), num_parallel_calls=tf.data.AUTOTUNE)
+         .shuffle(2048, seed=0).batch(32).prefetch(tf.data.AUTOTUNE))
+network = keras.Sequential([keras.Input((784,)), keras.layers.Dense(128, activation="relu"), keras.layers.Dropout(0.2),
+                            keras.layers.Dense(10, activation="softmax")])
+network.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
+network.fit(train.take(2), verbose=0)  # traced: the timed epoch is training alone, as tfx_hydra's epoch line is
+started = time.perf_counter()
+network.fit(train, epochs=1, verbose=0)
+print(f"{{{count} / (time.perf_counter() - started):,.0f}} ex/s")
+"""
+
+
+def own_pipeline(work: Path, count: int, scales=(1, 10, 100)) -> dict:
+    """A 2-batch run on a user's from_pipelines source of `count`, 10x and 100x `count` examples: start-up must
+    not grow with the pipeline's length (nothing read through before training), against tf.data by hand; at 1x,
+    a training epoch's examples/s beside the same pipeline trained by hand (neither cached)."""
     (work / "own_source.py").write_text(OWN_SOURCE)
+    source = ["data._target_=own_source.source", "data.num_classes=10", "data.input_shape=[784]", "data.cache=false"]
     results = {}
-    for scale in (1, 10):
-        ours = tfx_hydra(["data._target_=own_source.source", f"+data.count={count * scale}", "data.num_classes=10",
-                          "data.input_shape=[784]", "data.limit_batches=2", "data.cache=false", *COMMON], work)
+    for scale in scales:
+        ours = tfx_hydra([*source, f"+data.count={count * scale}", "data.limit_batches=2", *COMMON], work)
         keras = script(KERAS_OWN.format(count=count * scale), work)
         results[f"{scale}x"] = {"examples": count * scale, "seconds": ours["seconds"], "peak_mib": ours["peak_mib"],
                                 "tf_data_seconds": keras["seconds"]}
+    trained = tfx_hydra([*source, f"+data.count={count}", *COMMON, "trainer.epochs=2"], work)  # the 2nd: traced
+    by_hand = script(KERAS_OWN_TRAINED.format(count=count), work)
+    results["1x"] |= {"tfx_hydra_ex_per_s": examples_per_second(trained["output"]),
+                      "keras_ex_per_s": examples_per_second(by_hand["output"])}
     return results
 
 
@@ -327,11 +354,11 @@ def main() -> None:
         if "cifar" in parts:
             results["cifar"] = images(work, args.cifar, 32, 1, suffix="png")
         if "tfrecord" in parts:
-            results["tfrecord"] = tfrecord(work, args.records)
+            results["tfrecord"] = tfrecord(work, args.records, repeat=1 if args.quick else 3)
         if "csv" in parts:
-            results["csv"] = csv(work, args.rows)
+            results["csv"] = csv(work, args.rows, scales=(1, 10) if args.quick else (1, 10, 100))
         if "pipeline" in parts:
-            results["pipeline"] = own_pipeline(work, args.examples)
+            results["pipeline"] = own_pipeline(work, args.examples, scales=(1, 10) if args.quick else (1, 10, 100))
     for part, figures in results.items():
         print(f"{part}:")
         for key, value in figures.items():

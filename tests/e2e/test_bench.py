@@ -180,4 +180,5 @@ def test_scale_benchmark_runs_quick_on_a_users_own_pipeline(tmp_path):
     assert [figures[scale]["examples"] for scale in ("1x", "10x")] == [1_000, 10_000]
     for row in figures.values():
         assert row["seconds"] > row["tf_data_seconds"] * 0.5 and row["peak_mib"] > 300  # two real processes
+    assert figures["1x"]["tfx_hydra_ex_per_s"] > 0 and figures["1x"]["keras_ex_per_s"] > 0  # both trained an epoch
     assert "pipeline:" in done.stdout
