@@ -9,10 +9,10 @@ Parts:
     images    an image folder of JPEGs (--images, --size px, 10 classes), model=cnn for --epochs: tfx_hydra
               (data=image_folder, the default cache=auto) vs image_dataset_from_directory and the same
               network written by hand (no cache, as Keras' guide has it)
-    tfrecord  --records dense records of 784 floats, and 10x that: a 2-batch run's wall time (the median of 3),
-              when the counts come from to_tfrecord's index, when they are counted (the first start), and
-              from the count cache (the starts after); vs tf.data reading 2 batches; at 10x, a training
-              epoch's examples/s, streamed, vs TFRecordDataset by hand
+    tfrecord  --records dense records of 784 floats in 16 files, and 10x that: a 2-batch run's wall time
+              (the median of 3), when the counts come from to_tfrecord's index, when they are counted (the
+              first start), and from the count cache (the starts after); vs tf.data reading 2 batches; at
+              10x, a training epoch's examples/s, streamed, vs TFRecordDataset by hand
     cifar     a CIFAR-shaped folder: --cifar PNGs of 32x32 in 10 classes, model=cnn for one epoch, the same
               comparison as images
     csv       --rows x 20 numeric columns, 10x and 100x that: a 2-batch run's peak memory (in memory, and
@@ -132,7 +132,7 @@ def images(work: Path, count: int, size: int, epochs: int, suffix: str = "jpg") 
 
 # --- TFRecords -----------------------------------------------------------------------------------------
 
-def write_records(folder: Path, count: int, shards: int = 4) -> str:
+def write_records(folder: Path, count: int, shards: int = 16) -> str:
     """Dense records of 784 floats, as a user's own writer leaves them (no index)."""
     import tensorflow as tf
 

@@ -58,6 +58,23 @@ def test_to_tfrecord_writes_shards_and_the_config_that_reads_them(digits_tfrecor
     assert (data.num_train, data.num_validation, data.num_test) == (1293, 144, 360)
 
 
+def test_ten_or_more_training_files_carve_validation_and_test_as_whole_files_skipping_nothing(tmp_path, caplog):
+    """Carved by records, the training split would start by reading past the validation and test records; with
+    enough files they are whole files instead, drawn by the seed, and the training pipeline skips nothing."""
+    caplog.set_level("INFO")
+    assert to_tfrecord([str(tmp_path), "--shards", "12", "data=digits"]) == 0
+    train = str(tmp_path / "train-*.tfrecord")
+    data = tfrecord(train, None, [8, 8], 10, batch_size=32, seed=0, raw_scale=1 / 16)
+    assert "data: test is 2 whole files and validation is 1 whole file of the 12 training files (drawn by " \
+           "data.seed)" in caplog.text
+    assert data.reads["test"].details["files"] == 2 and data.reads["validation"].details["files"] == 1
+    assert data.num_train + data.num_validation + data.num_test == 1293  # every training record, once
+    graph = tf.raw_ops.DatasetToGraphV2(input_dataset=data.train._variant_tensor, external_state_policy=1)
+    assert b"SkipDataset" not in graph.numpy()
+    few = tfrecord(str(tmp_path / "train-0000[0-3]-*.tfrecord"), None, [8, 8], 10, batch_size=32, seed=0)
+    assert few.reads["test"].details["files"] == 4  # under 10 files: the first records, as before
+
+
 def test_tfrecord_reads_back_exactly_what_the_in_memory_source_gives(digits_tfrecords):
     files = {split: str(digits_tfrecords / f"{split}-*.tfrecord") for split in ("train", "validation", "test")}
     data = tfrecord(files["train"], files["test"], [8, 8], 10, batch_size=32, seed=0,

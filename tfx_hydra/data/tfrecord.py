@@ -2,7 +2,8 @@
 
 They stream (interleaved across files, parsed in parallel) and never need to fit in memory,
 which is the point of converting to them (`python -m tfx_hydra.data.to_tfrecord`). Splits
-without files of their own are carved off the training files' first records. The records per file
+without files of their own are whole training files where there are 10 or more (drawn by data.seed), else
+the training files' first records. The records per file
 come from an index or a cache (record_index.py), not from a pass over the files at every start.
 """
 
@@ -60,6 +61,7 @@ def tfrecord(train_files, test_files, input_shape, num_classes, batch_size, seed
                "validation": expand_globs("data.validation_files", validation_files) if validation_files else None,
                "test": expand_globs("data.test_files", test_files) if test_files else None}
     per_file = {name: record_counts(files) for name, files in sources.items() if files}
+    carve_whole_files(sources, per_file, validation_split, test_split, options.seed)
     counts = {name: sum(files) for name, files in per_file.items()}
     parse = example_parser(kind, inputs_key, label_key, spec, weight_key)
     check_first_example(sources["train"][0], parse, spec, inputs_key, label_key, weight_key)
@@ -96,7 +98,8 @@ def tfrecord(train_files, test_files, input_shape, num_classes, batch_size, seed
 
     def read(name: str, count: int) -> DataRead:
         """A carved split is a record range of the training files: the range enters its digest."""
-        files, pattern = (sources[name], globs[name]) if sources[name] else (sources["train"], train_files)
+        files, pattern = (sources[name], globs[name] or train_files) if sources[name] else (sources["train"],
+                                                                                           train_files)
         return files_read(name, os.path.basename(common_folder(files)) or "tfrecord",
                           ", ".join([pattern] if isinstance(pattern, str) else list(pattern)), files, count,
                           spec.input_shape, spec.num_classes, f"records {first[name]}..{first[name] + count}")
@@ -177,6 +180,34 @@ def require_finite_records(files: list[str], counts: list[int], parse, key: str,
     file_number = int(np.searchsorted(np.cumsum(counts), index, side="right"))
     record = index - sum(counts[:file_number])
     raise non_finite_example(f"{key}: record {record} of {files[file_number]}", value, position)
+
+
+WHOLE_FILES = 10  # training files from which the splits without files of their own are carved as whole files
+
+
+def carve_whole_files(sources: dict, per_file: dict, validation_split: float, test_split: float, seed) -> None:
+    """The splits without files of their own as whole training files, where there are WHOLE_FILES or more:
+    test_split of the files (at least one), then validation_split of the rest, drawn by `seed` (`sources` and
+    `per_file` updated in place). Carved by records instead (carve_splits), the training split would start by
+    reading past them: 30 % of the records before the first step."""
+    files, missing = sources["train"], [name for name in ("test", "validation") if not sources[name]]
+    if len(files) < WHOLE_FILES or not missing:
+        return
+    count = dict(zip(files, per_file["train"]))
+    order = [files[i] for i in np.random.default_rng(seed or 0).permutation(len(files))]
+    for name, fraction in (("test", test_split), ("validation", validation_split)):
+        if name in missing:
+            require_fraction(f"data.{name}_split", fraction)
+            take = max(1, int(round(len(order) * fraction)))
+            sources[name], order = sorted(order[:take]), order[take:]
+            per_file[name] = [count[f] for f in sources[name]]
+    if not order:
+        raise DataError(f"the training files ({len(files)}) are too few to carve validation and test files from.",
+                        fix="more files, or data.validation_files=... data.test_files=...")
+    sources["train"] = [f for f in files if f in set(order)]
+    per_file["train"] = [count[f] for f in sources["train"]]
+    log.info("data: " + " and ".join(f"{name} is {len(sources[name])} whole file{'s' * (len(sources[name]) > 1)}"
+                                     for name in missing) + f" of the {len(files)} training files (drawn by data.seed)")
 
 
 def carve_splits(counts: dict[str, int], validation_split: float, test_split: float) -> dict[str, int]:
