@@ -1,7 +1,8 @@
 """bench/scale.py: tfx_hydra against a hand-written Keras + tf.data script reading the same files, at 1x
-and 10x the data, in one run: peak memory of the process tree, wall time and examples/s.
+and 10x the data (100x where writing it is cheap), in one run: peak memory of the process tree, wall time
+and examples/s.
 
-    python bench/scale.py                       # every part at its default size (~25 min on 2 cores)
+    python bench/scale.py                       # every part at its default size (~40 min on 2 cores)
     python bench/scale.py --parts csv,tfrecord  # some of them
     python bench/scale.py --quick               # tiny sizes: that the script works, not figures
 
