@@ -159,6 +159,23 @@ for batch in data.take(2):
 """
 
 
+MLP_TRAINED_BY_HAND = """
+network = keras.Sequential([keras.Input(({inputs},)), keras.layers.Dense(128, activation="relu"),
+                            keras.layers.Dropout(0.2), keras.layers.Dense({classes}, activation="softmax")])
+network.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
+network.fit(train.take(2), verbose=0)  # traced: the timed epoch is training alone, as tfx_hydra's epoch line is
+started = time.perf_counter()
+network.fit(train, epochs=1, verbose=0)
+print(f"{{{count} / (time.perf_counter() - started):,.0f}} ex/s")
+"""
+
+
+def trained_by_hand(data: str, inputs: int, classes: int, count: str) -> str:
+    """A script that builds `train` (`data`), then trains tfx_hydra's default MLP on it by hand for one timed
+    epoch and prints its examples/s (`count`: the examples an epoch holds, as Python)."""
+    return data + MLP_TRAINED_BY_HAND.format(inputs=inputs, classes=classes, count=count)
+
+
 KERAS_RECORDS_TRAINED = """
 import glob, time, keras, tensorflow as tf
 features = {{"inputs": tf.io.FixedLenFeature([784], tf.float32), "label": tf.io.FixedLenFeature([], tf.int64)}}
@@ -166,13 +183,6 @@ files = sorted(glob.glob({pattern!r}))
 train = (tf.data.TFRecordDataset(files, num_parallel_reads=tf.data.AUTOTUNE).shuffle(2048, seed=0).batch(32)
          .map(lambda r: (lambda e: (e["inputs"], e["label"]))(tf.io.parse_example(r, features)),
               num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE))
-network = keras.Sequential([keras.Input((784,)), keras.layers.Dense(128, activation="relu"), keras.layers.Dropout(0.2),
-                            keras.layers.Dense(10, activation="softmax")])
-network.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
-network.fit(train.take(2), verbose=0)  # traced: the timed epoch is training alone, as tfx_hydra's epoch line is
-started = time.perf_counter()
-network.fit(train, epochs=1, verbose=0)
-print(f"{{{count} / (time.perf_counter() - started):,.0f}} ex/s")
 """
 
 
@@ -202,7 +212,8 @@ def tfrecord(work: Path, count: int, repeat: int = 3) -> dict:
         if scale == 10:  # a training epoch over every record, streamed (no cache) by both
             trained = tfx_hydra([*run[:4], "data.cache=false", "data.test_split=0.01", "data.validation_split=0.01",
                                  *COMMON, "trainer.epochs=2"], work)
-            by_hand = script(KERAS_RECORDS_TRAINED.format(pattern=pattern, count=count * scale), work)
+            records_by_hand = KERAS_RECORDS_TRAINED.format(pattern=pattern)
+            by_hand = script(trained_by_hand(records_by_hand, 784, 10, str(count * scale)), work)
             results["10x"] |= {"tfx_hydra_ex_per_s": examples_per_second(trained["output"]),
                                "keras_ex_per_s": examples_per_second(by_hand["output"])}
     return results
@@ -231,13 +242,6 @@ table = pd.read_csv({path!r}, engine="pyarrow", dtype="float32")
 x, y = table.drop(columns="label").to_numpy(), table["label"].to_numpy().astype("int64")
 x = (x - x.mean(axis=0)) / x.std(axis=0)
 train = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(2048, seed=0).batch(32).prefetch(tf.data.AUTOTUNE)
-network = keras.Sequential([keras.Input((20,)), keras.layers.Dense(128, activation="relu"), keras.layers.Dropout(0.2),
-                            keras.layers.Dense(2, activation="softmax")])
-network.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
-network.fit(train.take(2), verbose=0)  # traced: the timed epoch is training alone, as tfx_hydra's epoch line is
-started = time.perf_counter()
-network.fit(train, epochs=1, verbose=0)
-print(f"{{len(x) / (time.perf_counter() - started):,.0f}} ex/s")
 """
 
 
@@ -265,7 +269,7 @@ def csv(work: Path, rows: int, scales=(1, 10, 100)) -> dict:
                    "pyarrow_peak_mib": arrow["peak_mib"], "pyarrow_seconds": arrow["seconds"]}
         if scale == 10:
             trained = tfx_hydra([*run, f"data.path={path}", "trainer.epochs=2"], work)  # the 2nd: traced
-            keras = script(KERAS_CSV.format(path=str(path)), work)
+            keras = script(trained_by_hand(KERAS_CSV.format(path=str(path)), 20, 2, "len(x)"), work)
             figures |= {"tfx_hydra_ex_per_s": examples_per_second(trained["output"]),
                         "keras_ex_per_s": examples_per_second(keras["output"])}
         results[f"{scale}x"] = figures
@@ -304,13 +308,6 @@ import time, keras, tensorflow as tf
 train = (tf.data.Dataset.range({count}).map(lambda i: (tf.random.stateless_normal([784], seed=tf.stack([i, 0])),
                                                        i % 10), num_parallel_calls=tf.data.AUTOTUNE)
          .shuffle(2048, seed=0).batch(32).prefetch(tf.data.AUTOTUNE))
-network = keras.Sequential([keras.Input((784,)), keras.layers.Dense(128, activation="relu"), keras.layers.Dropout(0.2),
-                            keras.layers.Dense(10, activation="softmax")])
-network.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
-network.fit(train.take(2), verbose=0)  # traced: the timed epoch is training alone, as tfx_hydra's epoch line is
-started = time.perf_counter()
-network.fit(train, epochs=1, verbose=0)
-print(f"{{{count} / (time.perf_counter() - started):,.0f}} ex/s")
 """
 
 
@@ -327,7 +324,7 @@ def own_pipeline(work: Path, count: int, scales=(1, 10, 100)) -> dict:
         results[f"{scale}x"] = {"examples": count * scale, "seconds": ours["seconds"], "peak_mib": ours["peak_mib"],
                                 "tf_data_seconds": keras["seconds"]}
     trained = tfx_hydra([*source, f"+data.count={count}", *COMMON, "trainer.epochs=2"], work)  # the 2nd: traced
-    by_hand = script(KERAS_OWN_TRAINED.format(count=count), work)
+    by_hand = script(trained_by_hand(KERAS_OWN_TRAINED.format(count=count), 784, 10, str(count)), work)
     results["1x"] |= {"tfx_hydra_ex_per_s": examples_per_second(trained["output"]),
                       "keras_ex_per_s": examples_per_second(by_hand["output"])}
     return results
