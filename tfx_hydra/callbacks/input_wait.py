@@ -6,10 +6,11 @@ MEASURED_EVERY: not after an epoch too short to judge) the batches are taken fro
 is timed alone (Keras' own train function, fed the batches taken through an iterator of the same kind:
 `ready_iterator`), which gives the epoch's compute per step. The epoch's wait is then its steps' time less their
 compute: `input_wait` = 1 - compute x steps / the steps' time, logged per epoch. Fit's first call traces the step:
-it is not timed. When it passes INPUT_BOUND the epoch's line says so with the levers that fit, and the run's
-summary says it once. A measured call holds its batches in memory at once (and their joined copy): a run whose
-call's batches take more than MEASURED_BYTES (160x160 images under 64 steps per call: 600 MiB) is not measured,
-rather than pay that memory (trainer.steps_per_execution=8 measures it). An epoch whose steps took under MIN_SECONDS,
+only its wait for data counts (a shuffle buffer's first fill, say). When it passes INPUT_BOUND the epoch's line
+says so with the levers that fit, and the run's summary says it once. A measured call holds its batches in memory
+at once (and their joined copy): a run whose call's batches take more than MEASURED_BYTES (160x160 images under
+64 steps per call: 600 MiB) is not measured, rather than pay that memory (trainer.steps_per_execution=8 measures
+it). An epoch whose steps took under MIN_SECONDS,
 or of fewer calls than it takes to measure (the digits under steps_per_execution), logs no `input_wait`: where
 waiting could matter, epochs are longer. Nor does a run under a distribution strategy of several replicas or
 workers: they step in lockstep, and a call measured on one and not on another would break it.
@@ -87,9 +88,9 @@ class InputWait(keras.callbacks.Callback):
         if not isinstance(iterator, tf.data.Iterator):  # a distributed one: replicas (and workers) step together, and
             return self._real(iterator)  # a call measured on one and not another would break their lockstep
         self._calls += 1
-        if not self._traced:  # its step is traced: not a figure of the data's wait, nor of the step's
-            self._traced = True
-            return self._real(iterator)
+        if not self._traced:  # its step is traced: its data's wait counts (a shuffle buffer's first fill), its
+            self._traced = True  # step's time does not
+            return self._measured(iterator, tracing=True) if self._measuring else self._real(iterator)
         if self._measuring and (self._calls in MEASURED_CALLS or self._calls % MEASURED_EVERY == 0):
             return self._measured(iterator)
         started = time.perf_counter()
@@ -98,8 +99,8 @@ class InputWait(keras.callbacks.Callback):
         self._steps += self._per_call
         return outputs
 
-    def _measured(self, iterator):
-        """A call whose batches are taken before its step is timed: the step's compute alone."""
+    def _measured(self, iterator, tracing: bool = False):
+        """A call whose batches are taken before its step is timed: the step's compute alone (unless `tracing`)."""
         started = time.perf_counter()
         batches = []
         for _ in range(self._per_call):
@@ -114,6 +115,9 @@ class InputWait(keras.callbacks.Callback):
         outputs = self._real(ready)
         keras.ops.convert_to_numpy(next(iter(outputs.values())))  # done, not only queued (a GPU runs ahead)
         ended = time.perf_counter()
+        if tracing:
+            self._seconds += taken - started
+            return outputs
         self._compute.append((ended - taken, len(batches)))
         self._seconds += ended - started
         self._steps += len(batches)
