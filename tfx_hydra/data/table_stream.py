@@ -16,6 +16,7 @@ read names it before training. A cell holding a newline inside quotes is not sup
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from typing import Sequence
 
@@ -54,8 +55,6 @@ class Table:
     def held(self, rows: int) -> int:
         """Bytes the table takes read whole: float32 cells, or a text table's bytes and a string object a row."""
         if self.text_inputs:
-            import os
-
             return os.path.getsize(self.path) + STRING_BYTES * rows
         return rows * (len(self.features) + len(self.labels) + (self.weight is not None)) * 4
 
@@ -122,7 +121,6 @@ def streamed_table(table: Table, spec: DataSpec, options, sample: dict, pattern:
     """The three splits read from the file by tf.data: its lines filtered by the split pattern, parsed a batch
     of lines at a time (tf.io.decode_csv), standardized with the sample's figures. `sample`: the first rows as
     the source read them (x, y as the task takes them, class names), for the figures and the checks."""
-
     kind = spec.task
     train = pattern[np.arange(len(sample["y"])) % len(pattern)] == 0
     offset, scale = (0.0, 1.0)
