@@ -56,7 +56,7 @@ def csv(path, label_column, input_shape, num_classes, batch_size, seed, feature_
     rows = data_rows(path)
     why = streams(table, rows, options) if label_columns or task != "multilabel" else None  # tags: read whole
     x, y, weights, names = read_checked(table, kind, int(num_classes), options.check_finite, label_delimiter,
-                                        limit=SAMPLE_ROWS if why else None)
+                                        limit=SAMPLE_ROWS if why else None, rows=rows)
     named = os.path.splitext(os.path.basename(path))[0]
     if why:
         spec = DataSpec(tuple(int(d) for d in input_shape), int(num_classes), task=kind, class_names=tuple(names or ()))
@@ -70,12 +70,13 @@ def csv(path, label_column, input_shape, num_classes, batch_size, seed, feature_
 
 
 def read_checked(table: Table, kind, width: int, check_finite: bool, label_delimiter: str | None,
-                 limit: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, list[str] | None]:
+                 limit: int | None = None, rows: int | None = None,
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, list[str] | None]:
     """(inputs, labels as the task takes them, weights or None, the classes' names or None) of the table's
-    rows (`limit`: its first rows), each cell checked: a bad one is a DataError naming its row and column."""
+    `rows` (`limit`: its first rows), each cell checked: a bad one is a DataError naming its row and column."""
     numbers = [*([table.weight] if table.weight else []), *(table.labels if table.label_columns else [])]
     x, columns = read_table("data.path", table.path, matrix=table.features, numeric=numbers,
-                            text=[] if table.label_columns else table.labels, limit=limit)
+                            text=[] if table.label_columns else table.labels, limit=limit, rows=rows)
     if check_finite:
         require_finite_cells(table.path, x, table.features)
     values, names = label_values(table.path, columns, table.labels, kind.name, label_delimiter)

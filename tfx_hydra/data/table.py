@@ -47,12 +47,13 @@ def read_columns(key: str, path: str, numeric: Sequence[str] = (), text: Sequenc
 
 def read_table(key: str, path: str, matrix: Sequence[str] = (), numeric: Sequence[str] = (),
                text: Sequence[str] = (), delimiter: str = ",", limit: int | None = None,
-               ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+               rows: int | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """(the `matrix` columns side by side as one float32 (rows, len(matrix)) array, the other columns as
     read_columns gives them). The file streams in blocks straight into those arrays, so the table costs
     its float32 size: neither pyarrow's whole table nor a copy of each column is ever held. A text
     column keeps one string per distinct value (a label column of 1M rows is pointers, not 1M strings).
-    `limit`: the first rows only (a sample of a table too large to hold): the rest is not read."""
+    `limit`: the first rows only (a sample of a table too large to hold): the rest is not read. `rows`: the
+    table's rows where the caller counted them already (count_rows), else they are counted here."""
     if path.endswith(".jsonl"):
         columns = _json_lines_columns(path, [*matrix, *numeric], text)
         return stacked(columns, matrix), {name: columns[name] for name in [*numeric, *text]}
@@ -62,7 +63,7 @@ def read_table(key: str, path: str, matrix: Sequence[str] = (), numeric: Sequenc
     header = read_header(key, path, delimiter)
     types = ({name: pa.float32() for name in [*matrix, *numeric]}
              | {name: pa.dictionary(pa.int32(), pa.string()) for name in text})
-    rows = _line_count(path) if limit is None else limit  # at least the rows: a quoted newline only adds
+    rows = limit if limit is not None else count_rows(path) if rows is None else rows
     source = path if limit is None else _first_lines(path, limit + 1)  # what lies past them is never parsed
     x = np.empty((rows, len(matrix)), dtype="float32")
     numbers = {name: np.empty(rows, dtype="float32") for name in numeric}
@@ -108,13 +109,26 @@ def _first_lines(path: str, count: int):
         return io.BytesIO(b"".join(itertools.islice(file, count)))
 
 
-def _line_count(path: str) -> int:
-    """Newlines in the file, plus one for a last line without one: read in blocks, never all at once."""
-    count, last = 0, b"\n"
+def count_rows(path: str) -> int:
+    """The table's rows as a reader meets them: its lines that are not blank (a lone "\r" is blank too, as
+    TextLineDataset strips it), less the header; counted from the bytes in blocks, no cell parsed. A quoted
+    cell holding a newline counts twice: never fewer rows than there are."""
+    lines, carried, previous = 0, 0, 10  # bytes of the line still open; the byte before the block
     with open(path, "rb") as file:
         while block := file.read(16 << 20):
-            count, last = count + block.count(b"\n"), block[-1:]
-    return count + (last != b"\n")
+            data = np.frombuffer(block, dtype=np.uint8)
+            ends = np.flatnonzero(data == 10)
+            if len(ends):
+                lengths = np.diff(ends, prepend=-1) - 1  # each line's bytes before its newline
+                lengths[0] += carried
+                before = np.where(ends > 0, data[np.maximum(ends - 1, 0)], previous)
+                lines += int(((lengths - (before == 13)) > 0).sum())
+                carried = len(data) - int(ends[-1]) - 1
+            else:
+                carried += len(data)
+            previous = int(data[-1])
+    lines += carried > 0  # a last line without a newline
+    return max(lines - 1, 0)
 
 
 class _Coded:

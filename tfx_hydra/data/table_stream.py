@@ -28,7 +28,7 @@ from tfx_hydra.data.lineage import files_read
 from tfx_hydra.data.pipeline import Datasets, streamed_datasets
 from tfx_hydra.data.spec import DataSpec
 from tfx_hydra.data.splits import feature_moments, target_figures
-from tfx_hydra.data.table import NOT_A_NUMBER_FIX, first_non_number
+from tfx_hydra.data.table import NOT_A_NUMBER_FIX, count_rows, first_non_number
 from tfx_hydra.errors import DataError
 
 SAMPLE_ROWS = 100_000  # what standardization, class names and label checks are taken from
@@ -65,22 +65,7 @@ def data_rows(path: str) -> int:
     known = record_index.known_counts([path])
     if path in known:
         return known[path]
-    lines, carried, previous = 0, 0, 10  # bytes of the line still open; the byte before the block
-    with open(path, "rb") as file:
-        while block := file.read(16 << 20):
-            data = np.frombuffer(block, dtype=np.uint8)
-            ends = np.flatnonzero(data == 10)
-            if len(ends):
-                lengths = np.diff(ends, prepend=-1) - 1  # each line's bytes before its newline
-                lengths[0] += carried
-                before = np.where(ends > 0, data[np.maximum(ends - 1, 0)], previous)
-                lines += int(((lengths - (before == 13)) > 0).sum())  # "\r\n" alone is a blank line too
-                carried = len(data) - int(ends[-1]) - 1
-            else:
-                carried += len(data)
-            previous = int(data[-1])
-    lines += carried > 0  # a last line without a newline
-    rows = max(lines - 1, 0)
+    rows = count_rows(path)
     record_index.remember({path: rows})
     return rows
 

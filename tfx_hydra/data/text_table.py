@@ -41,7 +41,7 @@ def text_table(path, text_column, label_column, num_classes, batch_size, seed, i
     why = streams(table, rows, options) if rows is not None and (label_columns or task != "multilabel") else None
     _, columns = read_table("data.path", path, numeric=labels if label_columns else [],
                             text=[text_column, *([] if label_columns else labels)], delimiter=delimiter,
-                            limit=SAMPLE_ROWS if why else None)
+                            limit=SAMPLE_ROWS if why else None, rows=rows)
     texts = columns[text_column]
     values, names = label_values(path, columns, labels, task, label_delimiter)
     y = kind.labels(values, path, int(num_classes), first_row=first_row)
