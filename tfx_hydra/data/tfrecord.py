@@ -1,10 +1,10 @@
 """data=tfrecord: TFRecord shards of tf.train.Examples, streamed.
 
 They stream (interleaved across files, parsed in parallel) and never need to fit in memory,
-which is the point of converting to them (`python -m tfx_hydra.data.to_tfrecord`). Splits
-without files of their own are whole training files where there are 10 or more (drawn by data.seed), else
-the training files' first records. The records per file
-come from an index or a cache (record_index.py), not from a pass over the files at every start.
+which is the point of converting to them (`python -m tfx_hydra.data.to_tfrecord`). Splits without files
+of their own are whole training files where there are 10 or more (drawn by data.seed), else the training
+files' first records. The records per file come from an index or a cache (record_index.py), not from a
+pass over the files at every start.
 """
 
 from __future__ import annotations
@@ -204,7 +204,8 @@ def carve_whole_files(sources: dict, per_file: dict, validation_split: float, te
     if not order:
         raise DataError(f"the training files ({len(files)}) are too few to carve validation and test files from.",
                         fix="more files, or data.validation_files=... data.test_files=...")
-    sources["train"] = [f for f in files if f in set(order)]
+    kept = set(order)
+    sources["train"] = [f for f in files if f in kept]
     per_file["train"] = [count[f] for f in sources["train"]]
     log.info("data: " + " and ".join(f"{name} is {len(sources[name])} whole file{'s' * (len(sources[name]) > 1)}"
                                      for name in missing) + f" of the {len(files)} training files (drawn by data.seed)")

@@ -57,7 +57,7 @@ class LiveTrial:
 
     def training_callbacks(self) -> list:
         """What the trial hands training: TrialPruning, which reports each epoch (the dashboard's curves; the
-        pruner's judgement). None for a multi-objective search (Optuna takes no per-epoch reports there)
+        pruner's judgement). Nothing for a multi-objective search (Optuna takes no per-epoch reports there)
         and, with pruner=none, for a metric that is not logged per epoch."""
         if self.multi_objective or (self.settings.pruner == "none" and self.metric not in self.per_epoch):
             return []
