@@ -76,7 +76,8 @@ def test_tfrecords_train_with_no_count_read_up_front_and_a_corrupt_record_fails_
 
 def test_a_table_larger_than_the_budget_streams_from_its_file_and_trains(tmp_path):
     """data=csv with a budget smaller than the table: read by tf.data as it trains, not into memory, split and
-    standardized without a pass over it, and learnt."""
+    standardized without a pass over it, and learnt; the SavedModel answers the file's raw rows (the stream's
+    standardization is in front of the model, as an in-memory table's is)."""
     import numpy as np
 
     rng = np.random.default_rng(0)
@@ -85,13 +86,20 @@ def test_a_table_larger_than_the_budget_streams_from_its_file_and_trains(tmp_pat
     path.write_text("a,b,c,label\n" + "".join(f"{a},{b},{c},{'up' if a > 5 else 'down'}\n" for a, b, c in x))
     done = run_cli_in_process(["data=csv", f"data.path={path}", "data.input_shape=[3]", "data.num_classes=2",
                                "data.cache_budget=2KiB", "trainer.batch_size=16", "trainer.epochs=6",
-                               "optimizer.learning_rate=0.01", "export=none"], cwd=tmp_path)
+                               "optimizer.learning_rate=0.01", "export=savedmodel",
+                               "export.savedmodel.warmup_requests=0", "export.mlflow_model=false"], cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     (line,) = [line for line in done.stdout.splitlines() if "data: csv, " in line]
     assert "; the table streams from its file: 6.2 KiB as float32 is more than 2.0 KiB (data.cache_budget=2KiB); " \
            "figures and classes from its first 400 rows" in line, line
     (run,) = mlflow_runs(tmp_path)
     assert run.info.status == "FINISHED" and run.data.metrics["test_accuracy"] > 0.85  # learnt from the stream
+    import tensorflow as tf
+
+    serve = tf.saved_model.load(run.data.tags["export.savedmodel.path"]).signatures["serving_default"]
+    answers = serve(inputs=tf.constant(x, tf.float32))  # the rows as the file holds them, unstandardized
+    classes = np.asarray(answers["probabilities"]).argmax(axis=1)  # down = 0, up = 1: the names sorted
+    assert (classes == (x[:, 0] > 5)).mean() > 0.85
 
 
 def test_a_long_epoch_is_followed_mid_epoch_in_the_log_and_in_mlflow(tmp_path):
