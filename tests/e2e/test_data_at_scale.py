@@ -165,3 +165,37 @@ def test_an_input_bound_epoch_says_so_with_the_levers_and_logs_its_wait(tmp_path
     waits = [m.value for m in mlflow_client(tmp_path).get_metric_history(run.info.run_id, "input_wait")]
     assert len(waits) == 2 and all(0.5 < wait <= 1 for wait in waits)
     assert run.data.tags["input_bound"].startswith(f"{max(waits):.0%} of epoch ")
+
+
+LATE_BAD_LABEL = '''
+import numpy as np
+import tensorflow as tf
+
+from tfx_hydra.data import from_pipelines
+
+
+def stream(batch_size, seed, **kwargs):  # 3,200 examples; the one at 3,000 says class 7 of 2
+    x = np.random.default_rng(0).random((3200, 8), dtype=np.float32)
+    y = (x.sum(axis=1) > 4).astype("int64")
+    y[3000] = 7
+    train = tf.data.Dataset.from_tensor_slices((x, y))
+    small = tf.data.Dataset.from_tensor_slices((x[:200], (x[:200].sum(axis=1) > 4).astype("int64")))
+    return from_pipelines(train, small, small, input_shape=(8,), num_classes=2, batch_size=batch_size, seed=seed,
+                          name="late", shuffle_buffer=0)
+'''
+
+
+def test_a_class_past_num_classes_after_the_sample_fails_the_run_named_with_nothing_left_running(tmp_path,
+                                                                                                    monkeypatch):
+    """A user's from_pipelines source: only its first 2,048 examples are checked before training, so a bad label
+    later on is met by the loss mid-epoch, and the run ends with the source's DataError, not TensorFlow's."""
+    (tmp_path / "latedata.py").write_text(LATE_BAD_LABEL)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    done = run_cli_in_process(["data._target_=latedata.stream", "data.num_classes=2", "data.input_shape=[8]",
+                               "trainer.epochs=1", "export=none"], cwd=tmp_path)
+    assert done.returncode == 1, done.stdout[-2000:]
+    assert done.stderr.startswith("DataError: late: a label of 7 after the first 2,048 examples (which were "
+                                  "checked) is not a class of num_classes=2."), done.stderr[-3000:]
+    assert_only_the_message(done.stderr)
+    (run,) = mlflow_runs(tmp_path)
+    assert run.info.status == "FAILED" and run.data.tags["error"].startswith("DataError: late: a label of 7")

@@ -79,7 +79,9 @@ def test_nothing_is_read_through_before_training_only_the_first_examples_are_dig
 def test_a_class_past_num_classes_after_the_sample_fails_the_epoch_that_reads_it_named():
     import keras
 
-    labels = lambda i: tf.where(i == 3_000, tf.constant(7, tf.int64), i % 3)  # noqa: E731 -- one bad label, late
+    def labels(i):  # one bad label, late
+        return tf.where(i == 3_000, tf.constant(7, tf.int64), i % 3)
+
     data = from_pipelines(reads_fail_past(10_000, 3_200, labels), pairs(20, 1), pairs(30, 2), input_shape=(4,),
                           num_classes=3, batch_size=64, seed=0, name="big", shuffle_buffer=0)
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="softmax")])
