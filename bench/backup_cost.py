@@ -46,7 +46,7 @@ def measure(name: str, shape: tuple[int, ...], classes: int, writes: int) -> dic
     import keras
     import numpy as np
 
-    from tfx_hydra.callbacks import EpochBackup
+    from tfx_hydra.trainer.callbacks import EpochBackup
 
     keras.utils.set_random_seed(0)
     model = build(name, shape, classes)

@@ -128,7 +128,7 @@ def kerastuner_hyperband(epochs: int, seed: int) -> dict:
     import keras
     import keras_tuner
 
-    from tfx_hydra.config import build, compose
+    from tfx_hydra.settings.compose import build, compose
 
     cfg = compose([f"seed={seed}", "tracking=none", "paths.launch_dir=/tmp", "paths.output_dir=/tmp/kt"])
     data = build(cfg.data, "data", batch_size=1)  # re-batched per trial below
@@ -234,8 +234,8 @@ def keras_alone_fixed_cost(trials: int = 10, epochs: int = 2, steps_per_executio
     import keras
     import tensorflow as tf
 
-    from tfx_hydra.config import build, compose
-    from tfx_hydra.keras_compat import build_before_first_trace
+    from tfx_hydra.settings.compose import build, compose
+    from tfx_hydra.trainer.keras_compat import build_before_first_trace
 
     try:
         tf.config.threading.set_intra_op_parallelism_threads(1)

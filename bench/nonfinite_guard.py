@@ -42,8 +42,8 @@ def epoch_seconds(x, y, epochs: int) -> dict[str, list[float]]:
     import keras
     import tensorflow as tf
 
-    from tfx_hydra.callbacks import NonFiniteGuard
     from tfx_hydra.models import mlp
+    from tfx_hydra.trainer.callbacks import NonFiniteGuard
 
     class EveryOtherEpoch(NonFiniteGuard):
         def on_epoch_end(self, epoch, logs=None):
@@ -65,8 +65,8 @@ def epoch_seconds(x, y, epochs: int) -> dict[str, list[float]]:
 
 def weight_check_seconds() -> float:
     """One weight check of the seed MLP, alone: median of 200 calls."""
-    from tfx_hydra.callbacks import weights_all_finite
     from tfx_hydra.models import mlp
+    from tfx_hydra.trainer.callbacks import weights_all_finite
 
     model = mlp("mlp", [28, 28], 10)
     times = []

@@ -19,8 +19,8 @@ from importlib import metadata
 
 from omegaconf import DictConfig, OmegaConf
 
-from tfx_hydra.config import targets
-from tfx_hydra.project import is_users, package_location
+from tfx_hydra.settings.compose import targets
+from tfx_hydra.settings.project import is_users, package_location
 
 TAG_PREFIX = "code."
 

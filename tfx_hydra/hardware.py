@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from omegaconf import OmegaConf
 
 from tfx_hydra.console import start_tensorflow_quietly
-from tfx_hydra.errors import HardwareMismatch
 from tfx_hydra.precision import FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16, cpu_flags, cpu_policy
-from tfx_hydra.schemas import ExpectConfig, HardwareConfig
+from tfx_hydra.settings.errors import HardwareMismatch
+from tfx_hydra.settings.schemas import ExpectConfig, HardwareConfig
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ def load_profiles() -> dict[str, HardwareConfig]:
 
 @functools.lru_cache(maxsize=1)
 def _composed_profiles() -> dict[str, HardwareConfig]:
-    from tfx_hydra.config import compose, config_tree, group_options
+    from tfx_hydra.settings.compose import compose, config_tree, group_options
 
     with config_tree():
         options = group_options("hardware")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tfx_hydra.errors import ConfigError, show
+from tfx_hydra.settings.errors import ConfigError, show
 
 VALIDATION, TEST = "val_", "test_"
 EPOCH_SECONDS, EXAMPLES_PER_SEC = "epoch_seconds", "examples_per_sec"  # per epoch, added by the epoch clock
@@ -103,7 +103,7 @@ TASK_LOSS_REASONS = {
 
 
 # trainer.label_smoothing softens the targets of a cross-entropy: the binary ones take it in Keras, the
-# sparse categorical one through tfx_hydra.losses (Keras' takes none). A loss of the user's takes its own.
+# sparse categorical one through tfx_hydra.trainer.losses (Keras' takes none). A loss of the user's takes its own.
 SMOOTHABLE_LOSSES = ("sparse_categorical_crossentropy", *CROSSENTROPIES)
 
 

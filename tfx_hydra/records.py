@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
 
-from tfx_hydra.config import choice, single_run_hydra_overrides
 from tfx_hydra.console import shown_names, terminal_columns
+from tfx_hydra.settings.compose import choice, single_run_hydra_overrides
 from tfx_hydra.tracking import Tracker, backed_up_at, mask_files
 
 if TYPE_CHECKING:  # for the annotation only: importing records must not import the strategy step
@@ -136,7 +136,7 @@ def record_code(cfg: DictConfig, environment_dir: str) -> dict[str, str]:
     commit or version) and which project and PYTHONPATH it was found through; each uncommitted
     diff into environment/code/<package>.diff."""
     from tfx_hydra.code_state import code_states, code_tags, target_packages
-    from tfx_hydra.project import find_project
+    from tfx_hydra.settings.project import find_project
 
     states = code_states(target_packages(cfg))
     left_out = {}

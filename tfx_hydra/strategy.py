@@ -16,10 +16,10 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tfx_hydra.errors import ConfigError, HardwareMismatch
 from tfx_hydra.hardware import HardwareInfo
-from tfx_hydra.schemas import TrainerConfig
-from tfx_hydra.validation import require_choice
+from tfx_hydra.settings.checks import require_choice
+from tfx_hydra.settings.errors import ConfigError, HardwareMismatch
+from tfx_hydra.settings.schemas import TrainerConfig
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ def multi_worker_strategy(hardware: HardwareInfo, cluster: str = "tf_config", co
     """
     import tensorflow as tf
 
-    from tfx_hydra.keras_compat import apply_multi_worker_fix
+    from tfx_hydra.trainer.keras_compat import apply_multi_worker_fix
 
     require_choice("strategy.cluster", cluster, CLUSTERS)
     require_choice("strategy.communication", communication, COMMUNICATIONS)
@@ -250,7 +250,7 @@ class Setup:
 
 def plan_batches(trainer: TrainerConfig, hardware: HardwareInfo, strategy) -> BatchPlan:
     """trainer.batch_size is the global batch; auto takes the profile's per-replica batch x replicas."""
-    from tfx_hydra.keras_compat import MULTI_REPLICA_ISSUE, MULTI_REPLICA_MAX_STEPS_PER_EXECUTION
+    from tfx_hydra.trainer.keras_compat import MULTI_REPLICA_ISSUE, MULTI_REPLICA_MAX_STEPS_PER_EXECUTION
 
     replicas = strategy.num_replicas_in_sync
     global_size = (hardware.per_replica_batch_size * replicas if trainer.batch_size == "auto"

@@ -1,5 +1,5 @@
 """Hydra finds search-path plugins only in the `hydra_plugins` namespace: this one adds a user's
-project (tfx_hydra.project: the [tool.tfx_hydra] table of the project's pyproject.toml) to
+project (tfx_hydra.settings.project: the [tool.tfx_hydra] table of the project's pyproject.toml) to
 tfx_hydra's config search path, after tfx_hydra's own configs, and puts the project's code on
 sys.path. Other Hydra apps in the same environment are left alone. Light on purpose: Hydra imports
 every plugin for `--help` too.
@@ -8,8 +8,8 @@ every plugin for `--help` too.
 from hydra.core.config_search_path import ConfigSearchPath
 from hydra.plugins.search_path_plugin import SearchPathPlugin
 
-from tfx_hydra.config import CONFIG_MODULE
-from tfx_hydra.project import activate, find_project
+from tfx_hydra.settings.compose import CONFIG_MODULE
+from tfx_hydra.settings.project import activate, find_project
 
 OUR_CONFIGS = f"pkg://{CONFIG_MODULE}"
 

@@ -23,7 +23,7 @@ WORKER = textwrap.dedent("""
     import keras
     import tensorflow as tf
     if sys.argv[1] == "fixed":
-        from tfx_hydra.keras_compat import apply_multi_worker_fix
+        from tfx_hydra.trainer.keras_compat import apply_multi_worker_fix
         assert apply_multi_worker_fix()
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     x = np.random.default_rng(0).normal(size=(256, 8)).astype("float32")

@@ -69,7 +69,7 @@ def test_a_piped_default_run_starts_with_its_own_line_and_keeps_tensorflows_in_t
     output_dir = output_dir_of(tmp_path)
     logged = (output_dir / "tfx_hydra.log").read_text()
     assert re.search(r"\]\[tfx_hydra\.native\]\[INFO\] - \S", logged)  # TensorFlow's start-up lines are kept here
-    assert "[tfx_hydra.config][DEBUG]" not in logged  # the import paths are debug lines, off by default
+    assert "[tfx_hydra.settings.compose][DEBUG]" not in logged  # the import paths are debug lines, off by default
     assert_summary_keeps_paths_whole(done.stdout, output_dir)
     assert_model_summary_is_full_width(tmp_path, output_dir)
 

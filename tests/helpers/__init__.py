@@ -81,9 +81,9 @@ def mlflow_runs(launch_dir: Path | str, experiment: str = "tfx_hydra") -> list:
 
 
 def compose(overrides: list[str] = (), launch_dir: Path | str = "/tmp") -> DictConfig:
-    """The real config tree composed as the CLI composes it (tfx_hydra.config.compose), with the
+    """The real config tree composed as the CLI composes it (tfx_hydra.settings.compose.compose), with the
     paths Hydra would fill in pointed at `launch_dir`."""
-    from tfx_hydra.config import compose as compose_config
+    from tfx_hydra.settings.compose import compose as compose_config
 
     paths = [f"paths.launch_dir={launch_dir}", f"paths.output_dir={Path(launch_dir) / 'out'}"]
     return compose_config([*paths, *overrides])

@@ -10,7 +10,14 @@ from omegaconf import OmegaConf
 from tests.helpers.fakes import RecordingTracker
 from tfx_hydra.hardware import HardwareInfo
 from tfx_hydra.models import mlp
-from tfx_hydra.schemas import HardwareConfig, PrecisionConfig, Settings, SweepConfig, TrackingConfig, TrainerConfig
+from tfx_hydra.settings.schemas import (
+    HardwareConfig,
+    PrecisionConfig,
+    Settings,
+    SweepConfig,
+    TrackingConfig,
+    TrainerConfig,
+)
 from tfx_hydra.strategy import BatchPlan, Setup
 from tfx_hydra.trainer import compile_model
 

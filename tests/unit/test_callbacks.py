@@ -14,13 +14,13 @@ import tensorflow as tf
 from tests.helpers.fakes import PlantedKill, RecordingTracker, StopAfterEpoch
 from tests.helpers.planted import loss_nan_when, mlp_with_nan_after
 from tests.helpers.training import ADAM, batches_per_epoch, compiled, settings_with, setup_with
-from tfx_hydra.callbacks import NonFiniteGuard, non_finite_weights
-from tfx_hydra.errors import TrainingError
 from tfx_hydra.models import mlp
 from tfx_hydra.precision import FLOAT32, MIXED_FLOAT16, apply_loss_scaling, set_precision
-from tfx_hydra.schemas import TrainerConfig
+from tfx_hydra.settings.errors import TrainingError
+from tfx_hydra.settings.schemas import TrainerConfig
 from tfx_hydra.strategy import BatchPlan
 from tfx_hydra.trainer import compile_model, train
+from tfx_hydra.trainer.callbacks import NonFiniteGuard, non_finite_weights
 
 
 def compiled_with_loss(loss, trainer: TrainerConfig):
@@ -221,7 +221,7 @@ def test_the_progress_bar_moves_once_per_steps_per_execution_bundle_and_is_gone_
 
     from rich.console import Console
 
-    from tfx_hydra.callbacks import EpochProgress
+    from tfx_hydra.trainer.callbacks import EpochProgress
 
     screen = io.StringIO()
     console = Console(file=screen, force_terminal=True, width=120)
@@ -254,7 +254,8 @@ def test_a_fit_that_ends_mid_epoch_erases_its_bar_before_anything_else_is_said(d
 
     screen = io.StringIO()
     console = Console(file=screen, force_terminal=True, width=120)
-    monkeypatch.setattr("tfx_hydra.callbacks.terminal_console", lambda: console)  # the run's terminal, as a file
+    # the run's terminal, as a file
+    monkeypatch.setattr("tfx_hydra.trainer.callbacks.terminal_console", lambda: console)
     failing = data.train.enumerate().map(  # the pipeline breaks at the third batch of the epoch
         lambda i, batch: (tf.debugging.assert_less(i, tf.constant(2, tf.int64), message="planted") and batch))
     trainer = TrainerConfig(epochs=2, backup=False, steps_per_execution=1)
@@ -268,8 +269,8 @@ def test_a_fit_that_ends_mid_epoch_erases_its_bar_before_anything_else_is_said(d
 def test_no_progress_bar_when_the_output_is_not_a_terminal(monkeypatch):
     import logging
 
-    from tfx_hydra.callbacks import terminal_console
     from tfx_hydra.console import TerminalHandler
+    from tfx_hydra.trainer.callbacks import terminal_console
 
     monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
     monkeypatch.delenv("FORCE_COLOR", raising=False)
@@ -281,7 +282,7 @@ def test_no_progress_bar_when_the_output_is_not_a_terminal(monkeypatch):
 
 
 def test_the_time_left_counts_this_epoch_at_its_pace_and_later_ones_as_long_as_the_last():
-    from tfx_hydra.callbacks.midway import short_duration, time_left
+    from tfx_hydra.trainer.callbacks.midway import short_duration, time_left
 
     # 100 of 400 batches in 30 s: 90 s left of this epoch (epoch 2 of 5); each later one as the last whole (100 s)
     assert time_left(100, 400, 30.0, epoch=1, epochs=5, epoch_seconds=100.0) == (90.0, 90.0 + 3 * 100.0)
@@ -295,7 +296,7 @@ def test_input_wait_measures_no_call_whose_batches_would_cost_too_much_memory():
     import keras
     import tensorflow as tf
 
-    from tfx_hydra.callbacks import InputWait
+    from tfx_hydra.trainer.callbacks import InputWait
 
     model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])
     model.compile("adam", "mse", steps_per_execution=16)

@@ -10,14 +10,12 @@ from omegaconf import OmegaConf
 
 from tests.helpers.fakes import RecordingTracker
 from tests.helpers.training import settings_with, setup_with
-from tfx_hydra.class_weight import class_weights
 from tfx_hydra.data.pipeline import PipelineOptions, from_arrays
 from tfx_hydra.data.splits import Split
-from tfx_hydra.errors import ConfigError, DataError
 from tfx_hydra.export.keras import KerasExport
-from tfx_hydra.losses import SmoothedSparseCrossentropy
 from tfx_hydra.models import mlp
-from tfx_hydra.schemas import (
+from tfx_hydra.settings.errors import ConfigError, DataError
+from tfx_hydra.settings.schemas import (
     HardwareConfig,
     PrecisionConfig,
     Settings,
@@ -27,6 +25,8 @@ from tfx_hydra.schemas import (
     TrainerConfig,
 )
 from tfx_hydra.trainer import compile_model, train
+from tfx_hydra.trainer.class_weight import class_weights
+from tfx_hydra.trainer.losses import SmoothedSparseCrossentropy
 
 STILL = OmegaConf.create({"_target_": "keras.optimizers.SGD", "learning_rate": 0.0})  # the weights never move
 
@@ -208,7 +208,7 @@ def test_bad_weights_are_a_data_error_naming_the_row(tmp_path, weights, message)
 
 def test_class_weights_and_a_weight_column_together_are_refused_before_anything_runs():
     from tests.helpers import compose
-    from tfx_hydra.settings import validate
+    from tfx_hydra.settings.checked import validate
 
     with pytest.raises(ConfigError, match=r"both weigh the training examples.*\n  Fix: one of them"):
         validate(compose(["data=csv", "data.path=/x.csv", "data.input_shape=[3]", "data.num_classes=3",

@@ -10,8 +10,8 @@ from importlib import metadata
 from omegaconf import OmegaConf
 
 from tfx_hydra.code_state import code_states, code_tags, target_packages
-from tfx_hydra.config import single_run_hydra_overrides
 from tfx_hydra.reproduce.source import rerun_hydra_overrides
+from tfx_hydra.settings.compose import single_run_hydra_overrides
 
 
 def git(folder, *args):

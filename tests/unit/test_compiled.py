@@ -10,9 +10,9 @@ import pytest
 
 from tests.helpers.fakes import RecordingTracker
 from tests.helpers.training import compiled
-from tfx_hydra.errors import ConfigError
 from tfx_hydra.metrics import end_of_run_names, epoch_names
-from tfx_hydra.schemas import TrainerConfig
+from tfx_hydra.settings.errors import ConfigError
+from tfx_hydra.settings.schemas import TrainerConfig
 from tfx_hydra.tracking import flatten
 from tfx_hydra.trainer import train
 
@@ -64,7 +64,7 @@ def test_a_users_loss_metric_and_callback_train_and_are_logged_by_name(users_mod
     assert "val_top3" in epoch_names(trainer.metrics) and "test_top3" in end_of_run_names(trainer)
     model = compiled(trainer)
     tracker = RecordingTracker()
-    from tfx_hydra.compiled import user_callbacks
+    from tfx_hydra.trainer.compiled import user_callbacks
 
     history = train(model, data, trainer, tracker, users=user_callbacks(trainer.callbacks))
     assert {"accuracy", "loss", "top3", "val_accuracy", "val_loss", "val_top3"} <= set(history.history)
@@ -95,7 +95,7 @@ def test_a_node_that_cannot_be_built_is_said_before_training(fields, message):
 
 
 def test_a_callback_that_is_no_keras_callback_is_said(users_module):
-    from tfx_hydra.compiled import user_callbacks
+    from tfx_hydra.trainer.compiled import user_callbacks
 
     with pytest.raises(ConfigError, match=r"trainer.callbacks\[0\] \(userpkg.training.halved_crossentropy\) built a "
                        r"function, not a keras.callbacks.Callback"):

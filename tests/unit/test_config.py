@@ -6,9 +6,9 @@ import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf import OmegaConf
 
-from tfx_hydra.config import build, compose, composition_error, group_options
-from tfx_hydra.errors import ConfigError, DataError
 from tfx_hydra.hardware import load_profiles
+from tfx_hydra.settings.compose import build, compose, composition_error, group_options
+from tfx_hydra.settings.errors import ConfigError, DataError
 
 
 def test_build_passes_our_errors_through_unwrapped():
@@ -101,7 +101,7 @@ def _composition_failure(overrides):
 
 
 def test_a_target_whose_package_is_nowhere_is_found_before_tensorflow_and_named_by_key():
-    from tfx_hydra.config import require_importable_targets
+    from tfx_hydra.settings.compose import require_importable_targets
 
     require_importable_targets({"model": {"_target_": "tfx_hydra.models.mlp"},
                                 "optimizer": {"_target_": "keras.optimizers.Adam"}})  # found: nothing said

@@ -1,4 +1,4 @@
-"""What the debug presets report (tfx_hydra/debug.py), on real Keras histories and real
+"""What the debug presets report (tfx_hydra/trainer/debug.py), on real Keras histories and real
 check_numerics errors; the presets end to end are tests/e2e/test_debug.py."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 import tensorflow as tf
 
 from tests.helpers.fakes import RecordingTracker
-from tfx_hydra.debug import NUMERICS_MARK, judge_overfit, non_finite_op, say_profile
-from tfx_hydra.schemas import TrainerConfig
+from tfx_hydra.settings.schemas import TrainerConfig
+from tfx_hydra.trainer.debug import NUMERICS_MARK, judge_overfit, non_finite_op, say_profile
 
 
 def history_of(learning_rate: float, epochs: int = 40):

@@ -51,7 +51,7 @@ def test_a_typo_fails_before_tensorflow_is_imported(tmp_path, typo, message):
 
 
 def test_help_names_the_app_opens_with_first_commands_and_lists_every_group(tmp_path):
-    from tfx_hydra.config import group_options
+    from tfx_hydra.settings.compose import group_options
 
     done = subprocess.run([sys.executable, "-m", "tfx_hydra", "--help"], cwd=tmp_path, env=cli_env(),
                           capture_output=True, text=True, timeout=120)

@@ -11,9 +11,9 @@ import tensorflow as tf
 from tests.helpers.fakes import RecordingTracker
 from tests.helpers.training import compiled
 from tfx_hydra.data import digits
-from tfx_hydra.keras_compat import build_before_first_trace
-from tfx_hydra.schemas import TrainerConfig
+from tfx_hydra.settings.schemas import TrainerConfig
 from tfx_hydra.trainer import train
+from tfx_hydra.trainer.keras_compat import build_before_first_trace
 
 
 def counting_train_steps(model) -> list[int]:

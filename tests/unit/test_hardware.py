@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfx_hydra.errors import ConfigError, HardwareMismatch
 from tfx_hydra.hardware import (
     GpuDetails,
     describe_mismatch,
@@ -17,7 +16,8 @@ from tfx_hydra.hardware import (
     setup_hardware,
     with_user_settings,
 )
-from tfx_hydra.schemas import ExpectConfig, HardwareConfig
+from tfx_hydra.settings.errors import ConfigError, HardwareMismatch
+from tfx_hydra.settings.schemas import ExpectConfig, HardwareConfig
 
 # What tf.config.experimental.get_device_details() reports on these cards.
 A100 = GpuDetails(0, "NVIDIA A100-SXM4-80GB", (8, 0))

@@ -14,7 +14,7 @@ from optuna.trial import TrialState
 
 from tests.helpers.fakes import RecordingTracker
 from tests.unit.test_sweeps import composed_sweep
-from tfx_hydra.errors import ConfigError, TrainingError
+from tfx_hydra.settings.errors import ConfigError, TrainingError
 from tfx_hydra.sweeps.hparams_search import checks, space, trials
 from tfx_hydra.sweeps.hparams_search import study as studies
 from tfx_hydra.sweeps.hparams_search.settings import SearchSettings, storage_url

@@ -12,10 +12,10 @@ from tests.helpers import compose
 from tests.helpers.fakes import PlantedKill, RecordingTracker, StopAfterEpoch
 from tests.helpers.planted import Scramble
 from tests.helpers.training import settings_with, setup_with
-from tfx_hydra.errors import ConfigError
 from tfx_hydra.models import mlp
-from tfx_hydra.schemas import KeepBestConfig, TrainerConfig
-from tfx_hydra.settings import validate
+from tfx_hydra.settings.checked import validate
+from tfx_hydra.settings.errors import ConfigError
+from tfx_hydra.settings.schemas import KeepBestConfig, TrainerConfig
 from tfx_hydra.trainer import compile_model, train
 
 ADAM = OmegaConf.create({"_target_": "keras.optimizers.Adam", "learning_rate": 0.01})
@@ -89,8 +89,8 @@ def test_keep_best_with_ema_and_an_unlogged_monitor_are_preflight_errors():
                                              ("val_mae", "lower"), ("val_auc", "higher")])
 def test_mode_auto_takes_each_metrics_own_direction(monitor, better):
     """Not by its name alone: val_mae (no 'loss' in it) is best low, val_auc high, as Keras' metrics say."""
-    from tfx_hydra.callbacks import KeepBest
     from tfx_hydra.data import synthetic
+    from tfx_hydra.trainer.callbacks import KeepBest
 
     data = synthetic([4], 1, 64, 16, 0, task="binary")
     model = mlp(name="mlp", input_shape=[4], num_classes=1, head="sigmoid")

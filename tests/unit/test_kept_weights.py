@@ -13,7 +13,7 @@ from tests.helpers.fakes import RecordingTracker
 from tests.helpers.planted import Scramble
 from tests.helpers.training import settings_with, setup_with
 from tfx_hydra.models import mlp
-from tfx_hydra.schemas import EarlyStoppingConfig, KeepBestConfig, TrainerConfig
+from tfx_hydra.settings.schemas import EarlyStoppingConfig, KeepBestConfig, TrainerConfig
 from tfx_hydra.trainer import compile_model, evaluate, train
 
 ADAM = OmegaConf.create({"_target_": "keras.optimizers.Adam", "learning_rate": 0.01})

@@ -12,11 +12,11 @@ from omegaconf import OmegaConf
 from tests.helpers import compose
 from tests.helpers.fakes import PlantedKill, RecordingTracker, StopAfterEpoch
 from tests.helpers.training import settings_with, setup_with
-from tfx_hydra.errors import ConfigError
 from tfx_hydra.lr_schedule import LrScheduleConfig, build_schedule, updates_per_epoch
 from tfx_hydra.models import mlp
-from tfx_hydra.schemas import TrainerConfig
-from tfx_hydra.settings import validate_section
+from tfx_hydra.settings.checked import validate_section
+from tfx_hydra.settings.errors import ConfigError
+from tfx_hydra.settings.schemas import TrainerConfig
 from tfx_hydra.trainer import compile_model, train
 
 PEAK, PER_EPOCH, EPOCHS = 0.1, 10, 10  # 100 updates

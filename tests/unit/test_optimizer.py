@@ -11,9 +11,9 @@ from omegaconf import OmegaConf
 from tests.helpers.fakes import RecordingTracker
 from tests.helpers.training import ADAM, compiled, settings_with, setup_with
 from tfx_hydra.data import digits
-from tfx_hydra.errors import ConfigError
 from tfx_hydra.models import mlp
-from tfx_hydra.schemas import TrainerConfig
+from tfx_hydra.settings.errors import ConfigError
+from tfx_hydra.settings.schemas import TrainerConfig
 from tfx_hydra.trainer import compile_model
 
 
@@ -89,7 +89,7 @@ def test_weight_decay_shrinks_kernels_and_by_default_spares_biases_and_normalisa
 def test_global_clipnorm_bounds_each_update_under_loss_scaling_and_accumulation(data):
     """Clipping sees the unscaled, accumulated gradient: one SGD update moves the weights by at most
     learning_rate x global_clipnorm, whatever the loss scale (mixed_float16) and the accumulation."""
-    from tfx_hydra.schemas import PrecisionConfig
+    from tfx_hydra.settings.schemas import PrecisionConfig
 
     node = OmegaConf.create({"_target_": "keras.optimizers.SGD", "learning_rate": 1.0, "momentum": 0.0,
                              "global_clipnorm": 0.01})

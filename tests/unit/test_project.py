@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from tfx_hydra.config import compose, group_options
-from tfx_hydra.errors import ConfigError
-from tfx_hydra.project import ENV_VAR, activate, find_project
+from tfx_hydra.settings.compose import compose, group_options
+from tfx_hydra.settings.errors import ConfigError
+from tfx_hydra.settings.project import ENV_VAR, activate, find_project
 
 
 def make_project(root, table='[tool.tfx_hydra]\nconfig_dir = "conf"\n', option="tiny"):

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from tfx_hydra.config import compose as compose_config
 from tfx_hydra.data import digits
 from tfx_hydra.models import mlp
 from tfx_hydra.records import resume_key, weights_sha256
 from tfx_hydra.reports import predictions
+from tfx_hydra.settings.compose import compose as compose_config
 from tfx_hydra.task import Classification
 
 # one worker runs the whole module: its module-scoped fixture is built once

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from tests.helpers import REPO, compose
-from tfx_hydra.errors import ConfigError
-from tfx_hydra.settings import validate
+from tfx_hydra.settings.checked import validate
+from tfx_hydra.settings.errors import ConfigError
 
 GROUPS = ["hardware", "precision", "strategy", "data", "model", "optimizer", "tracking", "export"]
 
@@ -158,7 +158,7 @@ def test_an_unknown_key_added_with_plus_is_rejected_with_the_valid_keys():
 
 
 def test_validation_does_not_import_tensorflow_or_mlflow():
-    code = ("import sys; from tests.helpers import compose; from tfx_hydra.settings import validate; "
+    code = ("import sys; from tests.helpers import compose; from tfx_hydra.settings.checked import validate; "
             "validate(compose(['trainer.epochs=3'])); "
             "print(sorted(m for m in ('tensorflow', 'keras', 'mlflow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)

@@ -9,11 +9,10 @@ import tensorflow as tf
 
 import tfx_hydra.strategy as strategy_module
 from tfx_hydra.data import digits
-from tfx_hydra.errors import ConfigError, HardwareMismatch
 from tfx_hydra.hardware import GpuDetails, HardwareInfo
-from tfx_hydra.keras_compat import needs_multi_worker_fix
 from tfx_hydra.models import mlp
-from tfx_hydra.schemas import TrainerConfig
+from tfx_hydra.settings.errors import ConfigError, HardwareMismatch
+from tfx_hydra.settings.schemas import TrainerConfig
 from tfx_hydra.strategy import (
     BatchPlan,
     auto_strategy,
@@ -26,6 +25,7 @@ from tfx_hydra.strategy import (
     steps_for_run,
     tpu_strategy,
 )
+from tfx_hydra.trainer.keras_compat import needs_multi_worker_fix
 
 CPU_ONLY = HardwareInfo(profile="cpu")
 

@@ -12,10 +12,10 @@ from tensorflow.python.framework import config as tf_config
 
 from tests.helpers.fakes import RecordingTracker
 from tests.helpers.training import compiled
-from tfx_hydra.errors import ConfigError, TrainingError
 from tfx_hydra.hardware import HardwareInfo
 from tfx_hydra.metrics import end_of_run_names
-from tfx_hydra.schemas import EarlyStoppingConfig, TrainerConfig
+from tfx_hydra.settings.errors import ConfigError, TrainingError
+from tfx_hydra.settings.schemas import EarlyStoppingConfig, TrainerConfig
 from tfx_hydra.strategy import BatchPlan
 from tfx_hydra.trainer import evaluate, train
 
@@ -119,7 +119,7 @@ def test_weight_histograms_hold_tensorboards_own_buckets_in_memory_of_the_weight
     """TensorBoard's own histogram (its numpy version: a one-hot of values x buckets) is the reference."""
     from tensorboard.plugins.histogram import summary_v2
 
-    from tfx_hydra.callbacks.tensorboard import histogram_buckets
+    from tfx_hydra.trainer.callbacks.tensorboard import histogram_buckets
 
     expected = tf.make_ndarray(summary_v2.histogram_pb("w", values).value[0].tensor)
     np.testing.assert_allclose(histogram_buckets(values.astype("float32")).numpy(), expected, rtol=1e-6, atol=1e-6)

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tfx_hydra.errors import ConfigError, DataError
-from tfx_hydra.validation import (
+from tfx_hydra.settings.checks import (
     require_bool,
     require_choice,
     require_fraction,
@@ -19,6 +18,7 @@ from tfx_hydra.validation import (
     require_sqlite_file,
     require_writable_folder,
 )
+from tfx_hydra.settings.errors import ConfigError, DataError
 
 
 def said(check, *args, **kwargs) -> str:

@@ -42,8 +42,8 @@ def print_summary(metrics: dict[str, float], run_id: str | None, exports: list, 
                   input_bound: str | None = None) -> None:
     """The run's results as one table, then the command that opens its MLflow store. `classes`: the names
     the served model answers with, where the data names its classes; `kept`: which weights the run ended
-    with (kept_weights.py), the ones its val_* and test_* figures are of; `input_bound`: where the pipeline
-    bound training, how much and the levers (callbacks/input_wait.py)."""
+    with (trainer/kept_weights.py), the ones its val_* and test_* figures are of; `input_bound`: where the pipeline
+    bound training, how much and the levers (trainer/callbacks/input_wait.py)."""
     rows = [(key, format_value(metrics[key])) for key in summary_names(metrics)]
     if kept:
         rows.append(("measured on", f"the weights kept: {kept}"))

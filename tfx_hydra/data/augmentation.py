@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfx_hydra.validation import require_choice, require_known_keys
+from tfx_hydra.settings.checks import require_choice, require_known_keys
 
 FLIPS = ("horizontal", "vertical", "horizontal_and_vertical")
 

@@ -4,7 +4,7 @@ tf.data's `shuffle(reshuffle_each_iteration=True)` draws each epoch's order from
 was iterated in this process: a run resumed from its backup at epoch 3 would shuffle epoch 3 as a fresh run
 shuffles epoch 0, and a resumed epoch's first batches (skipped, having been trained before the interruption)
 would not be the ones trained. Here the shuffle's seed is `data.seed` and the epoch number, read from a
-variable the trainer sets as each epoch begins (callbacks/epoch_backup.py), so epoch k's batches are the same
+variable the trainer sets as each epoch begins (trainer/callbacks/epoch_backup.py), so epoch k's batches are the same
 whichever process trains it. The cache before the shuffle is shared by every epoch, as before.
 """
 

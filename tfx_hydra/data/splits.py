@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from tfx_hydra.validation import require_choice, require_fraction
+from tfx_hydra.settings.checks import require_choice, require_fraction
 
 
 @dataclass

@@ -23,7 +23,7 @@ from hydra.errors import HydraException
 
 from tfx_hydra.console import quiet_libraries, start_tensorflow_quietly, use_terminal
 from tfx_hydra.data import record_index
-from tfx_hydra.errors import ConfigError, TfxHydraError
+from tfx_hydra.settings.errors import ConfigError, TfxHydraError
 
 SPLITS = ("train", "validation", "test")
 
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         written = convert(args.output_dir, args.shards, args.overrides)
     except (TfxHydraError, HydraException) as err:  # a user mistake: the message, not a traceback
-        from tfx_hydra.config import composition_error
+        from tfx_hydra.settings.compose import composition_error
 
         print(f"Error: {composition_error(err) or err}", file=sys.stderr)
         return 1
@@ -52,7 +52,7 @@ def convert(output_dir: str, shards: int, overrides: list[str]) -> str:
     """Write the shards and their data option; return how `python -m tfx_hydra` reads them."""
     from omegaconf import OmegaConf
 
-    from tfx_hydra.config import build, compose
+    from tfx_hydra.settings.compose import build, compose
 
     if shards < 1:
         raise ConfigError(f"--shards={shards}: expected at least 1.", fix="--shards 4")
@@ -99,7 +99,7 @@ def convert(output_dir: str, shards: int, overrides: list[str]) -> str:
 def option_name(output_dir: str) -> str:
     """The data option the written config is: the folder's name (`/data/digits-tfr` -> digits-tfr),
     never the name of one of ours (Hydra would read ours, or the file would inherit from itself)."""
-    from tfx_hydra.config import group_options
+    from tfx_hydra.settings.compose import group_options
 
     name = re.sub(r"[^\w-]+", "_", os.path.basename(os.path.normpath(output_dir))).strip("_") or "records"
     return f"{name}_records" if name in [*group_options("data"), "pipeline"] else name

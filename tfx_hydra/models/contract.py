@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfx_hydra.errors import ConfigError, DataError
+from tfx_hydra.settings.errors import ConfigError, DataError
 
 TEXT_MODELS = ("tfx_hydra.models.text_baseline", "tfx_hydra.models.hub_text")  # raw strings in, tokenized inside
 
@@ -22,7 +22,7 @@ def require_model_takes_the_inputs(model: Any, data: Any) -> None:
     text_folder and text_table say; else numbers), before anything is built: text into a numeric model fails
     deep in its first step ('Cast string to float is not supported'). A builder or source of the user's is
     checked on what it builds instead (require_fits_data)."""
-    from tfx_hydra.config import choice
+    from tfx_hydra.settings.compose import choice
 
     target = str(model.get("_target_", ""))
     if not target.startswith("tfx_hydra.") or not str(data.get("_target_", "")).startswith("tfx_hydra."):

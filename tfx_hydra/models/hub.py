@@ -6,7 +6,7 @@ from __future__ import annotations
 from tfx_hydra.models.backbone import BACKBONE
 from tfx_hydra.models.blocks import image_inputs
 from tfx_hydra.models.heads import head as output_head
-from tfx_hydra.validation import require_range
+from tfx_hydra.settings.checks import require_range
 
 
 def hub(name, handle, input_shape, num_classes, freeze_backbone=True, output_key=None, signature=None,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from tfx_hydra.models.backbone import BACKBONE
 from tfx_hydra.models.heads import head as output_head
 from tfx_hydra.models.text import import_text_ops, require_text_inputs
-from tfx_hydra.validation import require_range
+from tfx_hydra.settings.checks import require_range
 
 
 def hub_text(name, handle, preprocess_handle, num_classes, input_shape=(), freeze_backbone=True,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tfx_hydra.models.heads import head as output_head
-from tfx_hydra.validation import require_non_negative, require_positive, require_range
+from tfx_hydra.settings.checks import require_non_negative, require_positive, require_range
 
 
 def mlp(name, input_shape, num_classes, units=128, layers=1, dropout=0.2, activation="relu", head="softmax"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tfx_hydra.models.heads import head as output_head
 from tfx_hydra.models.text import require_text_inputs
-from tfx_hydra.validation import require_positive, require_range
+from tfx_hydra.settings.checks import require_positive, require_range
 
 
 def text_baseline(name, num_classes, input_shape=(), max_tokens=20000, sequence_length=200, embedding_dim=64,

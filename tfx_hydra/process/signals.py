@@ -8,7 +8,7 @@ Python drops an exception raised inside a finalizer (a `__del__`, a weakref call
 "Exception ignored in ..." and goes on), and TensorFlow frees iterators and tensors by the
 thousand each epoch, so now and then a Ctrl-C lands in one and is lost. The handler records every
 signal it raises until the run has received it; `raise_missed_interrupt()` raises it again, after
-each batch (callbacks/missed_interrupt.py) and before a run is closed FINISHED. A KeyboardInterrupt
+each batch (trainer/callbacks/missed_interrupt.py) and before a run is closed FINISHED. A KeyboardInterrupt
 dropped that way is not printed either (`keep_interrupts_from_finalizers`): it is recorded the same way,
 so the user sees the one line that says how to resume, not "Exception ignored in ..." and a traceback.
 

@@ -10,8 +10,8 @@ from omegaconf import OmegaConf
 
 from tfx_hydra import tracking
 from tfx_hydra.console import BARE, start_tensorflow_quietly
-from tfx_hydra.errors import TfxHydraError
 from tfx_hydra.reproduce.source import SourceRun
+from tfx_hydra.settings.errors import TfxHydraError
 
 log = logging.getLogger("tfx_hydra.reproduce")
 
@@ -87,7 +87,7 @@ def config_differences(source: SourceRun) -> list[str]:
     defaults changed since the run)."""
     from hydra.errors import HydraException
 
-    from tfx_hydra.config import compose, composition_error
+    from tfx_hydra.settings.compose import compose, composition_error
 
     try:
         today = compose([*source.hydra_overrides, *source.overrides])
@@ -106,7 +106,7 @@ def data_differences(source: SourceRun) -> list[str]:
     if not source.datasets or not source.data_config:
         return ["data: the run recorded no dataset digests (runs before tfx_hydra 0.1's datasets): the data "
                 "it read cannot be compared"]
-    from tfx_hydra.config import build
+    from tfx_hydra.settings.compose import build
 
     log.info("reading the run's data as its config reads it today, to compare digests ...")
     here = os.getcwd()

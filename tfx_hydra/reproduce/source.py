@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from omegaconf import OmegaConf
 
 from tfx_hydra import tracking
-from tfx_hydra.errors import ReproduceError
+from tfx_hydra.settings.errors import ReproduceError
 
 
 @dataclass
@@ -64,7 +64,7 @@ def fetch_run(client, run_id: str, uri: str) -> SourceRun:
 def rerun_hydra_overrides(hydra: dict) -> list[str]:
     """The overrides of Hydra's own config the run was started with that a re-run needs again; its
     output folder (`hydra.run.dir`) is not one of them: the re-run gets its own."""
-    from tfx_hydra.config import single_run_hydra_overrides
+    from tfx_hydra.settings.compose import single_run_hydra_overrides
 
     given = ((hydra.get("hydra") or {}).get("overrides") or {}).get("hydra") or []
     return [o for o in single_run_hydra_overrides(given) if not o.startswith("hydra.run.dir=")]

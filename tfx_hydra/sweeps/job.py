@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from omegaconf import DictConfig
 
-from tfx_hydra.errors import ConfigError
 from tfx_hydra.metrics import OBJECTIVE, end_of_run_names
-from tfx_hydra.schemas import Settings, SweepConfig, TrackingConfig
+from tfx_hydra.settings.errors import ConfigError
+from tfx_hydra.settings.schemas import Settings, SweepConfig, TrackingConfig
 from tfx_hydra.sweeps.hparams_search.trial import TRIAL_TAG
 from tfx_hydra.sweeps.parent import JOB_NUM_TAG, PARENT_TAG, children
 

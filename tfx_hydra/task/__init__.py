@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfx_hydra.schemas import TASKS
+from tfx_hydra.settings.schemas import TASKS
 from tfx_hydra.task.base import Task
 from tfx_hydra.task.binary import Binary
 from tfx_hydra.task.classification import Classification

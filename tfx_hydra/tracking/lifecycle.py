@@ -15,7 +15,7 @@ from typing import Iterator
 
 from tfx_hydra.process import signals
 from tfx_hydra.process.faults import as_disk_full, describe_error, disk_full_said
-from tfx_hydra.schemas import TrackingConfig
+from tfx_hydra.settings.schemas import TrackingConfig
 from tfx_hydra.tracking.lost_runs import close_lost_runs, process_tags
 from tfx_hydra.tracking.mlflow_tracker import MlflowTracker
 from tfx_hydra.tracking.secrets import mask_secrets

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from tfx_hydra.project import is_users, package_location
+from tfx_hydra.settings.project import is_users, package_location
 from tfx_hydra.tracking import pyfunc_answers
 
 

@@ -16,11 +16,11 @@ from contextlib import contextmanager
 from typing import Any, Iterable, Iterator
 
 from tfx_hydra.console import library_lines_to
-from tfx_hydra.errors import TrackingError
 from tfx_hydra.process import held_signals
-from tfx_hydra.schemas import TrackingConfig
+from tfx_hydra.settings.checks import require_sqlite_file
+from tfx_hydra.settings.errors import TrackingError
+from tfx_hydra.settings.schemas import TrackingConfig
 from tfx_hydra.tracking.secrets import mask_uri
-from tfx_hydra.validation import require_sqlite_file
 
 MAX_PARAMS_PER_CALL = 100  # MLflow's log_batch limits
 MAX_TAGS_PER_CALL = 100

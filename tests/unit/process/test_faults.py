@@ -6,9 +6,9 @@ import errno
 
 import pytest
 
-from tfx_hydra.errors import DiskFull
 from tfx_hydra.process import disk_full_error, full_disk_path
-from tfx_hydra.schemas import TrackingConfig
+from tfx_hydra.settings.errors import DiskFull
+from tfx_hydra.settings.schemas import TrackingConfig
 from tfx_hydra.tracking import tracked_run
 
 

@@ -11,7 +11,7 @@ import pytest
 from tests.helpers import mlflow_client, mlflow_runs
 from tests.helpers.fakes import CtrlCInAFinalizer
 from tfx_hydra.process import keep_interrupts_from_finalizers, raise_missed_interrupt, restore_handlers
-from tfx_hydra.schemas import TrackingConfig
+from tfx_hydra.settings.schemas import TrackingConfig
 from tfx_hydra.tracking import tracked_run
 
 pytestmark = pytest.mark.signals

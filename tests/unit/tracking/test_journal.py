@@ -7,7 +7,7 @@ import logging
 from mlflow.tracking import MlflowClient
 
 from tests.helpers import free_ports, mlflow_client
-from tfx_hydra.schemas import TrackingConfig
+from tfx_hydra.settings.schemas import TrackingConfig
 from tfx_hydra.sync import main as sync_main
 from tfx_hydra.tracking import replay_journal, tracked_run
 

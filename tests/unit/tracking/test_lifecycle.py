@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import mlflow_client, mlflow_runs
-from tfx_hydra.schemas import TrackingConfig
+from tfx_hydra.settings.schemas import TrackingConfig
 from tfx_hydra.tracking import tracked_run
 
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from tests.helpers import mlflow_client
-from tfx_hydra.schemas import TrackingConfig
+from tfx_hydra.settings.schemas import TrackingConfig
 from tfx_hydra.tracking import close_lost_runs, process_is_gone, process_tags, tracked_run
 
 

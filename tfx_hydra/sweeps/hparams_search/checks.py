@@ -13,16 +13,16 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from tfx_hydra.config import keys_beside
-from tfx_hydra.errors import ConfigError
 from tfx_hydra.metrics import epoch_names
-from tfx_hydra.settings import validate_section
+from tfx_hydra.settings.checked import validate_section
+from tfx_hydra.settings.checks import require_made_folder
+from tfx_hydra.settings.compose import keys_beside
+from tfx_hydra.settings.errors import ConfigError
 from tfx_hydra.sweeps.hparams_search import space as search_space
 from tfx_hydra.sweeps.hparams_search import study as studies
 from tfx_hydra.sweeps.hparams_search.settings import SearchSettings, is_url, max_epochs, read, storage_url
 from tfx_hydra.sweeps.hparams_search.storage import open_storage
 from tfx_hydra.tracking import mask_uri
-from tfx_hydra.validation import require_made_folder
 
 SWEEPER_TARGET = "hydra_plugins.tfx_hydra_sweeps.OptunaSweeper"
 OWN_KEYS = ("hparams_search.study_name", "hparams_search.trial", "hparams_search.worker")  # set per job

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tfx_hydra.backups import EndsTraining
+from tfx_hydra.trainer.backups import EndsTraining
 
 
 class Pruned(EndsTraining):

@@ -14,8 +14,8 @@ from typing import Optional
 
 from omegaconf import DictConfig
 
-from tfx_hydra.errors import ConfigError
-from tfx_hydra.validation import require_choice, require_positive, require_range
+from tfx_hydra.settings.checks import require_choice, require_positive, require_range
+from tfx_hydra.settings.errors import ConfigError
 
 SAMPLERS = ("tpe", "random", "gp", "cmaes", "qmc", "nsga2")
 PRUNERS = ("median", "percentile", "successive_halving", "hyperband", "none")
@@ -67,7 +67,7 @@ def read(config: DictConfig) -> SearchSettings:
     with hydra/sweeper=hparams_search and the section is absent)."""
     from omegaconf import OmegaConf
 
-    from tfx_hydra.settings import validate_section
+    from tfx_hydra.settings.checked import validate_section
 
     if config.get("hparams_search") is None:
         return SearchSettings()

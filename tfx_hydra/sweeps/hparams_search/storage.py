@@ -7,10 +7,10 @@ import functools
 import os
 import time
 
-from tfx_hydra.errors import ConfigError
+from tfx_hydra.settings.checks import require_sqlite_file
+from tfx_hydra.settings.errors import ConfigError
 from tfx_hydra.sweeps.hparams_search.settings import is_url
 from tfx_hydra.tracking import mask_uri
-from tfx_hydra.validation import require_sqlite_file
 
 
 def open_storage(url: str):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import optuna
 from optuna_integration import KerasPruningCallback
 
-from tfx_hydra.errors import ConfigError
+from tfx_hydra.settings.errors import ConfigError
 from tfx_hydra.sweeps.hparams_search.pruned import Pruned
 
 

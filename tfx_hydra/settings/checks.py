@@ -1,4 +1,4 @@
-"""validation: the one vocabulary of checks, as Keras' `validate_*` helpers are one.
+"""checks: the one vocabulary of checks, as Keras' `validate_*` helpers are one.
 
 Each kind of mistake has one wording a user learns once, whichever module finds it:
 
@@ -29,7 +29,7 @@ import os
 import re
 from typing import Any, Iterable, Sequence
 
-from tfx_hydra.errors import ConfigError, DataError, TfxHydraError, show
+from tfx_hydra.settings.errors import ConfigError, DataError, TfxHydraError, show
 
 
 def require_choice(key: str, value: Any, choices: Sequence[Any], fix: Any = None) -> None:

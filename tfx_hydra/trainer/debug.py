@@ -18,7 +18,7 @@ import logging
 import os
 import re
 
-from tfx_hydra.errors import TrainingError
+from tfx_hydra.settings.errors import TrainingError
 
 log = logging.getLogger(__name__)
 

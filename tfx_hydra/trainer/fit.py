@@ -1,4 +1,4 @@
-"""trainer: conf/trainer/ (with conf/optimizer/): compile, fit in phases, backups, evaluation.
+"""fit: compile, fit in phases, evaluate: the steps the trainer package's other modules serve.
 
     compile_model   the optimizer, loss, metrics, XLA and steps_per_execution, inside the strategy's scope
     fit_phases      head training, then (trainer.finetune_epochs) fine-tuning the unfrozen backbone,
@@ -18,8 +18,21 @@ from typing import Sequence
 
 from omegaconf import DictConfig
 
-from tfx_hydra import compiled, kept_weights
-from tfx_hydra.backups import (
+from tfx_hydra.console import native_lines_streamed
+from tfx_hydra.lr_schedule import describe as describe_schedule
+from tfx_hydra.lr_schedule import updates_per_epoch
+from tfx_hydra.metrics import FINETUNE_PHASE, INPUT_WAIT, PARAMETERS, TEST, TRAIN_PHASE, end_of_run, phase_timing
+from tfx_hydra.models import count_params, require_backbone, unfreeze_backbone
+from tfx_hydra.optimizer import build_optimizer, finetune_learning_rate, peak_learning_rate
+from tfx_hydra.process import stopped_at_a_step
+from tfx_hydra.settings.checks import require_interval
+from tfx_hydra.settings.compose import choice, users_code_error
+from tfx_hydra.settings.errors import TfxHydraError, TrainingError
+from tfx_hydra.settings.schemas import Settings, TrainerConfig
+from tfx_hydra.strategy import BatchPlan, Setup
+from tfx_hydra.tracking import Tracker
+from tfx_hydra.trainer import compiled, kept_weights
+from tfx_hydra.trainer.backups import (
     FINETUNE_BACKUP,
     EndsTraining,
     choose_backup_dir,
@@ -27,22 +40,9 @@ from tfx_hydra.backups import (
     phase_backup,
     remove_backup,
 )
-from tfx_hydra.class_weight import class_weights
-from tfx_hydra.config import choice, users_code_error
-from tfx_hydra.console import native_lines_streamed
-from tfx_hydra.debug import NUMERICS_MARK, judge_overfit, non_finite_op, say_numerics_clean, say_profile
-from tfx_hydra.errors import TfxHydraError, TrainingError
-from tfx_hydra.keras_compat import build_before_first_trace
-from tfx_hydra.lr_schedule import describe as describe_schedule
-from tfx_hydra.lr_schedule import updates_per_epoch
-from tfx_hydra.metrics import FINETUNE_PHASE, INPUT_WAIT, PARAMETERS, TEST, TRAIN_PHASE, end_of_run, phase_timing
-from tfx_hydra.models import count_params, require_backbone, unfreeze_backbone
-from tfx_hydra.optimizer import build_optimizer, finetune_learning_rate, peak_learning_rate
-from tfx_hydra.process import stopped_at_a_step
-from tfx_hydra.schemas import Settings, TrainerConfig
-from tfx_hydra.strategy import BatchPlan, Setup
-from tfx_hydra.tracking import Tracker
-from tfx_hydra.validation import require_interval
+from tfx_hydra.trainer.class_weight import class_weights
+from tfx_hydra.trainer.debug import NUMERICS_MARK, judge_overfit, non_finite_op, say_numerics_clean, say_profile
+from tfx_hydra.trainer.keras_compat import build_before_first_trace
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def compile_model(model, optimizer_cfg: DictConfig, settings: Settings, setup: S
     say so when XLA was asked for and Keras turned it off."""
     import keras
 
-    from tfx_hydra.losses import smoothed
+    from tfx_hydra.trainer.losses import smoothed
 
     trainer, hardware = settings.trainer, setup.hardware
     epochs = trainer.finetune_epochs if learning_rate is not None else trainer.epochs
@@ -143,7 +143,7 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     import keras
     import tensorflow as tf
 
-    from tfx_hydra import callbacks as cb  # Keras at the top: imported when training, not before
+    from tfx_hydra.trainer import callbacks as cb  # Keras at the top: imported when training, not before
 
     first_epoch, last_epoch = ((trainer.epochs, trainer.epochs + trainer.finetune_epochs) if phase == FINETUNE_PHASE
                                else (0, trainer.epochs))

@@ -15,7 +15,7 @@ import time
 
 import keras
 
-from tfx_hydra.callbacks.midway import short_duration, time_left
+from tfx_hydra.trainer.callbacks.midway import short_duration, time_left
 
 
 def terminal_console():

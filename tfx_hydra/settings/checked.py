@@ -1,4 +1,4 @@
-"""settings: the config's settings sections checked and typed (`validate(cfg) -> Settings`).
+"""checked: the config's settings sections checked and typed (`validate(cfg) -> Settings`).
 
 Runs first, before TensorFlow or MLflow is imported, so a typo or an out-of-range value fails
 in a fraction of a second. OmegaConf checks the types by merging the user's values into the
@@ -14,9 +14,9 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
-from tfx_hydra.errors import ConfigError, show
-from tfx_hydra.schemas import MODES, SECTIONS, Settings
-from tfx_hydra.validation import require_bool, require_choice, require_known_keys, require_range
+from tfx_hydra.settings.checks import require_bool, require_choice, require_known_keys, require_range
+from tfx_hydra.settings.errors import ConfigError, show
+from tfx_hydra.settings.schemas import MODES, SECTIONS, Settings
 
 
 def validate(cfg: DictConfig) -> Settings:

@@ -13,9 +13,9 @@ import shutil
 import tempfile
 
 from tfx_hydra.metrics import FINETUNE_PHASE
-from tfx_hydra.schemas import TrainerConfig
+from tfx_hydra.settings.checks import require_interval
+from tfx_hydra.settings.schemas import TrainerConfig
 from tfx_hydra.tracking import BACKUP_TAG, Tracker
-from tfx_hydra.validation import require_interval
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ def choose_backup_dir(tracker: Tracker, output_dir: str, chief: bool) -> str:
 def phase_backup(backup_dir: str, trainer: TrainerConfig, phase: str, num_train: int, plan, tracker: Tracker):
     """The phase's EpochBackup: at each epoch's end and every trainer.backup_every within one. A fine-tuning
     phase trains epochs numbered on from the first phase's, in a backup of its own (FINETUNE_BACKUP)."""
-    from tfx_hydra.callbacks import EpochBackup
+    from tfx_hydra.trainer.callbacks import EpochBackup
 
     finetuning = phase == FINETUNE_PHASE
     every = trainer.backup_every if trainer.backup_every == "auto" else \

@@ -8,9 +8,9 @@ import time
 
 import keras
 
-from tfx_hydra.callbacks.input_wait import input_bound_note
 from tfx_hydra.console import epoch_line
 from tfx_hydra.metrics import EPOCH_SECONDS, EPOCH_TIMING, EXAMPLES_PER_SEC, INPUT_WAIT, LEARNING_RATE
+from tfx_hydra.trainer.callbacks.input_wait import input_bound_note
 
 
 class EpochClock(keras.callbacks.Callback):

@@ -1,4 +1,4 @@
-"""config: the config a run gets from its overrides, and the objects its nodes describe.
+"""compose: the config a run gets from its overrides, and the objects its nodes describe.
 
 `compose` is the one place a config is composed outside `python -m tfx_hydra`: reproduce
 (what the recorded overrides give today), the TFRecord converter (the data a run would
@@ -22,8 +22,8 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from tfx_hydra.errors import ConfigError, TfxHydraError
-from tfx_hydra.project import find_project, is_users, package_location
+from tfx_hydra.settings.errors import ConfigError, TfxHydraError
+from tfx_hydra.settings.project import find_project, is_users, package_location
 
 CONFIG_MODULE = "tfx_hydra.conf"  # conf/ as the wheel ships it
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ def group_options(group: str) -> list[str]:
 
 def build(node: DictConfig, key: str, **kwargs: Any) -> Any:
     """`hydra.utils.instantiate`, with our errors passed through and bad arguments named by key.
-    Which code builds it is a debug line (hydra.verbose=tfx_hydra.config): the steps say what was
+    Which code builds it is a debug line (hydra.verbose=tfx_hydra.settings.compose): the steps say what was
     chosen in the user's words."""
     log.debug(f"{key}: {node.get('_target_')}")
     return instantiate_node(node, key, **kwargs)
@@ -139,7 +139,7 @@ def is_users_file(filename: str) -> bool:
     import sysconfig
 
     path = os.path.abspath(filename)
-    ours = os.path.dirname(os.path.abspath(__file__))
+    ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the tfx_hydra package
     library = {os.path.abspath(sysconfig.get_paths()[key]) for key in ("stdlib", "platstdlib")}
     parts = set(path.split(os.sep))
     return not (filename.startswith("<") or path.startswith(ours + os.sep) or parts & {"site-packages", "dist-packages"}

@@ -19,15 +19,20 @@ once it is backed up). Imported by the train step only: these modules import Ker
 which costs seconds that config validation and `--help` never pay.
 """
 
-from tfx_hydra.callbacks.epoch_backup import EpochBackup
-from tfx_hydra.callbacks.epoch_clock import EpochClock
-from tfx_hydra.callbacks.epoch_progress import EpochProgress, terminal_console
-from tfx_hydra.callbacks.input_wait import InputWait
-from tfx_hydra.callbacks.keep_best import KeepBest
-from tfx_hydra.callbacks.midway import MidwayReport
-from tfx_hydra.callbacks.missed_interrupt import MissedInterrupt
-from tfx_hydra.callbacks.nonfinite_guard import NonFiniteGuard, floating_weights, non_finite_weights, weights_all_finite
-from tfx_hydra.callbacks.tensorboard import TensorBoardWithGraph
+from tfx_hydra.trainer.callbacks.epoch_backup import EpochBackup
+from tfx_hydra.trainer.callbacks.epoch_clock import EpochClock
+from tfx_hydra.trainer.callbacks.epoch_progress import EpochProgress, terminal_console
+from tfx_hydra.trainer.callbacks.input_wait import InputWait
+from tfx_hydra.trainer.callbacks.keep_best import KeepBest
+from tfx_hydra.trainer.callbacks.midway import MidwayReport
+from tfx_hydra.trainer.callbacks.missed_interrupt import MissedInterrupt
+from tfx_hydra.trainer.callbacks.nonfinite_guard import (
+           NonFiniteGuard,
+           floating_weights,
+           non_finite_weights,
+           weights_all_finite,
+)
+from tfx_hydra.trainer.callbacks.tensorboard import TensorBoardWithGraph
 
 __all__ = ["EpochBackup", "EpochClock", "EpochProgress", "InputWait", "KeepBest", "MidwayReport", "MissedInterrupt",
            "NonFiniteGuard", "TensorBoardWithGraph", "floating_weights", "non_finite_weights", "terminal_console",

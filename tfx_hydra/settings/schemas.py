@@ -1,8 +1,8 @@
 """Schemas for the settings that are not objects: trainer, hardware, precision, tracking, sweep.
 
-Dataclasses only: settings.validate(cfg) merges the user's values into them, so OmegaConf checks the types,
+Dataclasses only: checked.validate(cfg) merges the user's values into them, so OmegaConf checks the types,
 and each dataclass's `__post_init__` (which `OmegaConf.to_object` calls) checks ranges and choices with
-validation.py's one vocabulary. Object configs (data, model, optimizer, ...) are checked by their factories.
+checks.py's one vocabulary. Object configs (data, model, optimizer, ...) are checked by their factories.
 """
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
-from tfx_hydra.errors import ConfigError, show
 from tfx_hydra.metrics import TASKS, epoch_names, require_trainer_fits_task
 from tfx_hydra.precision import POLICIES
-from tfx_hydra.validation import (
+from tfx_hydra.settings.checks import (
     require_batch_span,
     require_choice,
     require_interval,
@@ -24,6 +23,7 @@ from tfx_hydra.validation import (
     require_range,
     require_target,
 )
+from tfx_hydra.settings.errors import ConfigError, show
 
 JIT_CHOICES = ("auto", True, False)
 ALLOCATORS = (None, "cuda_malloc_async")
