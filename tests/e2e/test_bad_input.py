@@ -57,7 +57,7 @@ CASES = {
     "zero accumulation steps": (["trainer.grad_accum_steps=0"], ["trainer.grad_accum_steps=0 is out of range",
                                                                  "Fix: trainer.grad_accum_steps=1"]),
     "misspelt trainer key": (["+trainer.epoch=3"], ["unknown key 'trainer.epoch'", "Fix: check the spelling"]),
-    "negative seed": (["seed=-1"], ["seed=-1 is not a non-negative integer", "Fix: seed=42"]),
+    "negative seed": (["seed=-1"], ["seed=-1 is out of range: expected 0 or more", "Fix: seed=42"]),
     "unknown mode": (["mode=predict"], ["mode=predict is not one of", "train", "evaluate"]),
     "sweep direction": (["sweep.direction=up"], ["sweep.direction=up is not one of: maximize, minimize"]),
     "sweep metric the run never logs": (["sweep.metric=f1"], ["sweep.metric=f1 is not a metric this run logs",
@@ -127,7 +127,7 @@ CASES = {
     "export dir under a file": (["export=[savedmodel]", "export.savedmodel.export_dir=/etc/hostname/export"], [
         "export.savedmodel.export_dir=/etc/hostname/export cannot be written: /etc/hostname is a file."]),
     "a data option out of range, before TensorFlow": (["data.check_finite_batches=0"], [
-        "ConfigError: data.check_finite_batches=0: expected a positive number of batches or null",
+        "ConfigError: data.check_finite_batches=0 is out of range: expected a positive integer, or null (every batch).",
         "Fix: data.check_finite_batches=10"]),
     "a fine-tuning metric without fine-tuning": (["sweep.metric=finetune_seconds"], [
         "sweep.metric=finetune_seconds is not a metric this run logs"]),

@@ -384,7 +384,8 @@ def test_tfrecord_nan_is_named_by_file_and_record_within_the_checked_batches(tmp
     # opt-in depth: the first 3 batches (48 records) do not reach record 57; off checks nothing
     assert tfrecord(pattern, None, [8, 8], 10, batch_size=16, seed=0, check_finite_batches=3).num_train == 105
     assert tfrecord(pattern, None, [8, 8], 10, batch_size=16, seed=0, check_finite=False).num_train == 105
-    with pytest.raises(ConfigError, match=r"data.check_finite_batches=0: expected a positive number of batches"):
+    with pytest.raises(ConfigError, match=r"data.check_finite_batches=0 is out of range: expected a positive integer, "
+                                          r"or null \(every batch\)"):
         tfrecord(pattern, None, [8, 8], 10, batch_size=16, seed=0, check_finite_batches=0)
 
 

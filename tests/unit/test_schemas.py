@@ -138,7 +138,7 @@ def test_export_selects_none_one_or_several_exporters():
     ("hardware.precision=float64", "hardware.precision=float64 is not one of: float32, mixed_float16",
      "hardware.precision=float32"),
     ("sweep.direction=up", "sweep.direction=up is not one of: maximize, minimize", "sweep.direction=maximize"),
-    ("seed=-3", "seed=-3 is not a non-negative integer", "seed=42"),
+    ("seed=-3", "seed=-3 is out of range: expected 0 or more", "seed=42"),
     ("mode=serve", "mode=serve is not one of: train, evaluate", "mode=train"),
     ("tracking.connect_timeout=0", "tracking.connect_timeout=0.0 is out of range: expected a number > 0 (seconds)",
      "tracking.connect_timeout=5"),

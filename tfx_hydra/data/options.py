@@ -9,7 +9,7 @@ from typing import Any
 
 from tfx_hydra.cv import Fold
 from tfx_hydra.data import cache as caching
-from tfx_hydra.settings.checks import require_bool, require_choice, require_positive_or_auto
+from tfx_hydra.settings.checks import require_bool, require_choice, require_positive_or_auto, require_positive_or_null
 from tfx_hydra.settings.errors import ConfigError
 
 SHARD_POLICIES = ("auto", "file", "data", "off")
@@ -43,19 +43,15 @@ class PipelineOptions:
         caching.check_options(self.cache, self.cache_budget, self.cache_dir)
         for key in ("prefetch", "map_parallelism"):
             require_positive_or_auto(f"data.{key}", getattr(self, key), "auto")
-        if self.limit is not None and (not isinstance(self.limit, int) or self.limit < 1):
-            raise ConfigError(f"data.limit={self.limit}: expected a positive number of examples or null.",
-                              fix="data.limit=null")
+        require_positive_or_null("data.limit", self.limit, example="null", null_means="every example")
         batches = self.limit_batches
         if batches is not None and (isinstance(batches, bool) or not (
                 (isinstance(batches, int) and batches >= 1) or (isinstance(batches, float) and 0 < batches <= 1))):
             raise ConfigError(f"data.limit_batches={batches!r}: expected a number of batches (2), a fraction of them "
                               "(0.1), or null.", fix="data.limit_batches=2")
         require_bool("data.check_finite", self.check_finite, fix=True)
-        batches = self.check_finite_batches
-        if batches is not None and (not isinstance(batches, int) or isinstance(batches, bool) or batches < 1):
-            raise ConfigError(f"data.check_finite_batches={batches!r}: expected a positive number of batches or "
-                              "null (every batch).", fix="data.check_finite_batches=10")
+        require_positive_or_null("data.check_finite_batches", self.check_finite_batches, example=10,
+                                 null_means="every batch")
         if self.class_names is not None:
             names = self.class_names
             if isinstance(names, str) or not all(isinstance(n, (str, int)) and str(n) for n in names):

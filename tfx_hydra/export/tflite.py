@@ -17,7 +17,7 @@ from tfx_hydra.export.result import (
     require_parity,
 )
 from tfx_hydra.export.served import raw_examples, served_model
-from tfx_hydra.settings.checks import require_bool
+from tfx_hydra.settings.checks import require_bool, require_choice, require_non_negative
 from tfx_hydra.settings.errors import ConfigError, ExportError
 
 
@@ -35,13 +35,10 @@ class TFLiteExport:
 
     def __init__(self, export_dir: str, model_name: str, quantization: str = "none", select_tf_ops: bool = False,
                  representative_examples: int = 200) -> None:
-        if quantization not in self.QUANTIZATIONS:
-            raise ConfigError(f"export.tflite.quantization={quantization} is not one of: "
-                              f"{', '.join(self.QUANTIZATIONS)}.", fix="export.tflite.quantization=none")
+        require_choice("export.tflite.quantization", quantization, self.QUANTIZATIONS, fix="none")
         require_bool("export.tflite.select_tf_ops", select_tf_ops)
-        if not isinstance(representative_examples, int) or isinstance(representative_examples, bool):
-            raise ConfigError(f"export.tflite.representative_examples={representative_examples}: expected a number "
-                              "of examples.", fix="export.tflite.representative_examples=200")
+        require_non_negative("export.tflite.representative_examples", representative_examples,
+                             zero_means="none: no int8", example=200)
         if quantization == "int8" and representative_examples < 1:
             raise ConfigError(f"export.tflite.quantization=int8 needs a representative dataset, but "
                               f"export.tflite.representative_examples={representative_examples}.",

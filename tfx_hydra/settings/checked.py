@@ -14,7 +14,13 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
-from tfx_hydra.settings.checks import require_bool, require_choice, require_known_keys, require_range
+from tfx_hydra.settings.checks import (
+    require_bool,
+    require_choice,
+    require_known_keys,
+    require_non_negative,
+    require_range,
+)
 from tfx_hydra.settings.errors import ConfigError, show
 from tfx_hydra.settings.schemas import MODES, SECTIONS, Settings
 
@@ -22,8 +28,7 @@ from tfx_hydra.settings.schemas import MODES, SECTIONS, Settings
 def validate(cfg: DictConfig) -> Settings:
     """Check every settings section against its schema and return typed settings."""
     seed = cfg.get("seed")
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ConfigError(f"seed={seed} is not a non-negative integer.", fix="seed=42")
+    require_non_negative("seed", seed, example=42)
     require_choice("mode", cfg.get("mode", "train"), MODES)
     require_mandatory_values(cfg)
     # a config from before tasks (an old run's, reproduced) has no task: it was a classification

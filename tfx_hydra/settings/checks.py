@@ -7,6 +7,7 @@ Each kind of mistake has one wording a user learns once, whichever module finds 
     require_known_keys   unknown key 'trainer.epoch'. Valid keys in 'trainer': epochs, batch_size, ...
     require_positive     trainer.epochs=-1 is out of range: expected a positive integer.
     require_non_negative trainer.finetune_epochs=-2 is out of range: expected 0 (off) or more.
+    require_positive_or_null data.limit=0 is out of range: expected a positive integer, or null (every example).
     require_range        optimizer.momentum=1.5 is out of range: expected a number [0, 1].
     require_fraction     data.validation_split=1.5 is out of range: expected a fraction between 0 and 1.
     require_size         data.cache_budget=lots is not a size: expected a number of bytes with a unit ...
@@ -84,11 +85,19 @@ def require_positive_or_auto(key: str, value: Any, example: int) -> None:
                           fix=f"{key}={example}")
 
 
-def require_non_negative(key: str, value: Any, zero_means: str, example: Any = 0) -> None:
-    """An integer >= 0, where 0 has a meaning of its own (`zero_means`: "off", "TensorFlow's choice")."""
+def require_non_negative(key: str, value: Any, zero_means: str | None = None, example: Any = 0) -> None:
+    """An integer >= 0, where 0 may have a meaning of its own (`zero_means`: "off", "TensorFlow's choice")."""
     if not _is_integer(value) or value < 0:
-        raise ConfigError(f"{key}={show(value)} is out of range: expected 0 ({zero_means}) or more.",
+        zero = f"0 ({zero_means})" if zero_means else "0"
+        raise ConfigError(f"{key}={show(value)} is out of range: expected {zero} or more.",
                           fix=f"{key}={example}")
+
+
+def require_positive_or_null(key: str, value: Any, example: Any, null_means: str) -> None:
+    """An integer >= 1, or null with a meaning of its own (`null_means`: "every batch", "all of them")."""
+    if value is not None and (not _is_integer(value) or value < 1):
+        raise ConfigError(f"{key}={show(value)} is out of range: expected a positive integer, or null "
+                          f"({null_means}).", fix=f"{key}={example}")
 
 
 def require_range(key: str, value: Any, low: float, high: float | None, example: Any,
