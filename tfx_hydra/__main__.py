@@ -10,6 +10,7 @@ option or key) are said the same way, with the closest option as the fix.
 import gc
 import os
 import sys
+from typing import Any
 
 import hydra
 from hydra.errors import CompactHydraException
@@ -25,13 +26,15 @@ from tfx_hydra.settings.errors import (
 
 
 @hydra.main(version_base="1.3", config_path="pkg://tfx_hydra.conf", config_name="config")
-def hydra_main(cfg: DictConfig) -> float:
-    """One job, wherever a launcher runs it. A Slurm job warned of its time limit or a pre-emption ends
-    its run KILLED with its backup, then submitit requeues it: the requeued job resumes that run."""
+def hydra_main(cfg: DictConfig) -> Any:
+    """One job, wherever a launcher runs it: run as the job it is (alone, a sweep's, a search's trial or
+    worker), returning the sweeper its objective. A Slurm job warned of its time limit or a pre-emption
+    ends its run KILLED with its backup, then submitit requeues it: the requeued job resumes that run."""
+    from tfx_hydra import sweeps
     from tfx_hydra.run import run
 
     try:
-        return run(cfg)
+        return sweeps.run_as_job(cfg, run)
     except Interrupted as interrupt:
         requeue_if_warned(interrupt)
         raise

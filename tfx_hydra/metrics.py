@@ -150,3 +150,32 @@ def require_class_weight_fits_task(value: Any, task: str) -> None:
         why = ("an example has several labels" if task == "multilabel" else "its targets are numbers, not classes")
         raise ConfigError(f"trainer.class_weight weighs each example by its class, and a task={task} example "
                           f"has no one class: {why}.", fix="trainer.class_weight=null")
+
+
+def require_known_metric(settings) -> None:
+    """sweep.metric must be something the run will report: found out after training, the run would be lost."""
+    known = end_of_run_names(settings.trainer)
+    for metric in settings.sweep.metrics:
+        if metric not in known:
+            raise ConfigError(f"sweep.metric={metric} is not a metric this run logs "
+                              f"(trainer.metrics={list(settings.trainer.metrics)}).",
+                              fix=f"one of: {', '.join(known)}; or add the metric to trainer.metrics")
+
+
+def objective(metrics: dict[str, float], sweep) -> float | list[float]:
+    """The value Hydra's sweepers optimise: `sweep.metric` from the finished run (a list of
+    values, in sweep.metric's order, for a multi-objective search)."""
+    missing = [m for m in sweep.metrics if m not in metrics]
+    if missing:
+        raise ConfigError(f"sweep.metric={missing[0]} is not a metric this run produced.",
+                          fix=f"one of: {', '.join(sorted(metrics))}")
+    values = [metrics[m] for m in sweep.metrics]
+    return values[0] if isinstance(sweep.metric, str) else values
+
+
+def record_objective(metrics: dict[str, float], sweep, tracker) -> float | list[float]:
+    """The objective (see `objective`), logged on the run as `objective`: what a re-run of the sweep
+    reads back to skip this job, and what the sweep's table ranks."""
+    value = objective(metrics, sweep)
+    tracker.log_metrics({OBJECTIVE: value[0] if isinstance(value, list) else value})
+    return value

@@ -7,12 +7,13 @@
     4. data        data/           train / validation / test tf.data pipelines      -> Datasets
                                    (then the batch plan's steps per call, for the run's length)
     5. model       models/ + trainer.compile_model, inside strategy.scope()
-    6. train       trainer.fit_phases: head, then fine-tuning; backups (per epoch, within one); a search's pruning
+    6. train       trainer.fit_phases: head, then fine-tuning; backups (per epoch, within one); the job's callbacks
     7. evaluate    trainer.evaluate: the held-out test split
     8. export      export/: each selected exporter writes and verifies its artifact
 
 Tracking (tracking/) wraps steps 1-8: the MLflow run starts first and ends FINISHED, FAILED or
-KILLED. Each step takes what earlier steps returned; nothing reaches into a global.
+KILLED. Each step takes what earlier steps returned; nothing reaches into a global. The run works for a
+`job` (job.py): alone, a sweep's or a search trial's, whose hooks add their part; it names no sweep.
 TensorFlow is imported by the steps that need it, never at module level, so preflight errors
 come back in a fraction of a second.
 """
@@ -24,14 +25,16 @@ import os
 
 from omegaconf import DictConfig, OmegaConf
 
-from tfx_hydra import cv, records, reports, sweeps, task, tracking, trainer
+from tfx_hydra import cv, records, reports, task, tracking, trainer
 from tfx_hydra.console import print_summary, shown_names
 from tfx_hydra.data.pipeline import require_datasets
 from tfx_hydra.data.preflight import check_data_config, declared_input_values
 from tfx_hydra.export import check_exporters, evaluate_saved_model, export_model, resolve_export_source
 from tfx_hydra.export.source import record_evaluated_model, record_evaluated_split
 from tfx_hydra.hardware import setup_hardware
+from tfx_hydra.job import Job, RunResult
 from tfx_hydra.lr_schedule import LrScheduleConfig
+from tfx_hydra.metrics import record_objective, require_known_metric
 from tfx_hydra.models.adapt import adapt_to_training_split
 from tfx_hydra.models.contract import require_fits_data, require_keras_model, require_model_takes_the_inputs
 from tfx_hydra.models.heads import in_target_units
@@ -41,27 +44,27 @@ from tfx_hydra.settings.compose import build, choice, require_importable_targets
 from tfx_hydra.settings.errors import ConfigError
 from tfx_hydra.settings.schemas import Settings
 from tfx_hydra.strategy import Setup, is_chief, plan_batches, steps_for_run
+from tfx_hydra.trainer.backups import EndsTraining
 
 
-def run(cfg: DictConfig) -> float | list[float] | sweeps.PrunedResult | sweeps.WorkerReport:
-    """Run the experiment `cfg` describes; return the sweep objective (`sweep.metric`: one value,
-    or one per metric), or, for a search's trial its pruner stopped, how far it got."""
-    if sweeps.is_search_worker(cfg):  # a search's worker job: it runs trial after trial, each through run()
-        return sweeps.serve_trials(cfg, run)
+def run(cfg: DictConfig, job: Job | None = None) -> RunResult:
+    """Run the experiment `cfg` describes, for `job` (None: the user's alone); return its objective
+    (`sweep.metric`: one value, or one per metric) and MLflow run."""
+    job = job or Job()
     settings = preflight(cfg)
     if cfg.mode == "evaluate":
         return evaluate_export(cfg, settings)
     launch_dir, output_dir = cfg.paths.launch_dir, cfg.paths.output_dir
     chief = is_chief(cfg.strategy.get("_target_"), cfg.strategy.get("cluster", "tf_config"))
     track = settings.tracking if chief else dataclasses.replace(settings.tracking, enabled=False)
-    job, resume_key = sweeps.current_job(), records.resume_key(cfg)
-    done = sweeps.finished_objective(job, track, launch_dir, resume_key)
+    resume_key = records.resume_key(cfg)
+    done = job.finished(track, launch_dir, resume_key)
     if done is not None:  # a re-run of an interrupted sweep: this job already finished
         return done
-    with tracking.tracked_run(track, launch_dir, tags=records.launch_tags(cfg), resume_key=resume_key, sweep_job=job,
-                              offline_dir=os.path.join(output_dir, tracking.OFFLINE_DIR),
+    with tracking.tracked_run(track, launch_dir, tags=records.launch_tags(cfg), resume_key=resume_key,
+                              sweep_job=job.tracked_as(), offline_dir=os.path.join(output_dir, tracking.OFFLINE_DIR),
                               name=records.run_name(cfg)) as tracker, \
-            sweeps.reporting_trial(cfg, settings, job, tracker) as trial:  # an Optuna search's live trial, or None
+            job.attending(cfg, settings, tracker):  # an Optuna search's live trial, heartbeating
         records.record_launch(tracker, cfg, output_dir, launch_dir)
 
         # TensorFlow is first imported here, by the step that must configure its devices before any op
@@ -89,25 +92,24 @@ def run(cfg: DictConfig) -> float | list[float] | sweeps.PrunedResult | sweeps.W
 
         try:
             history = trainer.fit_phases(model, datasets, cfg.optimizer, settings, setup, tracker, output_dir,
-                                         handed=trial.training_callbacks() if trial else ())
-        except sweeps.Pruned as pruned:  # the search's pruner stopped this trial: its epochs stay
-            return trial.pruned(tracker, pruned)
+                                         handed=job.training_callbacks())
+        except EndsTraining as ending:  # a callback of the job's ended training (a search's pruner): its epochs stay
+            return job.ended_training(tracker, ending)
         metrics = trainer.evaluate(model, datasets, history, tracker)
-        objective = sweeps.record_objective(metrics, settings.sweep, tracker)
+        objective = record_objective(metrics, settings.sweep, tracker)
 
         exports = []
-        if trial is None or trial.leads(objective, tracker):  # a search's trial behind the best so far: neither
+        if job.keeps_artifacts(objective, tracker):  # a search's trial behind the best so far: neither
             reports.record_plots(tracker, model, datasets, history, output_dir,
-                                 pending=trial is not None and trial.plots_wait)  # drawn if it ends the best
+                                 pending=job.plots_wait)  # drawn if it ends the best
             exports = export_model(model, datasets, cfg.export, tracker, setup.chief)
-        if trial:
-            trial.completed(tracker, history)
+        job.completed(tracker, history)
 
-    ui = tracker.ui_command if job is None else None  # a sweep ends with its own, once
-    print_summary(metrics, tracker.run_id, exports, ui, output_dir, records.weights_said(model),
+    print_summary(metrics, tracker.run_id, exports, tracker.ui_command if job.shows_ui else None, output_dir,
+                  records.weights_said(model),
                   shown_names(datasets.spec.class_names) if datasets.spec.class_names else None,
                   history.kept.said if history.kept.chosen else None, getattr(history, "input_bound", None))
-    return objective
+    return RunResult(objective, tracker.run_id)
 
 
 def preflight(cfg: DictConfig) -> Settings:
@@ -118,9 +120,8 @@ def preflight(cfg: DictConfig) -> Settings:
     cv.require_foldable(cfg.get("cv"), cfg.data, choice("data"))
     require_importable_targets(OmegaConf.to_container(cfg, resolve=False))
     require_model_takes_the_inputs(cfg.model, cfg.data)
-    sweeps.require_multirun_for_search(cfg)
     if cfg.mode == "train":
-        sweeps.require_known_metric(settings)
+        require_known_metric(settings)
         check_exporters(cfg.export, text_inputs=cfg.data.get("inputs") == "text")
     check_data_config(cfg.data, settings.task.name)
     if settings.tracking.enabled:
@@ -129,7 +130,7 @@ def preflight(cfg: DictConfig) -> Settings:
     return settings
 
 
-def evaluate_export(cfg: DictConfig, settings: Settings) -> float:
+def evaluate_export(cfg: DictConfig, settings: Settings) -> RunResult:
     """mode=evaluate: run the configured data's test split through an exported SavedModel
     (export.source: a folder, or runs:/<run id> for a tracked run's export) and log its metrics:
     the check before shipping a model."""
@@ -154,4 +155,5 @@ def evaluate_export(cfg: DictConfig, settings: Settings) -> float:
     print_summary(metrics, tracker.run_id, [], tracker.ui_command, output_dir, "n/a (evaluate)",
                   shown_names(datasets.spec.class_names) if datasets.spec.class_names else None)
     metric = settings.sweep.metric  # a val_ metric: its test_ value, the only split evaluated here
-    return metrics.get(metric, metrics.get(metric.replace("val_", "test_", 1), metrics["test_loss"]))
+    return RunResult(metrics.get(metric, metrics.get(metric.replace("val_", "test_", 1), metrics["test_loss"])),
+                     tracker.run_id)

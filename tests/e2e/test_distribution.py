@@ -23,7 +23,7 @@ def test_mirrored_over_two_logical_cpus_logs_two_replicas_and_converges(tmp_path
     cfg = compose(["strategy=mirrored", "strategy.devices=[/cpu:0,/cpu:1]", "trainer.epochs=6",
                    "trainer.batch_size=64", "trainer.scale_lr_with_replicas=true", "export=none"],
                   launch_dir=tmp_path)
-    objective = run(cfg)
+    objective = run(cfg).objective
     (record,) = mlflow_runs(tmp_path)
     tags = record.data.tags
     assert (tags["strategy"], tags["strategy.replicas"]) == ("MirroredStrategy", "2")

@@ -15,10 +15,9 @@ from optuna.trial import TrialState
 from tests.helpers.fakes import RecordingTracker
 from tests.unit.test_sweeps import composed_sweep
 from tfx_hydra.settings.errors import ConfigError, TrainingError
-from tfx_hydra.sweeps.hparams_search import checks, space, trials
+from tfx_hydra.sweeps.hparams_search import ask_and_tell, checks, space
 from tfx_hydra.sweeps.hparams_search import study as studies
-from tfx_hydra.sweeps.hparams_search.settings import SearchSettings, storage_url
-from tfx_hydra.sweeps.hparams_search.storage import open_storage
+from tfx_hydra.sweeps.hparams_search.optuna import SearchSettings, open_storage, storage_url
 from tfx_hydra.sweeps.hparams_search.sweeper import OptunaSweeper, Rounds
 from tfx_hydra.sweeps.hparams_search.trial import LiveTrial
 from tfx_hydra.sweeps.hparams_search.worker import WorkerReport
@@ -342,7 +341,7 @@ def test_a_trial_failed_as_interrupted_whose_retry_was_never_queued_is_queued_on
 class WorkersKilledByTheirLauncher:
     """What the command's workers leave when Ctrl-C reaches it: joblib kills them (SIGKILL) as it stops. One
     was in the middle of asking for a trial -- planted as Optuna's ask alone, a trial with one parameter and
-    none of trials.ask's marks; one had claimed its trial. Meanwhile another command, alive, claims its own."""
+    none of ask_and_tell.ask's marks; one had claimed its trial. Meanwhile another command, alive, claims its own."""
 
     def __init__(self) -> None:
         self.killed_mid_ask = self.killed_in_trial = self.other_command_s = None
@@ -350,7 +349,7 @@ class WorkersKilledByTheirLauncher:
     def launch(self, overrides, initial_job_idx):
         study = self.rounds.study
         worker = next(o for o in overrides[0] if o.startswith("hparams_search.worker=")).split("=")[1]
-        self.killed_in_trial = trials.ask(study, self.rounds.plan.space, 3, worker).number
+        self.killed_in_trial = ask_and_tell.ask(study, self.rounds.plan.space, 3, worker).number
         self.killed_mid_ask = study.ask({"x": FloatDistribution(0.0, 1.0)}).number
         other = study.ask()
         threading.Timer(0.3, lambda: other.set_user_attr(studies.HEARTBEAT, time.time())).start()  # claimed late
@@ -378,12 +377,12 @@ def test_an_interrupted_command_queues_again_the_trials_its_killed_workers_held_
 @pytest.mark.parametrize("failed, ran, stops", [(0, 4, False), (1, 4, False), (2, 4, True), (1, 1, True)])
 def test_a_search_stops_once_more_than_max_failure_rate_of_its_trials_failed(failed, ran, stops):
     if not stops:
-        trials.require_failure_rate(failed, ran, 0.25, "worker c1-0")
+        ask_and_tell.require_failure_rate(failed, ran, 0.25, "worker c1-0")
         return
     with pytest.raises(TrainingError, match=rf"{failed} of the {ran} trials worker c1-0 ran failed, more than "
                                             r"hparams_search.max_failure_rate=0.25: the search stops.\n  Fix: see the "
                                             r"FAILED child runs' `error` tags"):
-        trials.require_failure_rate(failed, ran, 0.25, "worker c1-0")
+        ask_and_tell.require_failure_rate(failed, ran, 0.25, "worker c1-0")
 
 
 def test_a_trial_another_command_gave_up_as_lost_while_it_ran_is_not_counted_as_failed():
@@ -401,17 +400,16 @@ def test_a_trial_another_command_gave_up_as_lost_while_it_ran_is_not_counted_as_
         trial.report(0.5, step=0)
     job = JobReturn()
     job.status, job.return_value = JobStatus.FAILED, raised.value
-    assert trials.tell(study, trial, job) is False
+    assert ask_and_tell.tell(study, trial, job) is False
     assert study.trials[0].state == optuna.trial.TrialState.FAIL  # as the other command left it
     job.return_value = RuntimeError("out of memory")  # a trial that failed on its own still counts
-    assert trials.tell(study, study.ask(), job) is True
+    assert ask_and_tell.tell(study, study.ask(), job) is True
 
 
 def test_a_trial_is_pruned_before_its_last_epoch_but_never_at_it():
     """A pruner that prunes everything (a threshold no accuracy reaches): the first epoch of three is pruned;
     the last epoch of a fit is only reported, so a trial that trained every epoch ends with its value."""
-    from tfx_hydra.sweeps.hparams_search.pruned import Pruned
-    from tfx_hydra.sweeps.hparams_search.trial_pruning import TrialPruning
+    from tfx_hydra.sweeps.hparams_search.pruning import Pruned, TrialPruning
 
     study = optuna.create_study(direction="maximize", pruner=optuna.pruners.ThresholdPruner(lower=2.0))
     early = study.ask()

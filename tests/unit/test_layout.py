@@ -31,7 +31,7 @@ LAYERS = [
     ("steps", {"tfx_hydra.hardware", "tfx_hydra.strategy", "tfx_hydra.data", "tfx_hydra.models", "tfx_hydra.optimizer",
                "tfx_hydra.trainer", "tfx_hydra.export", "tfx_hydra.records", "tfx_hydra.reports", "tfx_hydra.plots",
                "tfx_hydra.environment", "tfx_hydra.sweeps", "tfx_hydra.code_state", "tfx_hydra.task",
-               "tfx_hydra.lr_schedule", "tfx_hydra.cv",
+               "tfx_hydra.lr_schedule", "tfx_hydra.cv", "tfx_hydra.job",
                "tfx_hydra.losses"}),  # a moved path kept importable until 0.3.0
     ("tracking", {"tfx_hydra.tracking"}),
     # the vocabulary every layer speaks (precision.py spells the dtype policies the schemas check; it
@@ -163,6 +163,18 @@ def test_run_holds_the_sequence_only():
     tree = ast.parse((PACKAGE / "run.py").read_text())
     defined = [node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
     assert defined == ["run", "preflight", "evaluate_export"]
+
+
+def test_run_names_no_sweep_and_returns_one_result_type():
+    """The search is a client of the run: run() takes the job it works for and returns a RunResult, whoever
+    called it; a sweep's or a trial's part comes through the job's hooks (job.py)."""
+    path = PACKAGE / "run.py"
+    assert not {m for m in imports_of(path) if m.startswith("tfx_hydra.sweeps")}
+    code = "\n".join(line.split("#")[0] for line in path.read_text().split('"""\n\nfrom __future__')[1].splitlines())
+    assert not re.search(r"\bsweeps\b|trial|optuna|prun", code, re.IGNORECASE)
+    (function,) = [node for node in ast.parse(path.read_text()).body if getattr(node, "name", None) == "run"]
+    assert ast.unparse(function.returns) == "RunResult"
+    assert [ast.unparse(a.annotation) for a in function.args.args] == ["DictConfig", "Job | None"]
 
 
 def test_no_module_is_over_300_lines():

@@ -38,9 +38,11 @@ def test_every_name_preflight_accepts_is_what_a_run_logs_and_a_sweep_gets_its_ob
     cfg = compose([*FINETUNING, "tracking=mlflow", f"model.handle={handle}", "data.input_shape=[8,8]",
                    "sweep.metric=finetune_seconds"], launch_dir=tmp_path)
     settings = preflight(cfg)  # accepted
-    objective = run(cfg)
+    result = run(cfg)
+    objective = result.objective
     (tracked,) = mlflow_runs(tmp_path)
     logged = tracked.data.metrics
     for name in end_of_run_names(settings.trainer):
         assert name in logged and math.isfinite(logged[name]), name
     assert objective == logged["finetune_seconds"] and objective != logged["test_accuracy"]
+    assert result.run_id == tracked.info.run_id and result.ended is None

@@ -16,7 +16,7 @@ from hydra.types import RunMode
 from omegaconf import OmegaConf
 
 from tests.helpers import mlflow_client
-from tfx_hydra.metrics import OBJECTIVE
+from tfx_hydra.metrics import OBJECTIVE, objective
 from tfx_hydra.settings.errors import ConfigError
 from tfx_hydra.settings.schemas import SweepConfig, TrackingConfig
 from tfx_hydra.sweeps import job as sweep_job
@@ -262,7 +262,6 @@ def test_the_slurm_launcher_is_refused_only_where_there_is_no_srun(tmp_path, mon
 
 
 def test_the_objective_is_the_configured_metric():
-    objective = sweep_job.objective
     metrics = {"val_accuracy": 0.9, "test_accuracy": 0.8}
     assert objective(metrics, SweepConfig(metric="test_accuracy")) == 0.8
     with pytest.raises(ConfigError, match=r"sweep.metric=val_auc is not a metric this run produced.\n"

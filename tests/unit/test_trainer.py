@@ -141,8 +141,7 @@ def pruning_study(tmp_path, lower: float):
 
 
 def test_a_pruned_trial_stops_after_the_epoch_its_pruner_judged_and_the_epoch_is_tracked(data, tmp_path):
-    from tfx_hydra.sweeps.hparams_search.pruned import Pruned
-    from tfx_hydra.sweeps.hparams_search.trial_pruning import TrialPruning
+    from tfx_hydra.sweeps.hparams_search.pruning import Pruned, TrialPruning
 
     study, trial = pruning_study(tmp_path, lower=2.0)  # no accuracy reaches 2: pruned at the first epoch
     trainer = TrainerConfig(epochs=4, verbose=False, early_stopping=EarlyStoppingConfig(enabled=True, patience=1))
@@ -154,7 +153,7 @@ def test_a_pruned_trial_stops_after_the_epoch_its_pruner_judged_and_the_epoch_is
 
 
 def test_an_unpruned_trial_reports_every_epoch_beside_early_stopping(data, tmp_path):
-    from tfx_hydra.sweeps.hparams_search.trial_pruning import TrialPruning
+    from tfx_hydra.sweeps.hparams_search.pruning import TrialPruning
 
     study, trial = pruning_study(tmp_path, lower=-1.0)  # never prunes
     trainer = TrainerConfig(epochs=3, verbose=False, early_stopping=EarlyStoppingConfig(enabled=True, patience=5))
@@ -164,7 +163,7 @@ def test_an_unpruned_trial_reports_every_epoch_beside_early_stopping(data, tmp_p
 
 
 def test_pruning_on_a_metric_no_epoch_logs_says_so_at_the_first_epoch(data, tmp_path):
-    from tfx_hydra.sweeps.hparams_search.trial_pruning import TrialPruning
+    from tfx_hydra.sweeps.hparams_search.pruning import TrialPruning
 
     _, trial = pruning_study(tmp_path, lower=-1.0)
     trainer = TrainerConfig(epochs=2, verbose=False)

@@ -36,6 +36,7 @@ from tfx_hydra.sweeps.summary import (
 PARENT_RUN_FILE = "mlflow_parent_run.json"  # in the sweep dir: the parent's id, for every job and the sweeper
 PARENT_TAG = "mlflow.parentRunId"  # MLflow's own tag: the UI nests a child under its parent by it
 JOB_NUM_TAG = "sweep.job_num"
+TRIAL_TAG = "optuna.trial"  # a search's job: the number of the trial it ran
 STUDY_TAG = "sweep.study"  # an Optuna search's parent: "<study name> in <storage>"
 SWEEP_LOG = "sweep.log"  # the launching process's library lines (MLflow creating its store): not the terminal's
 # What Hydra's sweepers write in the sweep dir: the sweep's config, Optuna's best parameters.

@@ -198,7 +198,7 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
             raise non_finite_op(err.message) from None
         raise_if_users(err)
         raise
-    except TfxHydraError:
+    except (TfxHydraError, EndsTraining):  # said already; or a handed callback's end, for its job to say
         raise
     except Exception as err:  # a callback, metric, loss or layer of the user's: its frames, not Keras' and ours
         raise_if_users(err)

@@ -20,8 +20,7 @@ from tfx_hydra.settings.compose import keys_beside
 from tfx_hydra.settings.errors import ConfigError
 from tfx_hydra.sweeps.hparams_search import space as search_space
 from tfx_hydra.sweeps.hparams_search import study as studies
-from tfx_hydra.sweeps.hparams_search.settings import SearchSettings, is_url, max_epochs, read, storage_url
-from tfx_hydra.sweeps.hparams_search.storage import open_storage
+from tfx_hydra.sweeps.hparams_search.optuna import SearchSettings, is_url, max_epochs, open_storage, read, storage_url
 from tfx_hydra.tracking import mask_uri
 
 SWEEPER_TARGET = "hydra_plugins.tfx_hydra_sweeps.OptunaSweeper"

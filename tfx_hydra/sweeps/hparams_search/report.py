@@ -17,8 +17,7 @@ import yaml
 from omegaconf import DictConfig
 
 from tfx_hydra import tracking
-from tfx_hydra.sweeps.hparams_search.trial import TRIAL_TAG
-from tfx_hydra.sweeps.parent import children, read_parent_record
+from tfx_hydra.sweeps.parent import TRIAL_TAG, children, read_parent_record
 from tfx_hydra.sweeps.summary import say
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""The study: where it lives, how it samples and prunes, how many trials it still needs.
+"""The study: opened (or resumed), checked to be the same search, how many trials it still needs.
 
 A study is the search's lasting record, shared by every command that names it: a re-run of the
 same command, or a second command on another machine, opens the same study and adds trials
@@ -15,15 +15,13 @@ heartbeat exists only for database storages.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import time
 from typing import Any
 
 from tfx_hydra.settings.errors import ConfigError
 from tfx_hydra.sweeps.hparams_search import space as search_space
-from tfx_hydra.sweeps.hparams_search.settings import SearchSettings
-from tfx_hydra.sweeps.hparams_search.storage import open_storage
+from tfx_hydra.sweeps.hparams_search.optuna import SearchSettings, open_storage, pruner, sampler
 
 log = logging.getLogger(__name__)
 HEARTBEAT = "tfx_hydra.heartbeat"        # user attr: the time of the trial's last heartbeat
@@ -31,59 +29,6 @@ RETRY_OF = "tfx_hydra.retry_of"          # user attr: the number of the lost tri
 OVER_BUDGET = "tfx_hydra.over_budget"    # user attr: started past n_trials, told FAIL unrun
 REQUEUED = "tfx_hydra.requeued"          # user attr: failed as lost or interrupted, its parameters to run again
 SPACE, COMMAND = "tfx_hydra.search_space", "tfx_hydra.fixed_overrides"  # study user attrs
-
-
-def sampler(name: str, seed: int, multi_objective: bool):
-    """Optuna's sampler by name, seeded by the run's `seed` (the same seed proposes the same trials)."""
-    import warnings
-
-    import optuna
-
-    # TPE's multivariate and constant_liar options, GP, QMC: "experimental" in Optuna since 2.x-3.x
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-
-    samplers = {
-        # constant_liar: trials running side by side (n_jobs, two commands) are not proposed twice
-        "tpe": lambda: optuna.samplers.TPESampler(seed=seed, constant_liar=True, multivariate=True),
-        "random": lambda: optuna.samplers.RandomSampler(seed=seed),
-        "gp": lambda: optuna.samplers.GPSampler(seed=seed),
-        "cmaes": lambda: optuna.samplers.CmaEsSampler(seed=seed),
-        "qmc": lambda: optuna.samplers.QMCSampler(seed=seed),
-        "nsga2": lambda: optuna.samplers.NSGAIISampler(seed=seed),
-    }
-    if multi_objective and name in ("gp", "cmaes"):
-        raise ConfigError(f"hparams_search.sampler={name} optimises one metric; sweep.metric lists several.",
-                          fix="hparams_search.sampler=tpe (or nsga2) for a multi-objective search")
-    needs = {"gp": "torch", "cmaes": "cmaes"}  # imported by Optuna only once it samples: asked for here
-    try:
-        if name in needs:
-            importlib.import_module(needs[name])
-        return samplers[name]()
-    except ImportError as err:
-        package = needs.get(name, str(err))
-        raise ConfigError(f"hparams_search.sampler={name} needs {package}, which is not installed.",
-                          fix=f"pip install {package}, or hparams_search.sampler=tpe") from None
-
-
-def pruner(settings: SearchSettings, max_epochs: int):
-    """The pruner by name and its arguments (hparams_search.pruner_args). Pruners are not stored
-    with the study, so each job builds the same one again from these settings."""
-    import optuna
-
-    pruners = {
-        "median": optuna.pruners.MedianPruner,
-        "percentile": lambda **kw: optuna.pruners.PercentilePruner(**({"percentile": 25.0} | kw)),
-        "successive_halving": optuna.pruners.SuccessiveHalvingPruner,
-        "hyperband": lambda **kw: optuna.pruners.HyperbandPruner(**({"min_resource": 1, "max_resource": max_epochs}
-                                                                     | kw)),
-        "none": optuna.pruners.NopPruner,
-    }
-    try:
-        return pruners[settings.pruner](**dict(settings.pruner_args or {}))
-    except (TypeError, ValueError) as err:
-        raise ConfigError(f"hparams_search.pruner_args={dict(settings.pruner_args or {})} do not fit "
-                          f"pruner={settings.pruner}: {err}",
-                          fix="see optuna.pruners in Optuna's documentation for its arguments") from None
 
 
 def open_study(url: str, settings: SearchSettings, directions: list[str], space: dict[str, Any],

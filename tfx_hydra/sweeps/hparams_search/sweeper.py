@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from tfx_hydra.console import library_lines_to
 from tfx_hydra.settings.errors import LOST_WORKER_ERRORS, TrainingError
-from tfx_hydra.sweeps.hparams_search import trials
+from tfx_hydra.sweeps.hparams_search import ask_and_tell
 from tfx_hydra.sweeps.hparams_search.trial import SECONDS
 from tfx_hydra.sweeps.parent import SWEEP_LOG
 
@@ -132,7 +132,7 @@ class Rounds:
                 self.launch(trials)
 
     def ask(self, count: int) -> list:
-        asked = [trials.ask(self.study, self.plan.space, self.settings.n_trials) for _ in range(count)]
+        asked = [ask_and_tell.ask(self.study, self.plan.space, self.settings.n_trials) for _ in range(count)]
         return [trial for trial in asked if trial is not None]
 
     def launch(self, asked: list) -> None:
@@ -144,7 +144,7 @@ class Rounds:
         wall = time.monotonic() - started
         for trial, job_return in zip(asked, returns):
             self.launched += 1
-            self.failed += trials.tell(self.study, trial, job_return)
+            self.failed += ask_and_tell.tell(self.study, trial, job_return)
         if len(asked) > 1:  # each worker waited from its own trial's end to the batch's
             ran = [self.study.trials[t.number].user_attrs.get(SECONDS, wall) for t in asked]
             self.idle_seconds += sum(max(0.0, wall - seconds) for seconds in ran)
@@ -205,17 +205,17 @@ class Rounds:
         from tfx_hydra.sweeps.hparams_search import study as studies
 
         if self.workers:
-            only = trials.of_command(self.study, self.command) | studies.unclaimed(self.study)
+            only = ask_and_tell.of_command(self.study, self.command) | studies.unclaimed(self.study)
         else:  # a trial whose run ended as the interrupt came is told, not run again
             sweep_dir = os.path.abspath(str(self.sweeper.config.hydra.sweep.dir))
-            only = self.in_flight - trials.tell_finished_runs(self.study, self.in_flight, sweep_dir)
+            only = self.in_flight - ask_and_tell.tell_finished_runs(self.study, self.in_flight, sweep_dir)
         studies.retry_lost_trials(self.study, grace_period=-1.0, own=set(), only=only)
         if self.workers:  # the launcher has stopped them: a worker killed mid-retry left its trial unqueued
             studies.requeue_missed(self.study, only)
         return studies.queued_again(self.study, only)  # by this process, or by a worker as its trial stopped
 
     def require_failure_rate(self) -> None:
-        trials.require_failure_rate(self.failed, self.launched, self.settings.max_failure_rate, "this command")
+        ask_and_tell.require_failure_rate(self.failed, self.launched, self.settings.max_failure_rate, "this command")
 
     def timed_out(self) -> bool:
         timeout = self.settings.timeout

@@ -1,15 +1,15 @@
-"""A job's side of a search: the live Optuna trial it reports to.
+"""trial: a trial's life in its job: `TrialJob` (the run's job), the live Optuna trial it reports to.
 
 The sweeper hands each job its trial by overrides (`hparams_search.trial`, `.study_name`; the
 storage is the command's own setting), so this works under every launcher, in process or on another
 machine: the job opens the study itself, rebuilds the pruner from config (Optuna does not store pruners), and makes a
 live `optuna.trial.Trial` from the trial's number. A frozen trial's `should_prune()` is always
 False; a live one asks the pruner. After each epoch the job reports `sweep.metric` and stops when
-the pruner says so (the trainer's trial_pruning.py); a heartbeat thread tells every command of the
+the pruner says so (pruning.py's callback, handed to training); a heartbeat thread tells every command of the
 study that the job is alive.
 
 The sweeper, not the job, tells Optuna how the trial ended: the job returns its objective, or a
-`PrunedResult` when its pruner stopped it.
+`PrunedResult` when its pruner stopped it (`TrialJob.returned`).
 """
 
 from __future__ import annotations
@@ -18,16 +18,27 @@ import logging
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Iterator
 
 from omegaconf import DictConfig
 
+from tfx_hydra.job import RunResult
 from tfx_hydra.metrics import epoch_names
-from tfx_hydra.sweeps.hparams_search.pruned import Pruned, PrunedResult
+from tfx_hydra.sweeps.job import SweepJob
 
 log = logging.getLogger(__name__)
-STATE_TAG, TRIAL_TAG, EPOCHS_TAG = "optuna.state", "optuna.trial", "epochs_trained"
+STATE_TAG, EPOCHS_TAG = "optuna.state", "epochs_trained"
 SECONDS = "tfx_hydra.seconds"  # user attr: how long the trial's job took (the sweep's idle time is measured with it)
+
+
+@dataclass
+class PrunedResult:
+    """What a pruned trial's job returns to the sweeper."""
+
+    trial: int
+    epochs: int
+    value: float
 
 
 class LiveTrial:
@@ -36,15 +47,13 @@ class LiveTrial:
     def __init__(self, settings, metrics: list[str], per_epoch: list[str], max_epochs: int, launch_dir: str) -> None:
         import optuna
 
-        from tfx_hydra.sweeps.hparams_search import study as studies
-        from tfx_hydra.sweeps.hparams_search.settings import storage_url
-        from tfx_hydra.sweeps.hparams_search.storage import open_storage
+        from tfx_hydra.sweeps.hparams_search.optuna import open_storage, pruner, storage_url
 
         self.settings, self.started = settings, time.monotonic()
         self.metric, self.multi_objective, self.per_epoch = metrics[0], len(metrics) > 1, per_epoch
         self.study = optuna.load_study(study_name=settings.study_name,
                                        storage=open_storage(storage_url(settings, launch_dir)),
-                                       pruner=studies.pruner(settings, max_epochs))
+                                       pruner=pruner(settings, max_epochs))
         trial_id = self.study._storage.get_trial_id_from_study_id_trial_number(self.study._study_id,
                                                                               settings.trial)
         self.trial = optuna.trial.Trial(self.study, trial_id)
@@ -61,7 +70,7 @@ class LiveTrial:
         and, with pruner=none, for a metric that is not logged per epoch."""
         if self.multi_objective or (self.settings.pruner == "none" and self.metric not in self.per_epoch):
             return []
-        from tfx_hydra.sweeps.hparams_search.trial_pruning import TrialPruning  # Keras: only once training
+        from tfx_hydra.sweeps.hparams_search.pruning import TrialPruning  # Keras: only once training
 
         return [TrialPruning(self.trial, self.metric)]
 
@@ -99,7 +108,7 @@ class LiveTrial:
         tracker.set_tags({STATE_TAG: "COMPLETE", EPOCHS_TAG: str(epochs)})
         self._record_seconds()
 
-    def pruned(self, tracker, pruned: Pruned) -> PrunedResult:
+    def pruned(self, tracker, pruned) -> PrunedResult:
         """The run keeps the epochs it trained, says PRUNED, and exports nothing."""
         tracker.set_tags({STATE_TAG: "PRUNED", EPOCHS_TAG: str(pruned.epoch + 1)})
         self._record_seconds()
@@ -129,18 +138,49 @@ class LiveTrial:
         self._beating.join(timeout=5)
 
 
-@contextmanager
-def reporting_trial(cfg: DictConfig, run_settings, job, tracker) -> Iterator[LiveTrial | None]:
-    """The live trial of a sweep job of an Optuna search (heartbeating while the job runs); None in
-    any other run, including a re-run of a trial's recorded config outside its sweep."""
-    search = cfg.get("hparams_search")
-    if job is None or search is None or search.get("trial") is None:
-        yield None
-        return
-    from tfx_hydra.sweeps.hparams_search.settings import max_epochs, read
+@dataclass
+class TrialJob(SweepJob):
+    """A search's job: the run reports each epoch to its live trial (heartbeating while it trains), hands
+    training the pruning callback, ends PRUNED when the pruner stops it, and keeps plots and exports only
+    while it leads the study."""
 
-    trainer = run_settings.trainer  # the run's validated Settings
-    with LiveTrial(read(cfg), run_settings.sweep.metrics, epoch_names(list(trainer.metrics)), max_epochs(trainer),
-                   cfg.paths.launch_dir) as trial:
-        tracker.set_tags({"optuna.study": trial.settings.study_name})  # its trial: tagged with the run (SweepJob)
-        yield trial
+    live: LiveTrial | None = field(default=None, init=False, repr=False)
+
+    @contextmanager
+    def attending(self, cfg: DictConfig, settings, tracker) -> Iterator[None]:
+        from tfx_hydra.sweeps.hparams_search.optuna import max_epochs, read
+
+        trainer = settings.trainer  # the run's validated Settings
+        with LiveTrial(read(cfg), settings.sweep.metrics, epoch_names(list(trainer.metrics)), max_epochs(trainer),
+                       cfg.paths.launch_dir) as self.live:
+            tracker.set_tags({"optuna.study": self.live.settings.study_name})  # its trial: tagged by run_tags
+            yield
+
+    @property
+    def plots_wait(self) -> bool:
+        return self.live is not None and self.live.plots_wait
+
+    def training_callbacks(self) -> list:
+        return self.live.training_callbacks()
+
+    def ended_training(self, tracker, ending: Exception) -> RunResult:
+        from tfx_hydra.sweeps.hparams_search.pruning import Pruned
+
+        if not isinstance(ending, Pruned):
+            raise ending
+        return RunResult(None, tracker.run_id, ended=self.live.pruned(tracker, ending))
+
+    def keeps_artifacts(self, objective, tracker) -> bool:
+        return self.live.leads(objective, tracker)
+
+    def completed(self, tracker, history) -> None:
+        self.live.completed(tracker, history)
+
+    def returned(self, result: RunResult):
+        """A pruned trial's `PrunedResult` (the sweeper tells Optuna PRUNED), else the objective."""
+        return result.ended if result.ended is not None else result.objective
+
+
+def is_trial(cfg: DictConfig) -> bool:
+    """A job of an Optuna search's trial (a re-run of its recorded config outside the sweep is not)."""
+    return (cfg.get("hparams_search") or {}).get("trial") is not None

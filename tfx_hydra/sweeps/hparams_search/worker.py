@@ -27,8 +27,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from tfx_hydra.process import signals
 from tfx_hydra.settings.errors import ConfigError
+from tfx_hydra.sweeps.hparams_search import ask_and_tell
 from tfx_hydra.sweeps.hparams_search import study as studies
-from tfx_hydra.sweeps.hparams_search import trials
 
 log = logging.getLogger(__name__)
 SEED_STRIDE = 1009  # each worker's sampler gets its own seed: two workers would otherwise propose the same trials
@@ -102,7 +102,7 @@ class Worker:
             with signals.uninterrupted():
                 studies.retry_lost_trials(self.study, self.settings.grace_period, own=set())
                 if studies.still_to_run(self.study, self.settings.n_trials):
-                    trial = trials.ask(self.study, self.plan.space, self.settings.n_trials, self.report.worker)
+                    trial = ask_and_tell.ask(self.study, self.plan.space, self.settings.n_trials, self.report.worker)
                 elif studies.running_elsewhere(self.study, own=set()) == 0:
                     return False
             if trial is None:
@@ -112,7 +112,7 @@ class Worker:
                 job_return = self.run_trial(trial)
                 with signals.uninterrupted():
                     self.report.trials += 1
-                    self.report.failed += trials.tell(self.study, trial, job_return)
+                    self.report.failed += ask_and_tell.tell(self.study, trial, job_return)
         except BaseException:  # Ctrl-C, SIGTERM: the trial in hand is FAIL and queued again
             if trial is not None:
                 studies.retry_lost_trials(self.study, grace_period=-1.0, own=set(), only={trial.number})
@@ -152,7 +152,7 @@ class Worker:
         return timeout is not None and time.monotonic() - self.started > timeout
 
     def require_failure_rate(self) -> None:
-        trials.require_failure_rate(self.report.failed, self.report.trials, self.settings.max_failure_rate,
+        ask_and_tell.require_failure_rate(self.report.failed, self.report.trials, self.settings.max_failure_rate,
                                     f"worker {self.report.worker}")
 
 

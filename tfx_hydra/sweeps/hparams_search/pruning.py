@@ -1,4 +1,5 @@
-"""TrialPruning: report each epoch's `sweep.metric` to the live Optuna trial; stop when pruned.
+"""pruning: TrialPruning, the callback a trial hands training: it reports each epoch's `sweep.metric` to
+the live Optuna trial and raises `Pruned` (training's own `EndsTraining`) when the pruner stops it.
 
 optuna-integration's KerasPruningCallback does the reporting and asks the pruner. Three things
 are ours: a metric missing from the epoch's logs is a mistake said at the first epoch (the
@@ -14,7 +15,15 @@ import optuna
 from optuna_integration import KerasPruningCallback
 
 from tfx_hydra.settings.errors import ConfigError
-from tfx_hydra.sweeps.hparams_search.pruned import Pruned
+from tfx_hydra.trainer.backups import EndsTraining
+
+
+class Pruned(EndsTraining):
+    """Raised by the pruning callback at the end of the epoch after which the pruner stopped the trial."""
+
+    def __init__(self, epoch: int, value: float) -> None:
+        super().__init__(f"pruned after epoch {epoch + 1} ({value:.4f})")
+        self.epoch, self.value = epoch, value
 
 
 class TrialPruning(KerasPruningCallback):

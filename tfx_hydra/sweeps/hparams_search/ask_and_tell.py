@@ -41,7 +41,7 @@ def tell(study, trial, job_return) -> bool:
     from hydra.core.utils import JobStatus
     from optuna.trial import TrialState
 
-    from tfx_hydra.sweeps.hparams_search.pruned import PrunedResult
+    from tfx_hydra.sweeps.hparams_search.trial import PrunedResult
 
     value = job_return._return_value  # a failed job's is its exception (`.return_value` would raise it)
     failed = job_return.status != JobStatus.COMPLETED
@@ -90,8 +90,8 @@ def tell_finished_runs(study, numbers: set[int], sweep_dir: str) -> set[int]:
 
     from tfx_hydra import tracking
     from tfx_hydra.metrics import OBJECTIVE
-    from tfx_hydra.sweeps.hparams_search.trial import STATE_TAG, TRIAL_TAG
-    from tfx_hydra.sweeps.parent import children, read_parent_record
+    from tfx_hydra.sweeps.hparams_search.trial import STATE_TAG
+    from tfx_hydra.sweeps.parent import TRIAL_TAG, children, read_parent_record
 
     record = read_parent_record(sweep_dir)
     if not numbers or record is None or len(study.directions) > 1:
