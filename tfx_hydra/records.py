@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
 
-from tfx_hydra.console import shown_names, terminal_columns
+from tfx_hydra.console import counted, shown_names, terminal_columns
 from tfx_hydra.settings.compose import choice, single_run_hydra_overrides
 from tfx_hydra.tracking import Tracker, backed_up_at, mask_files
 
@@ -223,13 +223,14 @@ def record_data(tracker: Tracker, datasets, fold_tags: dict[str, str] | None = N
     split as an MLflow dataset with its digest (the run page's Datasets). `fold_tags`: a cv=kfold job's fold."""
     spec, fold_tags, named = datasets.spec, fold_tags or {}, choice("data") or "data"
     fold = f" (cv fold {fold_tags['cv.fold']} of {fold_tags['cv.folds']})" if fold_tags else ""
-    log.info(f"data: {named}, {datasets.num_train:,} train / {datasets.num_validation:,} validation{fold} / "
-             f"{datasets.num_test:,} test examples; inputs {tuple(spec.input_shape)}, "
+    log.info(f"data: {named}, {counted(datasets.num_train)} train / {counted(datasets.num_validation)} "
+             f"validation{fold} / {counted(datasets.num_test)} test examples; inputs {tuple(spec.input_shape)}, "
              f"{spec.task.describe(spec.num_classes)}" + (f"; {datasets.cache}" if datasets.cache else ""))
     if spec.class_names:
         log.info(f"classes: {shown_names(spec.class_names)}")
-    tracker.set_tags({**fold_tags, "task": spec.task.name, "data.num_train": datasets.num_train,
-                      "data.num_validation": datasets.num_validation, "data.num_test": datasets.num_test,
+    tracker.set_tags({**fold_tags, "task": spec.task.name, "data.num_train": counted(datasets.num_train),
+                      "data.num_validation": counted(datasets.num_validation),
+                      "data.num_test": counted(datasets.num_test),
                       "data.input_shape": str(tuple(spec.input_shape)),
                       "data.num_classes": spec.num_classes, **class_names_tag(spec.names)})
     tracker.log_datasets(datasets.reads.values())

@@ -33,7 +33,7 @@ from tfx_hydra.export import check_exporters, evaluate_saved_model, export_model
 from tfx_hydra.export.source import record_evaluated_model, record_evaluated_split
 from tfx_hydra.hardware import setup_hardware
 from tfx_hydra.job import Job, RunResult
-from tfx_hydra.lr_schedule import LrScheduleConfig
+from tfx_hydra.lr_schedule import LrScheduleConfig, require_known_length
 from tfx_hydra.metrics import record_objective, require_known_metric
 from tfx_hydra.models.adapt import adapt_to_training_split
 from tfx_hydra.models.contract import require_fits_data, require_keras_model, require_model_takes_the_inputs
@@ -80,6 +80,7 @@ def run(cfg: DictConfig, job: Job | None = None) -> RunResult:
                                           **cv.data_arguments(settings.cv, settings.seed)),  # a k-fold job's fold
                                     cfg.data._target_, task.from_config(settings.task))
         cv.require_folded(datasets, settings.cv, cfg.data._target_)
+        require_known_length(settings.lr_schedule, datasets.num_train)  # a schedule counts the epoch's updates
         setup = dataclasses.replace(setup, plan=steps_for_run(setup.plan, settings.trainer, datasets))
         records.record_batches(tracker, setup.plan)
         records.record_data(tracker, datasets, cv.tags(settings.cv))

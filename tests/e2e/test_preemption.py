@@ -45,6 +45,26 @@ class Stepper(keras.callbacks.Callback):
 '''
 
 
+# A user's source that does not know its length (a filter: as TFRecordDataset, a user's own files): 2,160 training
+# examples, as COMMAND's synthetic split has, in 68 batches that nothing counts before training.
+UNSIZED = '''
+import tensorflow as tf
+from tfx_hydra.data import from_pipelines
+
+
+def examples(count, offset):
+    return (tf.data.Dataset.range(count)
+            .map(lambda i: (tf.random.stateless_normal([16], seed=tf.stack([i + offset, 0])), i % 3))
+            .filter(lambda x, y: True))
+
+
+def source(batch_size, seed, num_examples, input_shape, num_classes, test_split, validation_split, normalization,
+           **pipeline):  # the keys data=synthetic's node brings
+    return from_pipelines(examples(2160, 0), examples(240, 10_000), examples(600, 20_000), input_shape=input_shape,
+                          num_classes=3, batch_size=batch_size, seed=seed, name="unsized", **pipeline)
+'''
+
+
 def command(tmp_path: Path, steps_log: str, *extra: str) -> list[str]:
     return [*COMMAND, *extra, f"trainer.callbacks=[{{_target_: stepper.Stepper, log: {tmp_path / steps_log}}}]"]
 
@@ -66,6 +86,7 @@ def epoch_metrics(tmp_path: Path, run_id: str, key: str) -> list[tuple[int, floa
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     (tmp_path / "stepper.py").write_text(STEPPER)
+    (tmp_path / "unsized.py").write_text(UNSIZED)
     monkeypatch.syspath_prepend(str(tmp_path))  # in-process runs import it as `python -m` from here would
     return tmp_path
 
@@ -120,3 +141,35 @@ def test_a_kill_9_loses_only_the_steps_after_the_last_mid_epoch_backup(project):
     (finished,) = mlflow_runs(project)
     assert finished.info.status == "FINISHED"
     assert [step for step, _ in epoch_metrics(project, finished.info.run_id, "val_loss")] == [0, 1, 2]
+
+
+def test_a_pipeline_of_unknown_length_backs_up_within_its_epochs_and_resumes_at_the_step(project):
+    """Nothing counts a user's pipeline of unknown length before training, so nothing knows an epoch's batches
+    ahead: the backups within an epoch still land every trainer.backup_every steps, and a resumed epoch skips the
+    batches trained and reads the pipeline to its end."""
+    args = command(project, "steps.log", "data._target_=unsized.source", "data.num_classes=3",
+                   "trainer.backup_every=10")
+    killed = killed_at(project, args, BATCHES + 35, "SIGKILL")  # backups at 10, 20, 30 batches into epoch 2
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    (run,) = mlflow_runs(project)
+    assert run.data.tags["data.num_train"] == "?"
+    metadata = json.loads((Path(run.data.tags["resume.backup_dir"]) / "training_metadata.json").read_text())
+    assert (metadata["epoch"], metadata["batch"]) == (1, 30)
+    before = steps_trained(project, "steps.log")
+    assert before[:BATCHES + 1] == list(range(1, BATCHES + 2)) or before[BATCHES] > BATCHES  # epoch 1, whole
+
+    resumed = run_cli_in_process(args, cwd=project)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    after = steps_trained(project, "steps.log")[len(before):]
+    fresh = run_cli_in_process(command(project, "fresh.log", "data._target_=unsized.source", "data.num_classes=3"),
+                               cwd=project)
+    assert fresh.returncode == 0, fresh.stderr[-3000:]
+    trained = steps_trained(project, "fresh.log")
+    assert len(trained) == 3 * BATCHES  # each epoch read to its end: 68 batches, though nothing counted them
+    assert len(after) == 2 * BATCHES - 30  # epoch 2 from its 31st batch, then epoch 3: not 35 batches again
+    finished = next(r for r in mlflow_runs(project) if r.info.run_id == run.info.run_id)
+    assert finished.info.status == "FINISHED"
+    assert [step for step, _ in epoch_metrics(project, finished.info.run_id, "val_loss")] == [0, 1, 2]
+    throughput = epoch_metrics(project, finished.info.run_id, "examples_per_sec")
+    seconds = epoch_metrics(project, finished.info.run_id, "epoch_seconds")
+    assert 2160 <= throughput[0][1] * seconds[0][1] <= 68 * 32  # the batches counted, as no length was known

@@ -44,13 +44,11 @@ def test_pipelines_are_batched_counted_and_digested():
     assert other.reads["test"].digest == data.reads["test"].digest
 
 
-def test_a_pipeline_of_unknown_length_is_counted_then_told_its_length(caplog):
-    caplog.set_level("INFO")
+def test_a_pipeline_of_unknown_length_that_ends_within_the_sample_is_told_its_length():
     data = from_pipelines(unknown_length(pairs(100)), pairs(20, 1), pairs(30, 2), input_shape=(4,), num_classes=3,
                           batch_size=16, seed=0, name="mine")
     assert data.num_train == 100
     assert int(data.train.cardinality()) == 7  # Keras sizes its epochs and progress by it
-    assert "mine's train pipeline has no known length: counted by one pass (100 examples)" in caplog.text
     assert data.reads["train"].digest == three().reads["train"].digest  # the same examples as the known-length one
 
 
@@ -74,6 +72,35 @@ def test_nothing_is_read_through_before_training_only_the_first_examples_are_dig
     with pytest.raises(tf.errors.InvalidArgumentError, match="read past the sample"):
         for _ in data.train:  # the pipeline still fails where it is read to its end: in the epoch
             pass
+
+
+def test_a_longer_pipeline_of_unknown_length_is_not_read_through_its_epochs_run_to_its_end(caplog):
+    """A filter, or files read by TFRecordDataset: tf.data does not know the length. Nothing counts it before
+    training: each epoch reads it to its end, the auto cache is off (whether it fits cannot be told) and the
+    record says its length is unknown."""
+    from tfx_hydra.data.from_pipelines import SAMPLE_EXAMPLES
+
+    caplog.set_level("INFO")
+    big = unknown_length(reads_fail_past(SAMPLE_EXAMPLES, 5_000))
+    data = from_pipelines(big, pairs(20, 1), pairs(30, 2), input_shape=(4,), num_classes=3, batch_size=16, seed=0,
+                          name="unsized")
+    assert data.num_train is None and data.reads["train"].num_examples is None
+    assert int(data.train.cardinality()) == tf.data.UNKNOWN_CARDINALITY
+    assert "unsized's train pipeline does not know its length: each epoch reads it to its end" in caplog.text
+    assert data.cache == "cache: off: the train pipeline of unknown length (data.cache=/scratch/x caches on disk)"
+    assert data.reads["train"].digested.endswith("and the count (unknown: the pipeline does not know its length)")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="read past the sample"):
+        for _ in data.train:  # read where an epoch reads it, not before
+            pass
+    two = from_pipelines(unknown_length(pairs(5_000)), pairs(20, 1), pairs(30, 2), input_shape=(4,), num_classes=3,
+                         batch_size=16, seed=0, name="unsized", limit_batches=2)
+    assert two.num_train == 32 and sum(1 for _ in two.train) == 2  # debug=fast's 2 batches: no length needed
+    with pytest.raises(DataError, match=r"data.cache=memory: the train pipeline of unknown length may not fit"):
+        from_pipelines(unknown_length(pairs(5_000)), pairs(20, 1), pairs(30, 2), input_shape=(4,), num_classes=3,
+                       batch_size=16, seed=0, name="unsized", cache="memory")
+    with pytest.raises(DataError, match=r"data.limit_batches=0.5 is a share of the batches"):
+        from_pipelines(unknown_length(pairs(5_000)), pairs(20, 1), pairs(30, 2), input_shape=(4,), num_classes=3,
+                       batch_size=16, seed=0, name="unsized", limit_batches=0.5)
 
 
 def test_a_class_past_num_classes_after_the_sample_fails_the_epoch_that_reads_it_named():

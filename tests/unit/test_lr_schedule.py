@@ -15,7 +15,7 @@ from tests.helpers.training import settings_with, setup_with
 from tfx_hydra.lr_schedule import LrScheduleConfig, build_schedule, updates_per_epoch
 from tfx_hydra.models import mlp
 from tfx_hydra.settings.checked import validate_section
-from tfx_hydra.settings.errors import ConfigError
+from tfx_hydra.settings.errors import ConfigError, DataError
 from tfx_hydra.settings.schemas import TrainerConfig
 from tfx_hydra.trainer import compile_model, train
 
@@ -123,3 +123,17 @@ def test_a_scheduled_run_says_its_schedule_and_logs_the_rate_of_each_epoch(tmp_p
     rates = [m.value for m in sorted(mlflow_client(tmp_path).get_metric_history(run.info.run_id, "lr"),
                                      key=lambda m: m.step)]
     assert rates == pytest.approx([0.001, 0.0005, 0.0], abs=1e-9)  # warmed up, then half a cosine to 0
+
+
+def test_a_schedule_on_a_pipeline_of_unknown_length_is_refused_before_training():
+    """A user's pipeline that does not know its length gives no count of updates to decay over: said, not a
+    schedule silently left out."""
+    from tfx_hydra.lr_schedule import require_known_length
+
+    require_known_length(LrScheduleConfig(), None)  # a constant rate needs no length
+    require_known_length(LrScheduleConfig(name="cosine"), 1_000)
+    for config in (LrScheduleConfig(name="cosine"), LrScheduleConfig(warmup_epochs=1.0)):
+        with pytest.raises(DataError, match=rf"lr_schedule={config.name} follows the phase's updates, and the training "
+                                            r"pipeline does not know its length") as raised:
+            require_known_length(config, None)
+        assert "assert_cardinality(N)" in str(raised.value)

@@ -24,6 +24,7 @@ from tfx_hydra.console.native_lines import (
 )
 from tfx_hydra.console.tables import (
     BARE,
+    counted,
     epoch_line,
     format_value,
     key_value_table,
@@ -42,6 +43,6 @@ from tfx_hydra.console.terminal import (
 )
 
 __all__ = ["BARE", "HeldJobErrorLine", "NATIVE_LOGGER", "QuietUnlessVerbose", "TerminalFormatter", "TerminalHandler",
-           "epoch_line", "format_value", "held_job_error_line", "key_value_table", "library_lines_to",
+           "counted", "epoch_line", "format_value", "held_job_error_line", "key_value_table", "library_lines_to",
            "native_lines_streamed", "native_lines_to_log", "quiet_libraries", "start_tensorflow_quietly",
            "parallel_job_label", "print_summary", "render_text", "shown_names", "terminal_columns", "use_terminal"]

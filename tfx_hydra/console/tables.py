@@ -78,6 +78,11 @@ def render_text(renderable) -> str:
     return "\n".join(line.rstrip() for line in buffer.getvalue().rstrip("\n").splitlines())
 
 
+def counted(number: int | None) -> str:
+    """A count as the terminal says it: 1,234; or `?` for a user's pipeline of unknown length."""
+    return "?" if number is None else f"{number:,}"
+
+
 def shown_names(names, most: int = 12) -> str:
     """'cooking, sports, tech' (the first `most`, then how many more)."""
     shown = ", ".join(names[:most])

@@ -127,7 +127,8 @@ def example_bytes(dataset) -> int:
 
 
 def plan(options, splits: dict[str, tuple[Any, int]], in_memory: bool = False) -> CachePlan:
-    """Where each split is cached. `splits`: name -> (the parsed, unbatched dataset, its example count)."""
+    """Where each split is cached. `splits`: name -> (the parsed, unbatched dataset, its example count: None
+    for a user's pipeline of unknown length, which `auto` does not cache)."""
     cache = options.cache
     each = {name: example_bytes(dataset) for name, (dataset, _) in splits.items()}
     allowed, how = budget(options.cache_budget)
@@ -136,6 +137,15 @@ def plan(options, splits: dict[str, tuple[Any, int]], in_memory: bool = False) -
         return CachePlan(dict.fromkeys(splits), shuffle, "cache: off (data.cache=false)")
     if isinstance(cache, str) and cache not in ("auto", "memory"):
         return CachePlan({name: f"{cache}.{name}" for name in splits}, shuffle, f"cache: files {cache}.<split>")
+    unknown = [name for name, (_, count) in splits.items() if count is None]
+    if unknown:  # a user's pipeline that does not know its length: whether it fits cannot be told before training
+        said = f"the {' and '.join(unknown)} pipeline{'s' if len(unknown) > 1 else ''} of unknown length"
+        if cache in (True, "memory"):
+            raise DataError(f"data.cache=memory: {said} may not fit the budget of {sized(allowed)} ({how}), and "
+                            "cannot be measured before training.",
+                            fix="data.cache=/local/scratch/cache (on disk), data.cache=auto (off), or give the "
+                            "pipeline its length: dataset.apply(tf.data.experimental.assert_cardinality(N))")
+        return CachePlan(dict.fromkeys(splits), shuffle, f"cache: off: {said} (data.cache=/scratch/x caches on disk)")
     sizes = {name: each[name] * count for name, (_, count) in splits.items()}
     total = sum(sizes.values())
     needed = total + shuffle * each["train"]

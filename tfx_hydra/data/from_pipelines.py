@@ -11,8 +11,9 @@ returns `Datasets`. The public way to make them from pipelines the user already 
 tfx_hydra then does what it does for its own sources: cache -> shuffle -> batch -> prefetch
 (the data.* pipeline options; data.cache=auto keeps a split in memory when it fits the budget),
 the checks (shape, label type and range) and the record. Nothing is read through before training: a
-split's length is tf.data's (a pipeline of unknown length is counted by one pass, said so, then told its
-length), and its first SAMPLE_EXAMPLES examples are digested (sha256 of their bytes, in order, and the
+split's length is tf.data's (a pipeline of unknown length -- a filter, files read by TFRecordDataset -- is
+read to its end each epoch: the bar has no total, a file cache is the only cache, and the record says its
+length is unknown), and its first SAMPLE_EXAMPLES examples are digested (sha256 of their bytes, in order, and the
 count) and their labels checked, so reproduce can say whether the data changed and a wrong num_classes
 fails before training; a class index past num_classes later on fails the epoch that reads it, named.
 `digest=False` skips the digest; the run then says that its data is not digested.
@@ -73,7 +74,8 @@ def from_pipelines(train: Any, validation: Any, test: Any, *, input_shape, num_c
         counts[split] = reads[split].num_examples
         if counts[split] == 0:
             raise DataError(f"the {split} pipeline of {name} is empty.", fix="hand over a pipeline with examples")
-    require_a_batch(counts["train"], options.batch_size)
+    if counts["train"] is not None:
+        require_a_batch(counts["train"], options.batch_size)
     told, cached = cached_splits(options, told, counts)
     order = EpochOrder()  # the user's pipeline keeps its own order; ours (the shuffle on top) follows the epoch
     finished = {split: finish(told[split], options, training=split == "train", num_examples=counts[split],
@@ -121,9 +123,9 @@ def require_examples(split: str, dataset: Any, spec: DataSpec) -> None:
 
 
 def counted_and_digested(split: str, dataset: Any, spec: DataSpec, name: str, digest: bool):
-    """(the pipeline, told its length; its DataRead). Its length is tf.data's where tf.data knows it, else
-    counted by one pass (said, with how to skip it); the digest and the label checks read the first
-    SAMPLE_EXAMPLES examples only, so a pipeline of any size starts training in the same time."""
+    """(the pipeline; its DataRead). Its length is tf.data's where tf.data knows it, the sample's where the
+    pipeline ends within it, else unknown (None: said, with how to tell it); the digest and the label checks
+    read the first SAMPLE_EXAMPLES examples only, so a pipeline of any size starts training in the same time."""
     import numpy as np
     import tensorflow as tf
 
@@ -139,12 +141,15 @@ def counted_and_digested(split: str, dataset: Any, spec: DataSpec, name: str, di
         high = labels.max() if high is None else max(high, labels.max())
         if checked:
             every.append(labels.reshape(len(labels), -1))
-    if count < 0:
-        count = sampled if sampled < SAMPLE_EXAMPLES else int(dataset.reduce(np.int64(0), lambda n, _: n + 1))
-        log.info(f"data: {name}'s {split} pipeline has no known length: counted by one pass ({count:,} examples); "
-                 "a pipeline that says its length skips it (dataset.apply(tf.data.experimental.assert_cardinality(N)))")
+    if count < 0 and sampled < SAMPLE_EXAMPLES:  # it ended within the sample: its length is known now
+        count = sampled
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(count))
-    hashed.update(f"{count}".encode())  # the sample, and how many examples follow it
+    elif count < 0:
+        count = None
+        log.info(f"data: {name}'s {split} pipeline does not know its length: each epoch reads it to its end (the "
+                 "bar counts batches without a total); dataset.apply(tf.data.experimental.assert_cardinality(N)) "
+                 "tells it")
+    hashed.update(f"{count}".encode())  # the sample, and how many examples follow it (None: unknown)
     if checked:
         if every:
             spec.task.labels(np.concatenate(every), split, spec.num_classes)
@@ -157,12 +162,13 @@ def counted_and_digested(split: str, dataset: Any, spec: DataSpec, name: str, di
                     source_type="code", num_examples=count, input_shape=spec.input_shape,
                     input_dtype=dataset.element_spec[0].dtype.name, num_classes=spec.num_classes,
                     digest=hashed.hexdigest()[:DIGEST_LENGTH] if digest else "none",
-                    digested=digested(sampled) if digest else NOT_DIGESTED)
+                    digested=digested(sampled, count is not None) if digest else NOT_DIGESTED)
     return dataset, read
 
 
-def digested(sampled: int) -> str:
-    return f"sha256 of the first {sampled:,} examples' inputs and labels, in the pipeline's order, and the count"
+def digested(sampled: int, counted: bool = True) -> str:
+    return (f"sha256 of the first {sampled:,} examples' inputs and labels, in the pipeline's order, and the count"
+            + ("" if counted else " (unknown: the pipeline does not know its length)"))
 
 
 def label_out_of_range(err: Exception, name: str, num_classes: int) -> Exception | None:

@@ -39,7 +39,7 @@ class DataRead:
     name: str  # e.g. digits-train
     source: str  # where it came from: a path or glob, keras.datasets.mnist, tfds:mnist@3.0.1[train]
     source_type: str  # local (files) | code (made or downloaded by a library)
-    num_examples: int
+    num_examples: int | None  # None: a user's pipeline of unknown length
     input_shape: tuple[int, ...]
     input_dtype: str
     num_classes: int

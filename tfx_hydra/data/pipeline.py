@@ -41,9 +41,9 @@ class Datasets:
     validation: Any
     test: Any
     spec: DataSpec
-    num_train: int
-    num_validation: int
-    num_test: int
+    num_train: int | None  # None: a user's pipeline of unknown length (from_pipelines), read to its end each epoch
+    num_validation: int | None
+    num_test: int | None
     reads: dict[str, Any] = dataclasses.field(default_factory=dict)  # split -> lineage.DataRead: what was read
     folded: bool = False  # training and validation re-cut into a cv=kfold job's fold (cv.py)
     # a streamed source's account of an error TensorFlow raised reading it (which file, why): a DataError or None
@@ -61,9 +61,8 @@ def limited(dataset, options: PipelineOptions, num_examples: int):
     """data.limit_batches takes its examples before the cache: every epoch reads the same few batches'
     worth (what debug=overfit needs), and the cache is read whole (a cache read partly is thrown away
     by tf.data, with a warning per epoch and split)."""
-    if options.limit_batches is not None and num_examples:
-        return dataset.take(examples_read(options, num_examples))
-    return dataset
+    read = examples_read(options, num_examples) if options.limit_batches is not None else None
+    return dataset.take(read) if read else dataset
 
 
 def cached_splits(options: PipelineOptions, splits: dict[str, Any], counts: dict[str, int],
@@ -117,10 +116,16 @@ def limited_batches(options: PipelineOptions, num_examples: int) -> int:
     return min(batches, wanted if isinstance(wanted, int) else max(1, round(wanted * batches)))
 
 
-def examples_read(options: PipelineOptions, num_examples: int) -> int:
-    """How many of a split's examples an epoch reads (all, unless data.limit_batches takes fewer)."""
+def examples_read(options: PipelineOptions, num_examples: int | None) -> int | None:
+    """How many of a split's examples an epoch reads (all, unless data.limit_batches takes fewer; None: all of
+    a pipeline of unknown length)."""
     if options.limit_batches is None:
         return num_examples
+    if num_examples is None:
+        if isinstance(options.limit_batches, float):
+            raise DataError(f"data.limit_batches={options.limit_batches} is a share of the batches, and this "
+                            "pipeline does not know its length.", fix="data.limit_batches=2 (a number of batches)")
+        return options.limit_batches * options.batch_size
     return min(num_examples, limited_batches(options, num_examples) * options.batch_size)
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
 from tfx_hydra.settings.checks import require_choice, require_non_negative, require_positive, require_range
-from tfx_hydra.settings.errors import ConfigError
+from tfx_hydra.settings.errors import ConfigError, DataError
 
 SCHEDULES = ("constant", "cosine", "linear", "polynomial", "step", "exponential", "one_cycle")
 
@@ -57,6 +57,17 @@ class LrScheduleConfig:
         if any(b < 1 for b in self.boundaries) or list(self.boundaries) != sorted(set(self.boundaries)):
             raise ConfigError(f"lr_schedule.boundaries={list(self.boundaries)}: expected epochs in increasing order, "
                               "each at least 1.", fix="lr_schedule.boundaries=[30,60]")
+
+
+def require_known_length(config: LrScheduleConfig | None, num_train: int | None) -> None:
+    """A schedule counts the phase's updates, so it needs the epoch's length: a user's pipeline that does not know
+    it (num_train None) trains at a constant rate only, said before training rather than ignored."""
+    if num_train is None and config is not None and (config.name != "constant" or config.warmup_epochs
+                                                     or config.warmup_steps):
+        raise DataError(f"lr_schedule={config.name} follows the phase's updates, and the training pipeline does not "
+                        "know its length (a filter, files read by TFRecordDataset).",
+                        fix="give the pipeline its length: dataset.apply(tf.data.experimental.assert_cardinality(N)); "
+                        "or lr_schedule=constant")
 
 
 def warmup_updates(config: LrScheduleConfig, updates_per_epoch: int, total: int) -> int:

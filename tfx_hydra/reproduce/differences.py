@@ -9,7 +9,7 @@ import os
 from omegaconf import OmegaConf
 
 from tfx_hydra import tracking
-from tfx_hydra.console import BARE, start_tensorflow_quietly
+from tfx_hydra.console import BARE, counted, start_tensorflow_quietly
 from tfx_hydra.reproduce.source import SourceRun
 from tfx_hydra.settings.errors import TfxHydraError
 
@@ -127,7 +127,7 @@ def data_differences(source: SourceRun) -> list[str]:
             differences.append(f"data {context} split ({name}): recorded, but the config reads no such split today")
         elif now.digest != digest:
             differences.append(f"data {context} split ({name}): digest {digest} then, {now.digest} now "
-                               f"({now.source}; {now.num_examples:,} examples now): the data changed")
+                               f"({now.source}; {counted(now.num_examples)} examples now): the data changed")
     return differences
 
 

@@ -38,7 +38,8 @@ def choose_backup_dir(tracker: Tracker, output_dir: str, chief: bool) -> str:
     return backup_dir
 
 
-def phase_backup(backup_dir: str, trainer: TrainerConfig, phase: str, num_train: int, plan, tracker: Tracker):
+def phase_backup(backup_dir: str, trainer: TrainerConfig, phase: str, num_train: int | None, plan,
+                 tracker: Tracker):
     """The phase's EpochBackup: at each epoch's end and every trainer.backup_every within one. A fine-tuning
     phase trains epochs numbered on from the first phase's, in a backup of its own (FINETUNE_BACKUP)."""
     from tfx_hydra.trainer.callbacks import EpochBackup
@@ -51,7 +52,7 @@ def phase_backup(backup_dir: str, trainer: TrainerConfig, phase: str, num_train:
                        catch_up=tracker.log_missing_epochs,
                        epochs_key="trainer.finetune_epochs" if finetuning else "trainer.epochs",
                        epochs_before=trainer.epochs if finetuning else 0, every=every,
-                       steps_per_epoch=-(-num_train // batch))
+                       steps_per_epoch=-(-num_train // batch) if num_train is not None else None)
 
 
 def finetuning_backup_exists(backup_dir: str, trainer: TrainerConfig) -> bool:

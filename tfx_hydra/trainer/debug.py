@@ -18,6 +18,7 @@ import logging
 import os
 import re
 
+from tfx_hydra.console import counted
 from tfx_hydra.settings.errors import TrainingError
 
 log = logging.getLogger(__name__)
@@ -26,7 +27,7 @@ log = logging.getLogger(__name__)
 OVERFIT_SHARE = 0.05  # the last epoch's training loss under this share of the first's: the model fits the batches
 
 
-def judge_overfit(history, num_examples: int, tracker) -> bool:
+def judge_overfit(history, num_examples: int | None, tracker) -> bool:
     """debug=overfit: a model that cannot drive its training loss near zero on a few batches has
     a bug (labels, loss, learning rate, a frozen or disconnected layer) before it has a capacity
     problem. Said, and tagged `debug.overfit` (passed / failed)."""
@@ -36,8 +37,8 @@ def judge_overfit(history, num_examples: int, tracker) -> bool:
         return False
     first, last = float(losses[0]), float(losses[-1])
     passed = last < OVERFIT_SHARE * first
-    said = (f"overfit check: training loss {first:.4f} -> {last:.4f} in {len(losses)} epochs on {num_examples} "
-            "examples: ")
+    said = (f"overfit check: training loss {first:.4f} -> {last:.4f} in {len(losses)} epochs on "
+            f"{counted(num_examples)} examples: ")
     if passed:
         log.info(said + "the model can fit them (the loss, labels and gradients are wired up).")
     else:
@@ -65,10 +66,10 @@ def say_profile(trainer, tensorboard_dir: str) -> None:
 NUMERICS_MARK = "Detected Infinity or NaN"  # how tf.debugging.enable_check_numerics' errors begin
 
 
-def say_numerics_clean(epochs: int, examples: int, tracker) -> None:
+def say_numerics_clean(epochs: int, examples: int | None, tracker) -> None:
     """debug=numerics on a healthy model: silence would leave the user wondering whether it checked."""
     log.info(f"numerics: checked every op of the training and validation steps, {epochs} epoch"
-             f"{'s' if epochs != 1 else ''} over {examples:,} training examples: no NaN or infinity.")
+             f"{'s' if epochs != 1 else ''} over {counted(examples)} training examples: no NaN or infinity.")
     tracker.set_tags({"debug.numerics": "clean"})
 
 

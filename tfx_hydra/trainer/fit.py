@@ -158,7 +158,7 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
         cb.NonFiniteGuard(steps, backup_dir if trainer.backup else None),
         waiting := cb.InputWait(datasets.cache.startswith(("cache: memory", "cache: disk")),  # the line says it
                                 datasets.train.element_spec, plan.global_size if plan else 32),
-        cb.EpochClock(datasets.num_train, epochs, trainer.verbose),
+        clock := cb.EpochClock(datasets.num_train, epochs, trainer.verbose, plan.global_size if plan else 32),
     ]
     every_seconds, every_steps = require_interval("trainer.log_every", trainer.log_every)
     if every_seconds or every_steps:  # a long epoch: a line mid-epoch where no bar shows it, a curve in MLflow
@@ -223,7 +223,7 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     history.timings = {}  # the phase's wall time and throughput: end-of-run metrics, logged once
     if losses:
         seconds_name, throughput_name = phase_timing(phase)
-        history.timings = {seconds_name: seconds, throughput_name: datasets.num_train * len(losses) / seconds}
+        history.timings = {seconds_name: seconds, throughput_name: clock.examples_trained / seconds}
         tracker.log_metrics(history.timings)
     return history
 

@@ -169,7 +169,7 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
             return
         assign(random_state(self.model), state.get("random", {}))
         self._resume = (epoch, done, state)
-        remaining = max(0, self.steps_per_epoch - done) if self.steps_per_epoch else 0
+        remaining = max(0, self.steps_per_epoch - done) if self.steps_per_epoch else None  # None: to its end
         self._train_function = resumed_epoch(self.model, done, remaining)
         # the resumed epoch ends short of the batches Keras counted for it: by design, not a short dataset
         warnings.filterwarnings("ignore", message="Your input ran out of data", category=UserWarning)
@@ -207,7 +207,7 @@ def resumed_epoch(model, skipped: int, remaining: int):
     would no longer be the uninterrupted one. Returns the function to put back when the epoch ends."""
     train_function = model.train_function
     per_call = max(1, int(getattr(model, "steps_per_execution", 1) or 1))
-    left = {"skip": skipped, "calls": -(-remaining // per_call)}
+    left = {"skip": skipped, "calls": -(-remaining // per_call) if remaining is not None else None}
 
     def train_the_rest(iterator):
         for _ in range(left["skip"]):
@@ -215,7 +215,8 @@ def resumed_epoch(model, skipped: int, remaining: int):
         left["skip"] = 0
         if left["calls"] == 0:
             raise StopIteration
-        left["calls"] -= 1
+        if left["calls"] is not None:  # a pipeline of unknown length: trained until it runs out, as Keras does
+            left["calls"] -= 1
         return train_function(iterator)
 
     model.train_function = train_the_rest

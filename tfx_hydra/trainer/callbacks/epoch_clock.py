@@ -20,25 +20,31 @@ class EpochClock(keras.callbacks.Callback):
     metrics in the same batched write.
     """
 
-    def __init__(self, num_examples: int, epochs: int, verbose: bool) -> None:
+    def __init__(self, num_examples: int | None, epochs: int, verbose: bool, batch_size: int = 1) -> None:
         super().__init__()
-        self.num_examples = num_examples
+        self.num_examples = num_examples  # None: a pipeline of unknown length, counted in batches of batch_size
         self.epochs = epochs  # of the whole run (both phases): the line says "epoch 3/5"
-        self.verbose = verbose
-        self._started = 0.0
+        self.verbose, self.batch_size = verbose, batch_size
+        self._started, self._batches = 0.0, 0
+        self.examples_trained = 0  # over the phase's epochs: its throughput
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._started = time.perf_counter()
+        self._started, self._batches = time.perf_counter(), 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._batches = batch + 1  # a steps_per_execution bundle's last step
 
     def on_epoch_end(self, epoch, logs=None):
         seconds = time.perf_counter() - self._started
+        examples = self.num_examples if self.num_examples is not None else self._batches * self.batch_size
+        self.examples_trained += examples
         if logs is not None:
             logs[EPOCH_SECONDS] = seconds
-            logs[EXAMPLES_PER_SEC] = self.num_examples / seconds if seconds > 0 else 0.0
+            logs[EXAMPLES_PER_SEC] = examples / seconds if seconds > 0 else 0.0
             optimizer = getattr(self.model, "optimizer", None)
             if optimizer is not None:
                 logs[LEARNING_RATE] = float(keras.ops.convert_to_numpy(optimizer.learning_rate))
         if self.verbose:
             hidden = (*EPOCH_TIMING, LEARNING_RATE, INPUT_WAIT)
-            epoch_line(epoch, self.epochs, logs or {}, self.num_examples, seconds, hidden=hidden,
+            epoch_line(epoch, self.epochs, logs or {}, examples, seconds, hidden=hidden,
                        note=input_bound_note((logs or {}).get(INPUT_WAIT)))

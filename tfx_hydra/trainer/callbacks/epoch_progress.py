@@ -35,7 +35,7 @@ def terminal_console():
 class EpochProgress(keras.callbacks.Callback):
     """One transient rich bar per epoch, gone when the epoch's line is printed."""
 
-    def __init__(self, console, num_examples: int, epochs: int) -> None:
+    def __init__(self, console, num_examples: int | None, epochs: int) -> None:
         super().__init__()
         self.console = console
         self.num_examples = num_examples
@@ -49,7 +49,7 @@ class EpochProgress(keras.callbacks.Callback):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         steps = (self.params or {}).get("steps") or None
-        self._per_batch = self.num_examples / steps if steps else 0
+        self._per_batch = self.num_examples / steps if steps and self.num_examples is not None else 0
         self._progress = Progress(TextColumn(f"epoch {epoch + 1}/{self.epochs}"), BarColumn(), MofNCompleteColumn(),
                                   TextColumn("{task.fields[rate]}"), TimeRemainingColumn(),
                                   TextColumn("{task.fields[run]}"), console=self.console, transient=True,

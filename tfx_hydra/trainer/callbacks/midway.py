@@ -44,7 +44,7 @@ def time_left(done: int, total: int | None, elapsed: float, epoch: int, epochs: 
 class MidwayReport(keras.callbacks.Callback):
     """Every `seconds` or `steps` within an epoch: the line (when `say`), and the running metrics to MLflow."""
 
-    def __init__(self, seconds: float | None, steps: int | None, num_examples: int, epochs: int, tracker,
+    def __init__(self, seconds: float | None, steps: int | None, num_examples: int | None, epochs: int, tracker,
                  say: bool) -> None:
         super().__init__()
         self.seconds, self.steps, self.tracker, self.say = seconds, steps, tracker, say
@@ -74,7 +74,7 @@ class MidwayReport(keras.callbacks.Callback):
             self._say(done, total, values, now - self._started)
 
     def _say(self, done: int, total: int | None, values: dict[str, float], elapsed: float) -> None:
-        per_batch = self.num_examples / total if total else 0
+        per_batch = self.num_examples / total if total and self.num_examples is not None else 0
         shown = "  ".join(f"{key} {format_value(value)}" for key, value in values.items())
         rate = f"  {done * per_batch / elapsed:,.0f} ex/s" if per_batch else ""
         left = time_left(done, total, elapsed, self._epoch, self.epochs, self.last_epoch_seconds)
