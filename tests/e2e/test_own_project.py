@@ -399,11 +399,10 @@ def test_a_project_file_naming_a_missing_folder_is_said(tmp_path):
     assert "Traceback" not in done.stderr
 
 
-def test_the_readme_section_is_the_one_this_test_walks():
+def test_the_tutorial_is_the_one_this_test_walks():
     from tests.helpers import REPO
 
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("## Your own project", 1)[1].split("\n## ", 1)[0]
+    section = (REPO / "docs" / "tutorials" / "own-project.md").read_text()
     for line in ("tfx-hydra init acme-project --package acme", "tfx-hydra experiment=acme debug=fast",
                  textwrap.dedent(DOUBLED_YAML).splitlines()[4]):
         assert line in section, line

@@ -1,5 +1,6 @@
-"""README.md's example outputs come from the code as it is: each block marked
-`<!-- example: COMMAND -->` is what COMMAND prints, checked here by running it for real.
+"""The example outputs of README.md and the docs site's pages come from the code as it is: each block marked
+`<!-- example: COMMAND -->` is what COMMAND prints, checked here by running it for real; and the README is the
+front door (short, linking the site), the site's navigation names every page there is.
 
 Run ids, fingerprints, timings, metric values and the launch folder differ from run to run and
 machine to machine; they are masked on both sides, and so are table borders (their width follows
@@ -25,6 +26,7 @@ from tests.helpers.in_process import run_cli_in_process
 pytestmark = pytest.mark.slow
 
 README = REPO / "README.md"
+PAGES = [README, *sorted((REPO / "docs").rglob("*.md"))]  # where an example block may be
 README_LAUNCH = Path("/home/you/experiments")  # the folder the README's examples show
 EXAMPLE = re.compile(r"(<!-- example: (?P<command>[^\n]+?) -->\n```text\n)(?P<shown>.*?)(```)", re.S)
 MASKS = [(re.compile(r"\b[0-9a-f]{32}\b"), "<run id>"), (re.compile(r"\b[0-9a-f]{16}\b"), "<sha>"),
@@ -81,21 +83,24 @@ def run(command: str, launch: Path) -> str:
     return done.stdout + done.stderr
 
 
-def test_every_example_output_in_the_readme_is_what_the_code_prints(tmp_path):
-    text = README.read_text()
-    examples = list(EXAMPLE.finditer(text))
-    assert [m["command"] for m in examples] == ["python -m tfx_hydra",
-                                                "python -m tfx_hydra -m optimizer.learning_rate=0.001,0.01",
-                                                "python -m tfx_hydra data=imagenet"]
+def test_every_example_output_in_the_readme_and_the_docs_is_what_the_code_prints(tmp_path):
+    found = {page: list(EXAMPLE.finditer(page.read_text())) for page in PAGES}
+    assert {page.relative_to(REPO).as_posix(): [m["command"] for m in matches] for page, matches in found.items()
+            if matches} == {"README.md": ["python -m tfx_hydra"],
+                            "docs/getting-started.md": ["python -m tfx_hydra -m optimizer.learning_rate=0.001,0.01"],
+                            "docs/how-to/when-something-is-wrong.md": ["python -m tfx_hydra data=imagenet"]}
     if os.environ.get("UPDATE_README") == "1":
-        for match in reversed(examples):
-            shutil.rmtree(README_LAUNCH, ignore_errors=True)
-            README_LAUNCH.mkdir(parents=True)
-            shown = run(match["command"], README_LAUNCH)
-            text = text[:match.start("shown")] + shown.rstrip("\n") + "\n" + text[match.end("shown"):]
-        README.write_text(text)
+        for page, matches in found.items():
+            text = page.read_text()
+            for match in reversed(matches):
+                shutil.rmtree(README_LAUNCH, ignore_errors=True)
+                README_LAUNCH.mkdir(parents=True)
+                shown = run(match["command"], README_LAUNCH)
+                text = text[:match.start("shown")] + shown.rstrip("\n") + "\n" + text[match.end("shown"):]
+            page.write_text(text)
         shutil.rmtree(README_LAUNCH, ignore_errors=True)
-        examples = list(EXAMPLE.finditer(text))
+        found = {page: list(EXAMPLE.finditer(page.read_text())) for page in PAGES}
+    examples = [match for matches in found.values() for match in matches]
     for number, match in enumerate(examples):
         launch = tmp_path / str(number)
         launch.mkdir()
@@ -105,11 +110,30 @@ def test_every_example_output_in_the_readme_is_what_the_code_prints(tmp_path):
             f"rewrites it):\n" + "\n".join(expected) + "\n--- the code prints:\n" + "\n".join(actual)
 
 
-def test_the_readme_starts_where_a_new_user_starts():
-    headings = [line for line in README.read_text().splitlines() if line.startswith("## ")]
-    assert headings[:8] == ["## Install", "## Quickstart", "## The headline command", "## A sweep",
-                            "## Your own project", "## Read a run in the MLflow UI", "## When something is wrong",
-                            "## Debug presets"]
-    assert headings[-1] == "## Development"  # the test suite comes last
+def test_the_readme_is_the_front_door_and_every_link_leads_somewhere():
+    """What tfx_hydra is, install, the Quickstart and its output, the headline command, what it does (each line
+    a link to its page), the documentation and the tests: at most ~200 lines. Every page the README links
+    exists; the rest of what it used to hold is on the site."""
     text = README.read_text()
-    assert "| you typed | you get |" not in text and "## Faults" not in text  # the long references are in docs/
+    assert len(text.splitlines()) <= 200
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    assert headings == ["## Install", "## Quickstart", "## The headline command", "## What it does",
+                        "## Documentation", "## Development"]
+    linked = re.findall(r"\]\(((?:docs/)?[\w/.-]+\.md)(?:#[\w-]+)?\)", text)
+    assert len(linked) >= 25
+    for target in linked:
+        assert (REPO / target).is_file(), target
+
+
+def test_the_sites_navigation_names_every_page_and_only_pages_there_are():
+    import yaml
+
+    def pages(nav) -> list[str]:
+        return [p for entry in nav for value in entry.values()
+                for p in (pages(value) if isinstance(value, list) else [value])]
+
+    config = yaml.safe_load((REPO / "mkdocs.yml").read_text().replace("!!python", "#"))
+    named = pages(config["nav"])
+    there = sorted(p.relative_to(REPO / "docs").as_posix() for p in (REPO / "docs").rglob("*.md"))
+    assert sorted(named) == there
+    assert len(named) == len(set(named))

@@ -500,30 +500,33 @@ def check_every_format(row: Row, raw: Raw, run, tmp_path: Path, tfjs: bool, over
 
     if row.serve:
         bodies = [json.dumps({"inputs": raw.inputs[:3].tolist()})]
-        if row.id == "csv-regression":  # the README's request: the diabetes file's first row as the file has it
+        if row.id == "csv-regression":  # the docs' request: the diabetes file's first row as the file has it
             bodies.append(readme_body("[[59.0, 2.0, 32.1"))
             np.testing.assert_allclose(json.loads(bodies[1])["inputs"], raw.inputs[:1], rtol=1e-6)
         served, *readme = ask_mlflow_server(starting.result()[1], bodies)
         assert_same("mlflow models serve", served[main], expected[:3])
         if raw.names:
             assert_names("mlflow models serve", served, row.task, raw.names)
-        if readme:  # ... answered as the SavedModel answers it, and as the README shows (+-5%: another CPU's sums)
+        if readme:  # ... answered as the SavedModel answers it, and as the docs show (+-5%: another CPU's sums)
             (answer,), = readme[0]["predictions"]
             assert answer == pytest.approx(float(expected[0][0]), rel=1e-5)
             shown = float(readme_answer("[[59.0, 2.0, 32.1"))
-            assert answer == pytest.approx(shown, rel=0.05), f"the README shows {shown}, the served model says {answer}"
+            assert answer == pytest.approx(shown, rel=0.05), f"the docs show {shown}, the served model says {answer}"
+
+
+SERVED_PAGE = REPO / "docs" / "how-to" / "tasks.md"  # where the MLflow model is asked over HTTP
 
 
 def readme_body(holding: str) -> str:
-    """The -d body of README.md's `curl .../invocations` line whose body holds `holding`."""
-    lines = (REPO / "README.md").read_text().splitlines()
+    """The -d body of the docs' `curl .../invocations` line whose body holds `holding`."""
+    lines = SERVED_PAGE.read_text().splitlines()
     (line,) = [line for line in lines if "curl -s" in line and "/invocations" in line and holding in line]
     return line.split(" -d '", 1)[1].rstrip("'")
 
 
 def readme_answer(holding: str) -> str:
-    """The answer the README shows under that curl line (`# {"predictions": {"predictions": [[171.2]]}}`)."""
-    lines = (REPO / "README.md").read_text().splitlines()
+    """The answer the docs show under that curl line (`# {"predictions": {"predictions": [[171.2]]}}`)."""
+    lines = SERVED_PAGE.read_text().splitlines()
     index = next(i for i, line in enumerate(lines) if "curl -s" in line and holding in line)
     return lines[index + 1].split("[[", 1)[1].split("]]", 1)[0]
 

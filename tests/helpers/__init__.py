@@ -200,13 +200,14 @@ def save_tiny_hub_model(path, input_shape=(8, 8), units=16, seed=0) -> str:
 
 
 def tensorboard_runs(launch_dir: Path) -> list[str]:
-    """The run names TensorBoard shows for the README's one command in `launch_dir`
+    """The run names TensorBoard shows for the MLflow UI page's one command in `launch_dir`
     (`tensorboard --logdir_spec name:folder,...`), through TensorBoard's own multiplexer."""
     import re
 
     from tensorboard.backend.event_processing.plugin_event_multiplexer import EventMultiplexer
 
-    spec = re.search(r"tensorboard --logdir_spec (\S+)", (REPO / "README.md").read_text()).group(1)
+    page = (REPO / "docs" / "how-to" / "mlflow-ui.md").read_text()
+    spec = re.search(r"tensorboard --logdir_spec (\S+)", page).group(1)
     multiplexer = EventMultiplexer()
     for entry in spec.split(","):
         name, folder = entry.split(":", 1)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import re
 
+import yaml
+
 from tests.helpers import REPO
 
 CONF = REPO / "conf"
@@ -110,12 +112,12 @@ def test_the_readme_links_every_reference_doc_and_each_exists():
 
 def test_the_readme_describes_the_search_presets_space_as_its_file_has_it():
     """Each key of conf/hparams_search/optuna.yaml's space, with its distribution written as the file
-    writes it, is in the README's search section; and the README names no key the space lacks."""
+    writes it, is on the search page; and the page names no key the space lacks."""
     import yaml
 
     space = yaml.safe_load((CONF / "hparams_search" / "optuna.yaml").read_text())["hydra"]["sweeper"]["params"]
-    readme = " ".join((REPO / "README.md").read_text().split())  # its lines joined, as it reads
-    section = readme[readme.index("- **The space** is"):readme.index("- **Samplers**")]
+    page = " ".join((REPO / "docs" / "how-to" / "search.md").read_text().split())  # its lines joined, as it reads
+    section = page[page.index("- **The space** is"):page.index("- **Samplers**")]
     for key, distribution in space.items():
         assert f"`{key}` `{distribution}`" in section, (key, distribution)
     described = set(re.findall(r"`((?:model|optimizer|trainer)\.\w+)` `(?:choice|interval|tag|range)\(", section))
@@ -130,3 +132,14 @@ def test_help_and_readme_quote_the_same_measured_time_for_the_quickstart():
     measured = re.search(r'the "(~\d+ s on a [\w-]+ CPU)" that `--help` and the README quote',
                          " ".join((REPO / "bench" / "README.md").read_text().split())).group(1)
     assert measured in help_text and measured in readme, measured
+
+
+def test_help_names_each_groups_page_on_the_site_and_each_page_exists():
+    """`--help` sends a user from a group to its page: every group of conf/ is named, every page named is there."""
+    template = yaml.safe_load((CONF / "hydra" / "help" / "tfx_hydra.yaml").read_text())["template"]
+    block = template[template.index("Each group's page on the docs site"):template.index("Hydra's groups")]
+    named = dict(re.findall(r"([\w, ]+?): ([\w/-]+\.md)", block))
+    groups = {group.strip() for names in named for group in names.split(",")}
+    assert groups >= {p.name for p in CONF.iterdir() if p.is_dir() and p.name not in ("hydra", "__pycache__")}
+    for page in named.values():
+        assert (REPO / "docs" / page).is_file(), page

@@ -1,7 +1,7 @@
 """The layout ARCHITECTURE.md describes, held against the code: every config group has its module,
 every data source and exporter its own file, sweep code lives under sweeps/, tracking imports no
-step, imports run one way (down) and form no circle, modules stay small, and the README's Layout
-section and pyproject's package list name what is there."""
+step, imports run one way (down) and form no circle, modules stay small, and the Layout page
+(docs/explanation/layout.md) and pyproject's package list name what is there."""
 
 from __future__ import annotations
 
@@ -200,26 +200,26 @@ def test_the_package_imports_form_no_circle():
             visit(name, [])
 
 
-def readme_layout_of_the_package() -> list[str]:
-    """The lines of README.md's Layout block that describe tfx_hydra/ (the indented ones under it)."""
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("## Layout"):]
+def layout_page_of_the_package() -> list[str]:
+    """The lines of the Layout page's block that describe tfx_hydra/ (the indented ones under it)."""
+    readme = (REPO / "docs" / "explanation" / "layout.md").read_text()
+    section = readme[readme.index("# Layout"):]
     block = section[section.index("```") + 4:section.index("```", section.index("```") + 3)].splitlines()
     start = next(i for i, line in enumerate(block) if line.startswith("tfx_hydra/"))
     end = next(i for i, line in enumerate(block[start + 1:], start + 1) if not line.startswith(" "))
     return block[start + 1:end]
 
 
-def test_the_readmes_layout_names_every_module_and_package_and_nothing_else():
+def test_the_layout_page_names_every_module_and_package_and_nothing_else():
     named = set()
-    for line in readme_layout_of_the_package():
+    for line in layout_page_of_the_package():
         if line.startswith("   "):  # a description's second line
             continue
         names = line.strip().split("  ")[0]  # the names, then two spaces and what they are
         named |= {word for word in names.split() if word.endswith((".py", "/"))}
     there = {p.name + ("/" if p.is_dir() else "") for p in PACKAGE.iterdir()
              if (p.suffix == ".py" and p.name != "__init__.py") or (p / "__init__.py").exists()}
-    assert named == there, f"missing from README's Layout: {sorted(there - named)}; not there: {sorted(named - there)}"
+    assert named == there, f"missing from the Layout page: {sorted(there - named)}; not there: {sorted(named - there)}"
 
 
 def test_pyproject_ships_every_package():

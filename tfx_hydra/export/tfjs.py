@@ -21,7 +21,7 @@ class TfjsExport:
 
     tensorflowjs 4.22 depends on tensorflow-decision-forests, which pins its own TensorFlow, so the
     converter cannot be installed next to tfx_hydra. Install the pinned set of the repository's
-    requirements/tfjs.txt in its own venv and point export.tfjs.converter at it (README: Exports); the
+    requirements/tfjs.txt in its own venv and point export.tfjs.converter at it (docs/how-to/exports.md); the
     converter reads the SavedModel (raw inputs, serving_default, its numbers only: the classes' names go into
     model.json's `userDefinedMetadata.class_names`) and writes
     <export_dir>/<model_name>_tfjs/model.json plus weight shards, which are then checked: a graph model
