@@ -143,3 +143,38 @@ def test_help_names_each_groups_page_on_the_site_and_each_page_exists():
     assert groups >= {p.name for p in CONF.iterdir() if p.is_dir() and p.name not in ("hydra", "__pycache__")}
     for page in named.values():
         assert (REPO / "docs" / page).is_file(), page
+
+
+COMMANDS = [  # (what a user types, how the test runs it): each command's page section is its own --help
+    ("python -m tfx_hydra --help", ["-m", "tfx_hydra", "--help"]),
+    ("tfx-hydra init --help", ["-m", "tfx_hydra", "init", "--help"]),
+    ("tfx-hydra promote --help", ["-m", "tfx_hydra", "promote", "--help"]),
+    ("python -m tfx_hydra.reproduce --help", ["-m", "tfx_hydra.reproduce", "--help"]),
+    ("python -m tfx_hydra.sync --help", ["-m", "tfx_hydra.sync", "--help"]),
+    ("python -m tfx_hydra.data.to_tfrecord --help", ["-m", "tfx_hydra.data.to_tfrecord", "--help"]),
+]
+COMMANDS_PAGE = REPO / "docs" / "reference" / "commands.md"
+
+
+def commands_page() -> str:
+    """docs/reference/commands.md as the commands print their help today (80 columns, as a terminal's default)."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "COLUMNS": "80", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    sections = []
+    for typed, args in COMMANDS:
+        done = subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        sections.append(f"## `{typed.removesuffix(' --help')}`\n\n```text\n{done.stdout.rstrip()}\n```\n")
+    return ("# Commands\n\nEvery command and flag, as each command's own `--help` prints it (generated: "
+            "`UPDATE_DOCS=1 pytest tests/unit/test_docs.py` writes this page again).\n\n" + "\n".join(sections))
+
+
+def test_the_commands_page_is_each_commands_own_help():
+    generated = commands_page()
+    if os.environ.get("UPDATE_DOCS") == "1":
+        COMMANDS_PAGE.write_text(generated)
+    assert COMMANDS_PAGE.read_text() == generated, "docs/reference/commands.md is stale: UPDATE_DOCS=1 pytest " \
+        "tests/unit/test_docs.py"
+    assert "--label LABEL" in generated and "--shards" in generated and "--dry-run" in generated
