@@ -48,11 +48,16 @@ def phase_backup(backup_dir: str, trainer: TrainerConfig, phase: str, num_train:
     every = trainer.backup_every if trainer.backup_every == "auto" else \
         require_interval("trainer.backup_every", trainer.backup_every)
     batch = int(plan.global_size if plan else trainer.batch_size)
+    if num_train is None and trainer.backup_every is not None:
+        log.info("backups: at epoch ends only, the training pipeline does not know its length (a resumed epoch "
+                 "would teach Keras too few batches); dataset.apply(tf.data.experimental.assert_cardinality(N)) "
+                 "backs up within epochs again")
     return EpochBackup(backup_dir, trainer.epochs + trainer.finetune_epochs if finetuning else trainer.epochs,
                        catch_up=tracker.log_missing_epochs,
                        epochs_key="trainer.finetune_epochs" if finetuning else "trainer.epochs",
                        epochs_before=trainer.epochs if finetuning else 0, every=every,
-                       steps_per_epoch=-(-num_train // batch) if num_train is not None else None)
+                       steps_per_epoch=-(-num_train // batch) if num_train is not None else None,
+                       within_epochs=num_train is not None)
 
 
 def finetuning_backup_exists(backup_dir: str, trainer: TrainerConfig) -> bool:

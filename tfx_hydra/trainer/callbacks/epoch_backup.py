@@ -45,7 +45,7 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
 
     def __init__(self, backup_dir: str, last_epoch: int, catch_up=None, epochs_key: str = "trainer.epochs",
                  epochs_before: int = 0, every: tuple[float | None, int | None] | str | None = None,
-                 steps_per_epoch: int | None = None) -> None:
+                 steps_per_epoch: int | None = None, within_epochs: bool = True) -> None:
         super().__init__(backup_dir, save_freq="epoch", double_checkpoint=True, delete_checkpoint=True)
         self.last_epoch = last_epoch  # the phase trains up to this epoch (epochs_before + the phase's epochs)
         self.catch_up = catch_up  # called with {epoch: logs} of the backed-up epochs on resume
@@ -54,6 +54,9 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
         self.every_seconds, self.every_steps = (None, None) if every in (None, "auto") else every
         self.auto = every == "auto"
         self.steps_per_epoch = steps_per_epoch  # the epoch's batches: a backup at the last one is the epoch's
+        # False for a pipeline of unknown length: Keras learns an epoch's batches from the first epoch it runs,
+        # and a resumed epoch would teach it too few, so such a run backs up at epoch ends only
+        self.within_epochs = within_epochs
         self.write_seconds = 0.0  # the last backup's write time (auto spaces backups by it)
         self._position = (0, 0)  # (epoch, batches of it trained) of the state being saved
         self._resume: tuple[int, int, dict] | None = None  # a mid-epoch backup's (epoch, batches, state)
@@ -100,7 +103,7 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
         self._done = done
         if stop_requested():
             self._backup_now_and_stop()
-        if self._due() and not (self.steps_per_epoch and done >= self.steps_per_epoch):  # the last: epoch's end
+        if self.within_epochs and self._due() and not (self.steps_per_epoch and done >= self.steps_per_epoch):
             self._back_up_at(done)
 
     def on_epoch_end(self, epoch, logs=None):
@@ -135,7 +138,7 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
             self._timed(self._save_model)
 
     def _backup_now_and_stop(self) -> None:
-        if self._done:  # else the epoch-end backup is where the run is
+        if self._done and self.within_epochs:  # else the epoch-end backup is where the run is
             self._back_up_at(self._done)
         stop_now()
 
@@ -169,7 +172,7 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
             return
         assign(random_state(self.model), state.get("random", {}))
         self._resume = (epoch, done, state)
-        remaining = max(0, self.steps_per_epoch - done) if self.steps_per_epoch else None  # None: to its end
+        remaining = max(0, self.steps_per_epoch - done) if self.steps_per_epoch else 0
         self._train_function = resumed_epoch(self.model, done, remaining)
         # the resumed epoch ends short of the batches Keras counted for it: by design, not a short dataset
         warnings.filterwarnings("ignore", message="Your input ran out of data", category=UserWarning)
@@ -207,7 +210,7 @@ def resumed_epoch(model, skipped: int, remaining: int):
     would no longer be the uninterrupted one. Returns the function to put back when the epoch ends."""
     train_function = model.train_function
     per_call = max(1, int(getattr(model, "steps_per_execution", 1) or 1))
-    left = {"skip": skipped, "calls": -(-remaining // per_call) if remaining is not None else None}
+    left = {"skip": skipped, "calls": -(-remaining // per_call)}
 
     def train_the_rest(iterator):
         for _ in range(left["skip"]):
@@ -215,8 +218,7 @@ def resumed_epoch(model, skipped: int, remaining: int):
         left["skip"] = 0
         if left["calls"] == 0:
             raise StopIteration
-        if left["calls"] is not None:  # a pipeline of unknown length: trained until it runs out, as Keras does
-            left["calls"] -= 1
+        left["calls"] -= 1
         return train_function(iterator)
 
     model.train_function = train_the_rest
