@@ -47,6 +47,8 @@ def test_the_site_builds_strictly_and_refuses_a_broken_link(site, tmp_path):
         assert (site / page).is_file(), page
     assert "Quickstart" in (site / "getting-started" / "index.html").read_text()  # the README's part, included
     assert "The one flow" in (site / "explanation" / "architecture" / "index.html").read_text()
+    contracts = (site / "reference" / "extending" / "index.html").read_text()  # from the code's docstrings
+    assert "from_pipelines" in contracts and "tf.data pipelines of unbatched" in contracts and "RunResult" in contracts
     broken = REPO / "docs" / "how-to" / "kfold.md"
     text = broken.read_text()
     try:  # a link to a page that is not there fails the build

@@ -69,6 +69,12 @@ def cell(text: str, code: bool = False) -> str:
     return f"`{text}`" if code else text
 
 
+def outside_code(text: str, change) -> str:
+    """`change` applied to the text between code spans (`...`), the spans kept as they are."""
+    parts = text.split("`")
+    return "`".join(change(part) if index % 2 == 0 else part for index, part in enumerate(parts))
+
+
 def reference() -> str:
     """Every config file of every group (Hydra's launchers included), one table each."""
     out = [BEGIN, ""]
@@ -81,8 +87,8 @@ def reference() -> str:
         prefix = "" if path.name == "config.yaml" or group.startswith(("hydra", "experiment", "hparams_search")) \
             else group.split("/")[0] + "."
         out += [f"### `{title}`", ""]
-        if header:
-            out += [header, ""]
+        if header:  # `[key=value] [key=value]` is a command's optional part, not a Markdown link reference
+            out += [outside_code(header, lambda text: text.replace("[", "\\[").replace("]", "\\]")), ""]
         if rows:
             out += ["| key | default | what it does |", "|---|---|---|"]
             out += [f"| `{prefix}{key}` | {cell(value, code=True)} | {cell(comment)} |" for key, value, comment in rows]
