@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -97,6 +98,27 @@ def test_a_search_s_workers_are_slurm_jobs_that_run_and_prune_trials(on_slurm, t
     assert_pruned_trials_look_pruned(study, mlflow_client(tmp_path), children)
     jobs = slurm_jobs(on_slurm, Path(parent.data.tags["sweep.dir"]))
     assert sorted(jobs.values()) == ["COMPLETED", "COMPLETED"], jobs  # the two workers, as Slurm saw them
+
+
+def test_the_search_on_slurm_example_runs_its_readmes_search_as_slurm_workers(on_slurm, tmp_path):
+    """examples/search_on_slurm, copied out as a user would: its README's command, with this cluster's resources
+    and a shorter study, runs the project's own model's trials in a worker that is a Slurm job."""
+    project = tmp_path / "search_on_slurm"
+    shutil.copytree(REPO / "examples" / "search_on_slurm", project, ignore=shutil.ignore_patterns("__pycache__"))
+    command = "tfx-hydra -m experiment=tuned hparams_search=on_slurm"
+    assert command in (project / "README.md").read_text()
+    done = run_cli_in_process([*command.split()[2:], *SLURM, "hparams_search.n_trials=2", "hparams_search.workers=1",
+                               "trainer.epochs=2", "data.limit=300", "export=none", "export.mlflow_model=false"],
+                              cwd=project, multirun=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    study = study_of(project, "gated-digits")
+    assert len(study.trials) == 2 and {t.state for t in study.trials} <= {TrialState.COMPLETE, TrialState.PRUNED}
+    assert {"model.units", "model.dropout", "optimizer.learning_rate"} <= set(study.trials[0].params)
+    runs = mlflow_runs(project)
+    (parent,) = [r for r in runs if "sweep.dir" in r.data.tags]
+    assert parent.info.status == "FINISHED" and parent.data.tags["sweep.launcher"].endswith("SlurmLauncher")
+    assert {r.data.params["model._target_"] for r in runs if r is not parent} == {"tuned.models.gated"}
+    assert list(slurm_jobs(on_slurm, Path(parent.data.tags["sweep.dir"])).values()) == ["COMPLETED"]
 
 
 def test_search_workers_slurm_refuses_stop_the_search_with_sbatch_s_reason(on_slurm, tmp_path):

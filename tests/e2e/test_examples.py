@@ -1,0 +1,56 @@
+"""examples/: each complete project, copied out of the repository as a user would, runs its README's commands end
+to end on the tiny data its own writer makes: the project is found from its folder, its preset trains, evaluates
+and exports, and MLflow has the run. (examples/search_on_slurm runs on the test Slurm cluster: test_slurm.py.)"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO, cli_env, mlflow_runs, save_tiny_hub_model
+from tests.helpers.in_process import run_cli_in_process
+
+pytestmark = pytest.mark.slow
+
+# example: (its data writer's command, the README's train command, what keeps the test short, what must be good)
+EXAMPLES = {
+    "tabular_regression": ("python -m houses.make_data", "tfx-hydra experiment=houses",
+                           ["trainer.epochs=30"], ("test_r2", 0.9)),
+    "text_classifier": ("python -m reviews.make_data", "tfx-hydra experiment=reviews",
+                        ["trainer.epochs=8"], ("test_accuracy", 0.8)),
+    "image_transfer": ("python -m shapes.make_data", "tfx-hydra experiment=shapes",
+                       ["data.input_shape=[32,32,3]", "model.resize_to=null", "trainer.epochs=2",
+                        "trainer.finetune_epochs=2", "trainer.batch_size=16"],
+                       ("test_accuracy", 0.0)),  # a tiny random backbone: the figure is there, its level means nothing
+}
+
+
+def copied(example: str, tmp_path: Path) -> Path:
+    project = tmp_path / example
+    shutil.copytree(REPO / "examples" / example, project, ignore=shutil.ignore_patterns("data", "outputs", "mlruns",
+                                                                                      "mlflow.db", "__pycache__"))
+    return project
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES))
+def test_each_example_project_runs_its_readme_end_to_end(example, tmp_path):
+    write_data, train, shorter, (metric, floor) = EXAMPLES[example]
+    project = copied(example, tmp_path)
+    readme = (project / "README.md").read_text()
+    assert write_data in readme and train in readme  # the commands run here are the ones the README gives
+    args = write_data.split()[1:] + (["20", "32"] if example == "image_transfer" else [])
+    written = subprocess.run([sys.executable, *args], cwd=project, env=cli_env(), capture_output=True, text=True,
+                             timeout=120)
+    assert written.returncode == 0, written.stderr[-2000:]
+    if example == "image_transfer":  # offline: a tiny backbone in TF Hub's form, where the README names a download
+        shorter = [*shorter, f"model.handle={save_tiny_hub_model(tmp_path / 'backbone', input_shape=(32, 32, 3))}"]
+    done = run_cli_in_process([*train.split()[1:], *shorter], cwd=project)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run,) = mlflow_runs(project)
+    assert run.info.status == "FINISHED" and run.data.metrics[metric] >= floor, run.data.metrics
+    assert list((project / "outputs").rglob("saved_model.pb")), "the SavedModel export"
+    assert run.data.tags["project.root"] == str(project)  # found from its own folder, no flags
