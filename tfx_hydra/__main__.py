@@ -1,7 +1,7 @@
 """`python -m tfx_hydra [overrides]` and the `tfx-hydra` console script.
 
 Only Hydra and our light modules are imported here: `--help` and `--cfg job` never
-load TensorFlow or MLflow. User mistakes (tfx_hydra.settings.errors) are Hydra
+load TensorFlow or MLflow. User mistakes (tfx_hydra.errors) are Hydra
 CompactHydraExceptions: `main` prints their message without a traceback and exits 1
 (HYDRA_FULL_ERROR=1 still shows every traceback). Hydra's own composition errors (an unknown
 option or key) are said the same way, with the closest option as the fix.
@@ -18,11 +18,9 @@ from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from tfx_hydra.console import held_job_error_line, native_lines_to_log, quiet_libraries
+from tfx_hydra.errors import LOST_WORKER_ERRORS  # a lost sweep job: the sweep's own report names it and the resume
 from tfx_hydra.process.signals import Interrupted, keep_interrupts_from_finalizers, requeue_if_warned
 from tfx_hydra.settings.compose import composition_error
-from tfx_hydra.settings.errors import (
-    LOST_WORKER_ERRORS,  # a lost sweep job: the sweep's own report names it and the resume
-)
 
 
 @hydra.main(version_base="1.3", config_path="pkg://tfx_hydra.conf", config_name="config")

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from tfx_hydra.errors import ConfigError, DataError
 from tfx_hydra.settings.checks import require_choice, require_positive
-from tfx_hydra.settings.errors import ConfigError, DataError
 
 FOLD_TAG, FOLDS_TAG = "cv.fold", "cv.folds"
 STRATIFIED_TASKS = ("classification", "binary")

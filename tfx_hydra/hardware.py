@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from omegaconf import OmegaConf
 
 from tfx_hydra.console import start_tensorflow_quietly
+from tfx_hydra.errors import HardwareMismatch
 from tfx_hydra.precision import FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16, cpu_flags, cpu_policy
-from tfx_hydra.settings.errors import HardwareMismatch
 from tfx_hydra.settings.schemas import ExpectConfig, HardwareConfig
 
 log = logging.getLogger(__name__)

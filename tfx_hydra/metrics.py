@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tfx_hydra.settings.errors import ConfigError, show
+from tfx_hydra.errors import ConfigError, show
 
 VALIDATION, TEST = "val_", "test_"
 EPOCH_SECONDS, EXAMPLES_PER_SEC = "epoch_seconds", "examples_per_sec"  # per epoch, added by the epoch clock

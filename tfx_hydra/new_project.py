@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from tfx_hydra.console import use_terminal
-from tfx_hydra.settings.errors import ConfigError
+from tfx_hydra.errors import ConfigError
 
 log = logging.getLogger("tfx_hydra.init")
 TEMPLATE = Path(__file__).resolve().parent / "project_template"

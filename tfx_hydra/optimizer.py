@@ -16,10 +16,10 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.lr_schedule import build_schedule
 from tfx_hydra.precision import apply_loss_scaling
 from tfx_hydra.settings.compose import build
-from tfx_hydra.settings.errors import ConfigError
 from tfx_hydra.settings.schemas import Settings
 
 

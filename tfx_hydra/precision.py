@@ -6,7 +6,7 @@ Keras is imported inside the functions (importing it costs ~6 s; validation must
 
 from __future__ import annotations
 
-from tfx_hydra.settings.errors import ConfigError
+from tfx_hydra.errors import ConfigError
 
 FLOAT32 = "float32"
 MIXED_FLOAT16 = "mixed_float16"

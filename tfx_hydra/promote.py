@@ -18,7 +18,7 @@ import sys
 
 from tfx_hydra import tracking
 from tfx_hydra.console import quiet_libraries, shown_names, use_terminal
-from tfx_hydra.settings.errors import ExportError, TfxHydraError
+from tfx_hydra.errors import ExportError, TfxHydraError
 
 log = logging.getLogger("tfx_hydra.promote")
 EXPORT_TAG = "export.savedmodel.path"

@@ -29,6 +29,7 @@ from tfx_hydra import cv, records, reports, task, tracking, trainer
 from tfx_hydra.console import print_summary, shown_names
 from tfx_hydra.data.pipeline import require_datasets
 from tfx_hydra.data.preflight import check_data_config, declared_input_values
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.export import check_exporters, evaluate_saved_model, export_model, resolve_export_source
 from tfx_hydra.export.source import record_evaluated_model, record_evaluated_split
 from tfx_hydra.hardware import setup_hardware
@@ -41,7 +42,6 @@ from tfx_hydra.models.heads import in_target_units
 from tfx_hydra.precision import resolve_policy, set_precision
 from tfx_hydra.settings.checked import validate, validate_section
 from tfx_hydra.settings.compose import build, choice, require_importable_targets
-from tfx_hydra.settings.errors import ConfigError
 from tfx_hydra.settings.schemas import Settings
 from tfx_hydra.strategy import Setup, is_chief, plan_batches, steps_for_run
 from tfx_hydra.trainer.backups import EndsTraining

@@ -13,7 +13,7 @@ import logging
 import sys
 
 from tfx_hydra.console import use_terminal
-from tfx_hydra.settings.errors import TfxHydraError
+from tfx_hydra.errors import TfxHydraError
 from tfx_hydra.tracking import replay_journal
 
 log = logging.getLogger("tfx_hydra.sync")  # by name: run as `python -m`, __name__ is "__main__"

@@ -1,8 +1,8 @@
-"""keras_compat's multi-worker fix, isolated: plain Keras fit under MultiWorkerMirroredStrategy with two local
+"""strategy/keras_fix.py's multi-worker fix, isolated: plain Keras fit under MultiWorkerMirroredStrategy with two local
 workers fails without it (keras-team/keras#20585) and trains identical weights with it.
 
 When a Keras release fixes the bug upstream, `test_plain_keras_still_fails_without_the_fix` starts failing:
-that is the signal to stop applying the fix to that version (keras_compat.PATCHED_KERAS)."""
+that is the signal to stop applying the fix to that version (keras_fix.PATCHED_KERAS)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ WORKER = textwrap.dedent("""
     import keras
     import tensorflow as tf
     if sys.argv[1] == "fixed":
-        from tfx_hydra.trainer.keras_compat import apply_multi_worker_fix
+        from tfx_hydra.strategy.keras_fix import apply_multi_worker_fix
         assert apply_multi_worker_fix()
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     x = np.random.default_rng(0).normal(size=(256, 8)).astype("float32")

@@ -14,8 +14,8 @@ import tensorflow as tf
 
 from tests.unit.test_data_sources import write_images
 from tfx_hydra.data import cache, csv, image_folder
+from tfx_hydra.errors import ConfigError, DataError
 from tfx_hydra.settings.checks import require_size
-from tfx_hydra.settings.errors import ConfigError, DataError
 
 EXAMPLE = 8 * 8 * 3 + 8  # an 8x8 RGB image cached as uint8, and its int64 label
 

@@ -14,9 +14,9 @@ import tensorflow as tf
 from tests.helpers.fakes import PlantedKill, RecordingTracker, StopAfterEpoch
 from tests.helpers.planted import loss_nan_when, mlp_with_nan_after
 from tests.helpers.training import ADAM, batches_per_epoch, compiled, settings_with, setup_with
+from tfx_hydra.errors import TrainingError
 from tfx_hydra.models import mlp
 from tfx_hydra.precision import FLOAT32, MIXED_FLOAT16, apply_loss_scaling, set_precision
-from tfx_hydra.settings.errors import TrainingError
 from tfx_hydra.settings.schemas import TrainerConfig
 from tfx_hydra.strategy import BatchPlan
 from tfx_hydra.trainer import compile_model, train

@@ -12,9 +12,9 @@ from tests.helpers.fakes import RecordingTracker
 from tests.helpers.training import settings_with, setup_with
 from tfx_hydra.data.pipeline import PipelineOptions, from_arrays
 from tfx_hydra.data.splits import Split
+from tfx_hydra.errors import ConfigError, DataError
 from tfx_hydra.export.keras import KerasExport
 from tfx_hydra.models import mlp
-from tfx_hydra.settings.errors import ConfigError, DataError
 from tfx_hydra.settings.schemas import (
     HardwareConfig,
     PrecisionConfig,

@@ -10,8 +10,8 @@ import pytest
 
 from tests.helpers.fakes import RecordingTracker
 from tests.helpers.training import compiled
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.metrics import end_of_run_names, epoch_names
-from tfx_hydra.settings.errors import ConfigError
 from tfx_hydra.settings.schemas import TrainerConfig
 from tfx_hydra.tracking import flatten
 from tfx_hydra.trainer import train

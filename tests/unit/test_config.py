@@ -6,9 +6,9 @@ import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf import OmegaConf
 
+from tfx_hydra.errors import ConfigError, DataError
 from tfx_hydra.hardware import load_profiles
 from tfx_hydra.settings.compose import build, compose, composition_error, group_options
-from tfx_hydra.settings.errors import ConfigError, DataError
 
 
 def test_build_passes_our_errors_through_unwrapped():

@@ -13,7 +13,7 @@ from tfx_hydra.cv import CvConfig, Fold, fold_indices, fold_statistics, require_
 from tfx_hydra.data import from_pipelines
 from tfx_hydra.data.pipeline import PipelineOptions, from_arrays
 from tfx_hydra.data.splits import Split
-from tfx_hydra.settings.errors import ConfigError, DataError
+from tfx_hydra.errors import ConfigError, DataError
 
 
 def test_the_folds_are_disjoint_cover_every_example_and_keep_the_class_proportions():

@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers import write_mnist_npz
 from tfx_hydra.data import DataSpec, digits, keras_dataset, synthetic
-from tfx_hydra.settings.errors import ConfigError, DataError
+from tfx_hydra.errors import ConfigError, DataError
 
 
 def labels(dataset) -> np.ndarray:

@@ -18,8 +18,8 @@ from PIL import Image
 from tfx_hydra.data import csv, digits, image_folder, keras_dataset, record_index, tfds, tfrecord
 from tfx_hydra.data.pipeline import DataSpec, PipelineOptions, streamed_datasets
 from tfx_hydra.data.to_tfrecord import main as to_tfrecord
+from tfx_hydra.errors import ConfigError, DataError
 from tfx_hydra.settings.compose import build, compose
-from tfx_hydra.settings.errors import ConfigError, DataError
 
 # one worker runs the whole module: its module-scoped fixture is built once
 pytestmark = pytest.mark.xdist_group("test_data_sources")

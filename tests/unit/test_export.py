@@ -19,6 +19,7 @@ from omegaconf import OmegaConf
 from tests.helpers import REPO
 from tests.helpers.fakes import RecordingTracker
 from tfx_hydra.data import digits
+from tfx_hydra.errors import ConfigError, DataError, ExportError
 from tfx_hydra.export import (
     KerasExport,
     OnnxExport,
@@ -29,7 +30,6 @@ from tfx_hydra.export import (
     next_version,
 )
 from tfx_hydra.models import mlp
-from tfx_hydra.settings.errors import ConfigError, DataError, ExportError
 
 # one worker runs the whole module: its module-scoped fixture is built once
 pytestmark = pytest.mark.xdist_group("test_export")
@@ -202,8 +202,8 @@ def test_requests_tf_serving_refuses_are_one_clear_error_in_the_client_helper_an
     """The classification export (inputs [None, 8, 8]): a good row request is answered with each example's
     probabilities and class; a request of the wrong shape, input name, values or signature is one RequestError
     naming what the signature takes (and TF Serving's `{"error": ...}` body from the answering side)."""
+    from tfx_hydra.errors import RequestError
     from tfx_hydra.export.requests import answer_rest, predict_request, rest_body, signature_of
-    from tfx_hydra.settings.errors import RequestError
 
     model, data = trained
     path = SavedModelExport(export_dir=str(tmp_path), model_name="m", warmup_requests=0)(model, data).path
@@ -234,8 +234,8 @@ def test_requests_tf_serving_refuses_are_one_clear_error_in_the_client_helper_an
 
 def test_text_requests_carry_any_unicode_as_utf8_and_refuse_what_is_not_text():
     """A text model's string input: the JSON body keeps the text as written, the gRPC tensor its UTF-8 bytes."""
+    from tfx_hydra.errors import RequestError
     from tfx_hydra.export.requests import Signature, TensorSpec, predict_request, rest_body
-    from tfx_hydra.settings.errors import RequestError
 
     signature = Signature("serving_default", {"inputs": TensorSpec("string", (None,))}, {})
     texts = ["un café très chaud", "naïve 東京"]

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from tfx_hydra.data import from_pipelines
 from tfx_hydra.data.from_pipelines import NOT_DIGESTED
-from tfx_hydra.settings.errors import DataError
+from tfx_hydra.errors import DataError
 
 
 def pairs(n: int, seed: int = 0, shape=(4,), classes: int = 3):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfx_hydra.errors import ConfigError, HardwareMismatch
 from tfx_hydra.hardware import (
     GpuDetails,
     describe_mismatch,
@@ -16,7 +17,6 @@ from tfx_hydra.hardware import (
     setup_hardware,
     with_user_settings,
 )
-from tfx_hydra.settings.errors import ConfigError, HardwareMismatch
 from tfx_hydra.settings.schemas import ExpectConfig, HardwareConfig
 
 # What tf.config.experimental.get_device_details() reports on these cards.

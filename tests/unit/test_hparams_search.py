@@ -14,7 +14,7 @@ from optuna.trial import TrialState
 
 from tests.helpers.fakes import RecordingTracker
 from tests.unit.test_sweeps import composed_sweep
-from tfx_hydra.settings.errors import ConfigError, TrainingError
+from tfx_hydra.errors import ConfigError, TrainingError
 from tfx_hydra.sweeps.hparams_search import ask_and_tell, checks, space
 from tfx_hydra.sweeps.hparams_search import study as studies
 from tfx_hydra.sweeps.hparams_search.optuna import SearchSettings, open_storage, storage_url

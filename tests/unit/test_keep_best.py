@@ -12,9 +12,9 @@ from tests.helpers import compose
 from tests.helpers.fakes import PlantedKill, RecordingTracker, StopAfterEpoch
 from tests.helpers.planted import Scramble
 from tests.helpers.training import settings_with, setup_with
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.models import mlp
 from tfx_hydra.settings.checked import validate
-from tfx_hydra.settings.errors import ConfigError
 from tfx_hydra.settings.schemas import KeepBestConfig, TrainerConfig
 from tfx_hydra.trainer import compile_model, train
 

@@ -37,7 +37,7 @@ LAYERS = [
     # the vocabulary every layer speaks (precision.py spells the dtype policies the schemas check; it
     # imports Keras only inside the function that sets one)
     ("foundations", {"tfx_hydra.settings", "tfx_hydra.console", "tfx_hydra.process", "tfx_hydra.metrics",
-                     "tfx_hydra.precision"}),
+                     "tfx_hydra.precision", "tfx_hydra.errors"}),
 ]
 
 

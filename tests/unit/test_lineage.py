@@ -108,7 +108,7 @@ def test_reads_become_mlflow_datasets_with_context_schema_and_profile():
 
 @pytest.mark.parametrize("interval", [0, -1])
 def test_a_system_metrics_interval_must_be_positive(interval):
-    from tfx_hydra.settings.errors import ConfigError
+    from tfx_hydra.errors import ConfigError
     from tfx_hydra.settings.schemas import SystemMetricsConfig
 
     with pytest.raises(ConfigError, match="tracking.system_metrics.interval"):

@@ -12,10 +12,10 @@ from omegaconf import OmegaConf
 from tests.helpers import compose
 from tests.helpers.fakes import PlantedKill, RecordingTracker, StopAfterEpoch
 from tests.helpers.training import settings_with, setup_with
+from tfx_hydra.errors import ConfigError, DataError
 from tfx_hydra.lr_schedule import LrScheduleConfig, build_schedule, updates_per_epoch
 from tfx_hydra.models import mlp
 from tfx_hydra.settings.checked import validate_section
-from tfx_hydra.settings.errors import ConfigError, DataError
 from tfx_hydra.settings.schemas import TrainerConfig
 from tfx_hydra.trainer import compile_model, train
 

@@ -8,9 +8,9 @@ import math
 import pytest
 
 from tests.helpers import compose, mlflow_runs, save_tiny_hub_model
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.metrics import end_of_run_names, summary_names
 from tfx_hydra.run import preflight, run
-from tfx_hydra.settings.errors import ConfigError
 from tfx_hydra.settings.schemas import TrainerConfig
 
 FINETUNING = ["model=hub", "data=synthetic", "data.num_examples=256", "trainer.epochs=1", "trainer.finetune_epochs=1",

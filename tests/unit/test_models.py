@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from tfx_hydra.data import digits
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.models import cnn, mlp
-from tfx_hydra.settings.errors import ConfigError
 
 
 def test_default_mlp_is_the_seed_architecture():

@@ -11,8 +11,8 @@ from omegaconf import OmegaConf
 from tests.helpers.fakes import RecordingTracker
 from tests.helpers.training import ADAM, compiled, settings_with, setup_with
 from tfx_hydra.data import digits
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.models import mlp
-from tfx_hydra.settings.errors import ConfigError
 from tfx_hydra.settings.schemas import TrainerConfig
 from tfx_hydra.trainer import compile_model
 

@@ -6,10 +6,10 @@ import keras
 import numpy as np
 import pytest
 
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.hardware import GpuDetails, HardwareInfo
 from tfx_hydra.models import cnn, mlp
 from tfx_hydra.precision import FLOAT32, apply_loss_scaling, resolve_policy, set_precision
-from tfx_hydra.settings.errors import ConfigError
 from tfx_hydra.settings.schemas import ExpectConfig, HardwareConfig
 
 

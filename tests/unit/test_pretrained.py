@@ -17,9 +17,9 @@ from hydra.utils import instantiate
 
 from tests.helpers import compose, save_tiny_hub_model, save_tiny_text_hub_models
 from tfx_hydra.data import digits
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.models import BACKBONE, cnn, hub, keras_app, resnet_small, unfreeze_backbone
 from tfx_hydra.models.layers import HubLayer
-from tfx_hydra.settings.errors import ConfigError
 
 # one worker runs the whole module: its module-scoped fixture is built once
 pytestmark = pytest.mark.xdist_group("test_pretrained")

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.settings.compose import compose, group_options
-from tfx_hydra.settings.errors import ConfigError
 from tfx_hydra.settings.project import ENV_VAR, activate, find_project
 
 

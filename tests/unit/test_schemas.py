@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from tests.helpers import REPO, compose
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.settings.checked import validate
-from tfx_hydra.settings.errors import ConfigError
 
 GROUPS = ["hardware", "precision", "strategy", "data", "model", "optimizer", "tracking", "export"]
 

@@ -9,9 +9,9 @@ import tensorflow as tf
 
 import tfx_hydra.strategy as strategy_module
 from tfx_hydra.data import digits
+from tfx_hydra.errors import ConfigError, HardwareMismatch
 from tfx_hydra.hardware import GpuDetails, HardwareInfo
 from tfx_hydra.models import mlp
-from tfx_hydra.settings.errors import ConfigError, HardwareMismatch
 from tfx_hydra.settings.schemas import TrainerConfig
 from tfx_hydra.strategy import (
     BatchPlan,
@@ -25,7 +25,7 @@ from tfx_hydra.strategy import (
     steps_for_run,
     tpu_strategy,
 )
-from tfx_hydra.trainer.keras_compat import needs_multi_worker_fix
+from tfx_hydra.strategy.keras_fix import needs_multi_worker_fix
 
 CPU_ONLY = HardwareInfo(profile="cpu")
 

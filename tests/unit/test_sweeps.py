@@ -16,8 +16,8 @@ from hydra.types import RunMode
 from omegaconf import OmegaConf
 
 from tests.helpers import mlflow_client
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.metrics import OBJECTIVE, objective
-from tfx_hydra.settings.errors import ConfigError
 from tfx_hydra.settings.schemas import SweepConfig, TrackingConfig
 from tfx_hydra.sweeps import job as sweep_job
 from tfx_hydra.sweeps import launch, summary

@@ -9,7 +9,7 @@ import pytest
 
 from tfx_hydra.data import csv, text_table
 from tfx_hydra.data.table import read_columns
-from tfx_hydra.settings.errors import DataError
+from tfx_hydra.errors import DataError
 
 
 def test_numeric_columns_arrive_as_float32_and_text_as_stripped_strings(tmp_path):

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from tfx_hydra.data import table_stream
 from tfx_hydra.data.csv import csv
-from tfx_hydra.settings.errors import DataError
+from tfx_hydra.errors import DataError
 
 
 @pytest.fixture(autouse=True)

@@ -13,12 +13,12 @@ import tensorflow as tf
 
 from tfx_hydra.data import csv, from_pipelines, synthetic
 from tfx_hydra.data.pipeline import require_datasets
+from tfx_hydra.errors import ConfigError, DataError
 from tfx_hydra.export.savedmodel import SavedModelExport
 from tfx_hydra.export.source import evaluate_saved_model
 from tfx_hydra.metrics import require_loss_fits_task
 from tfx_hydra.models import mlp
 from tfx_hydra.models.heads import in_target_units
-from tfx_hydra.settings.errors import ConfigError, DataError
 from tfx_hydra.settings.schemas import TaskConfig, TrainerConfig
 from tfx_hydra.task import get
 

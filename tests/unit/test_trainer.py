@@ -12,9 +12,9 @@ from tensorflow.python.framework import config as tf_config
 
 from tests.helpers.fakes import RecordingTracker
 from tests.helpers.training import compiled
+from tfx_hydra.errors import ConfigError, TrainingError
 from tfx_hydra.hardware import HardwareInfo
 from tfx_hydra.metrics import end_of_run_names
-from tfx_hydra.settings.errors import ConfigError, TrainingError
 from tfx_hydra.settings.schemas import EarlyStoppingConfig, TrainerConfig
 from tfx_hydra.strategy import BatchPlan
 from tfx_hydra.trainer import evaluate, train

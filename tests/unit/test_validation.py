@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tfx_hydra.errors import ConfigError, DataError
 from tfx_hydra.settings.checks import (
     require_bool,
     require_choice,
@@ -18,7 +19,6 @@ from tfx_hydra.settings.checks import (
     require_sqlite_file,
     require_writable_folder,
 )
-from tfx_hydra.settings.errors import ConfigError, DataError
 
 
 def said(check, *args, **kwargs) -> str:

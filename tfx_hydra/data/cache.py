@@ -29,9 +29,9 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
+from tfx_hydra.errors import ConfigError, DataError
 from tfx_hydra.process.faults import sized
 from tfx_hydra.settings.checks import require_size
-from tfx_hydra.settings.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
 MEMORY_SHARE = 0.5  # of the memory available at the start: the rest is the model's, the batches' and Python's

@@ -15,8 +15,8 @@ from tfx_hydra.data.spec import DataSpec
 from tfx_hydra.data.splits import split_three_ways
 from tfx_hydra.data.table import read_header, read_table, stacked
 from tfx_hydra.data.table_stream import SAMPLE_ROWS, Table, data_rows, split_pattern, streamed_table, streams
+from tfx_hydra.errors import DataError
 from tfx_hydra.settings.checks import require_choice
-from tfx_hydra.settings.errors import DataError
 from tfx_hydra.task import get as get_task
 
 CSV_NORMALIZATIONS = ("standardize", "none")

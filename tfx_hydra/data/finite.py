@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfx_hydra.settings.errors import DataError
+from tfx_hydra.errors import DataError
 
 CHECK_BATCH = 256  # examples looked at per step of a streamed check
 

@@ -37,7 +37,7 @@ from tfx_hydra.data.pipeline import (
     require_a_batch,
     with_class_names,
 )
-from tfx_hydra.settings.errors import DataError
+from tfx_hydra.errors import DataError
 from tfx_hydra.task import get as get_task
 
 log = logging.getLogger(__name__)

@@ -20,8 +20,8 @@ from tfx_hydra.data.pipeline import (
     streamed_datasets,
 )
 from tfx_hydra.data.splits import split_three_ways, with_test_folder
+from tfx_hydra.errors import ConfigError, DataError
 from tfx_hydra.settings.checks import require_choice
-from tfx_hydra.settings.errors import ConfigError, DataError
 from tfx_hydra.task import get as get_task
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif")

@@ -12,8 +12,8 @@ from tfx_hydra.data.finite import require_finite_arrays
 from tfx_hydra.data.options import options_from
 from tfx_hydra.data.pipeline import PIXEL_SCALE, Datasets, from_arrays
 from tfx_hydra.data.splits import hold_out_validation
+from tfx_hydra.errors import ConfigError, DataError
 from tfx_hydra.settings.checks import require_path
-from tfx_hydra.settings.errors import ConfigError, DataError
 
 KERAS_KEYS = ("x_train", "y_train", "x_test", "y_test")  # also the layout of a local data.path .npz
 KERAS_DATASETS = ("mnist", "fashion_mnist", "cifar10", "cifar100")

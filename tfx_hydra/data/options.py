@@ -9,8 +9,8 @@ from typing import Any
 
 from tfx_hydra.cv import Fold
 from tfx_hydra.data import cache as caching
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.settings.checks import require_bool, require_choice, require_positive_or_auto, require_positive_or_null
-from tfx_hydra.settings.errors import ConfigError
 
 SHARD_POLICIES = ("auto", "file", "data", "off")
 

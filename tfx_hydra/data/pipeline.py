@@ -25,7 +25,7 @@ from tfx_hydra.data.finite import checked_examples, require_finite_stream
 from tfx_hydra.data.options import PipelineOptions
 from tfx_hydra.data.spec import DataSpec, with_class_names
 from tfx_hydra.data.splits import Split, normalize_arrays, target_figures
-from tfx_hydra.settings.errors import DataError
+from tfx_hydra.errors import DataError
 from tfx_hydra.task import Task
 from tfx_hydra.task import get as get_task
 

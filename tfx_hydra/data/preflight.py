@@ -11,8 +11,8 @@ from omegaconf import DictConfig, OmegaConf
 from tfx_hydra.data.options import PipelineOptions
 from tfx_hydra.data.table import is_number
 from tfx_hydra.data.tfrecord import expand_globs
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.settings.checks import require_path, require_writable_folder
-from tfx_hydra.settings.errors import ConfigError
 
 
 def check_data_config(data: DictConfig, task: str = "classification") -> None:

@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Sequence
 
-from tfx_hydra.settings.errors import ConfigError, DataError
+from tfx_hydra.errors import ConfigError, DataError
 from tfx_hydra.task import Classification, Task
 
 

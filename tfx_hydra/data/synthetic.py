@@ -7,7 +7,7 @@ import numpy as np
 from tfx_hydra.data.options import options_from
 from tfx_hydra.data.pipeline import Datasets, from_arrays
 from tfx_hydra.data.splits import split_three_ways
-from tfx_hydra.settings.errors import ConfigError
+from tfx_hydra.errors import ConfigError
 
 
 def synthetic(input_shape, num_classes, num_examples, batch_size, seed, test_split=0.2, validation_split=0.1,

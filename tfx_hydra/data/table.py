@@ -17,8 +17,8 @@ from typing import Sequence
 
 import numpy as np
 
+from tfx_hydra.errors import DataError
 from tfx_hydra.settings.checks import require_path
-from tfx_hydra.settings.errors import DataError
 
 NOT_A_NUMBER_FIX = "fix the file, or leave the column out with data.feature_columns=[...]"
 

@@ -29,7 +29,7 @@ from tfx_hydra.data.pipeline import Datasets, streamed_datasets
 from tfx_hydra.data.spec import DataSpec
 from tfx_hydra.data.splits import feature_moments, target_figures
 from tfx_hydra.data.table import NOT_A_NUMBER_FIX, count_rows, first_non_number
-from tfx_hydra.settings.errors import DataError
+from tfx_hydra.errors import DataError
 
 SAMPLE_ROWS = 100_000  # what standardization, class names and label checks are taken from
 ROW_PATTERN = 1_000  # rows per block of the split pattern

@@ -13,8 +13,8 @@ from tfx_hydra.data.image_folder import require_class_folders, require_same_clas
 from tfx_hydra.data.options import options_from
 from tfx_hydra.data.pipeline import Datasets, from_arrays
 from tfx_hydra.data.splits import split_three_ways, with_test_folder
+from tfx_hydra.errors import DataError
 from tfx_hydra.settings.checks import require_choice, require_path
-from tfx_hydra.settings.errors import DataError
 
 TEXT_INPUTS = ("text",)
 

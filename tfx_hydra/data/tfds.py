@@ -9,8 +9,8 @@ import os
 from tfx_hydra.data.lineage import DataRead, files_read
 from tfx_hydra.data.options import options_from
 from tfx_hydra.data.pipeline import PIXEL_SCALE, Datasets, DataSpec, scaled_pixels, streamed_datasets
+from tfx_hydra.errors import DataError
 from tfx_hydra.settings.checks import require_choice
-from tfx_hydra.settings.errors import DataError
 
 TFDS_NORMALIZATIONS = ("scale", "none")
 

@@ -30,8 +30,8 @@ from tfx_hydra.data.pipeline import (
     scaled_pixels,
     streamed_datasets,
 )
+from tfx_hydra.errors import DataError
 from tfx_hydra.settings.checks import require_choice, require_fraction
-from tfx_hydra.settings.errors import DataError
 from tfx_hydra.task import get as get_task
 
 log = logging.getLogger(__name__)

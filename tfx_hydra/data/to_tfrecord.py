@@ -23,7 +23,7 @@ from hydra.errors import HydraException
 
 from tfx_hydra.console import quiet_libraries, start_tensorflow_quietly, use_terminal
 from tfx_hydra.data import record_index
-from tfx_hydra.settings.errors import ConfigError, TfxHydraError
+from tfx_hydra.errors import ConfigError, TfxHydraError
 
 SPLITS = ("train", "validation", "test")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from tfx_hydra.errors import ConfigError, ExportError
 from tfx_hydra.export.result import (
     PARITY,
     ExportResult,
@@ -15,7 +16,6 @@ from tfx_hydra.export.result import (
     require_parity,
 )
 from tfx_hydra.export.served import served_model
-from tfx_hydra.settings.errors import ConfigError, ExportError
 
 
 class OnnxExport:

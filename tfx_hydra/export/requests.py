@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tfx_hydra.errors import RequestError
 from tfx_hydra.export.warmup import SIGNATURE
-from tfx_hydra.settings.errors import RequestError
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from tfx_hydra.errors import ExportError
 from tfx_hydra.export.served import write_labels
-from tfx_hydra.settings.errors import ExportError
 
 
 @dataclass

@@ -10,11 +10,11 @@ import os
 import shutil
 import tempfile
 
+from tfx_hydra.errors import ConfigError, ExportError
 from tfx_hydra.export.result import PARITY, ExportResult, folder_size, output_difference, require_parity
 from tfx_hydra.export.served import LABELS_FILE, answering_model, raw_batches, raw_examples, served_model, write_labels
 from tfx_hydra.export.serving_config import FIRST_LABEL, labels_of, read_config, versions_of, write_models_config
 from tfx_hydra.export.warmup import MAX_WARMUP_REQUESTS, write_warmup_requests
-from tfx_hydra.settings.errors import ConfigError, ExportError
 
 log = logging.getLogger(__name__)
 

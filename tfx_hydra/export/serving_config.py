@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import tempfile
 
-from tfx_hydra.settings.errors import ExportError
+from tfx_hydra.errors import ExportError
 
 CONFIG_NAME = "models.config"
 FIRST_LABEL = "stable"  # what a model's first version is labelled: the one clients asking for `stable` get

@@ -6,10 +6,10 @@ from __future__ import annotations
 import logging
 import os
 
+from tfx_hydra.errors import DataError, ExportError
 from tfx_hydra.export.savedmodel import next_version
 from tfx_hydra.export.served import LABELS_FILE, read_labels
 from tfx_hydra.settings.compose import choice
-from tfx_hydra.settings.errors import DataError, ExportError
 from tfx_hydra.tracking import Tracker
 
 log = logging.getLogger("tfx_hydra.records")

@@ -9,13 +9,13 @@ import tempfile
 
 from omegaconf import DictConfig
 
+from tfx_hydra.errors import ConfigError, ExportError
 from tfx_hydra.export.result import figure_text
 from tfx_hydra.export.served import answering_model, raw_examples, served_model
 from tfx_hydra.process import describe_error, full_disk_path
 from tfx_hydra.records import weights_sha256
 from tfx_hydra.settings.checks import require_writable_folder
 from tfx_hydra.settings.compose import build, instantiate_node
-from tfx_hydra.settings.errors import ConfigError, ExportError
 from tfx_hydra.tracking import Tracker
 
 log = logging.getLogger(__name__)

@@ -10,10 +10,10 @@ import shutil
 import subprocess
 import tempfile
 
+from tfx_hydra.errors import ExportError
 from tfx_hydra.export.result import ExportResult, folder_size, make_parent
 from tfx_hydra.export.savedmodel import serving_outputs, write_serving_archive
 from tfx_hydra.export.served import served_model
-from tfx_hydra.settings.errors import ExportError
 
 
 class TfjsExport:

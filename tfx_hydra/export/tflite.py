@@ -7,6 +7,7 @@ import os
 import tempfile
 
 from tfx_hydra.console import native_lines_to_log
+from tfx_hydra.errors import ConfigError, ExportError
 from tfx_hydra.export.result import (
     PARITY,
     ExportResult,
@@ -18,7 +19,6 @@ from tfx_hydra.export.result import (
 )
 from tfx_hydra.export.served import raw_examples, served_model
 from tfx_hydra.settings.checks import require_bool, require_choice, require_non_negative
-from tfx_hydra.settings.errors import ConfigError, ExportError
 
 
 class TFLiteExport:

@@ -16,8 +16,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
+from tfx_hydra.errors import ConfigError, DataError
 from tfx_hydra.settings.checks import require_choice, require_non_negative, require_positive, require_range
-from tfx_hydra.settings.errors import ConfigError, DataError
 
 SCHEDULES = ("constant", "cosine", "linear", "polynomial", "step", "exponential", "one_cycle")
 

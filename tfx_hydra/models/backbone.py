@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from tfx_hydra.settings.errors import ConfigError
+from tfx_hydra.errors import ConfigError
 
 BACKBONE = "backbone"  # the layer name the fine-tuning phase looks for
 WEIGHTS_SOURCES = (None, "imagenet")

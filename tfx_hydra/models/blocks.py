@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tfx_hydra.settings.errors import ConfigError
+from tfx_hydra.errors import ConfigError
 
 
 def image_inputs(input_shape, model: str, resize_to=None, channels=None):

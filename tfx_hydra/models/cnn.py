@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.models.blocks import conv_bn_relu, image_inputs
 from tfx_hydra.models.heads import head as output_head
 from tfx_hydra.settings.checks import require_positive, require_range
-from tfx_hydra.settings.errors import ConfigError
 
 
 def cnn(name, input_shape, num_classes, filters=(32, 64), convs_per_block=1, kernel_size=3, batch_norm=False,

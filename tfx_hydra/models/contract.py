@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfx_hydra.settings.errors import ConfigError, DataError
+from tfx_hydra.errors import ConfigError, DataError
 
 TEXT_MODELS = ("tfx_hydra.models.text_baseline", "tfx_hydra.models.hub_text")  # raw strings in, tokenized inside
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.models.backbone import BACKBONE, resolve_weights
 from tfx_hydra.models.blocks import image_inputs
 from tfx_hydra.models.heads import head as output_head
 from tfx_hydra.settings.checks import require_range
-from tfx_hydra.settings.errors import ConfigError
 
 
 def keras_app(name, architecture, input_shape, num_classes, weights=None, freeze_backbone=False, resize_to=None,

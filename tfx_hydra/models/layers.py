@@ -20,7 +20,7 @@ import os
 
 import keras
 
-from tfx_hydra.settings.errors import ConfigError
+from tfx_hydra.errors import ConfigError
 
 
 @keras.saving.register_keras_serializable(package="tfx_hydra")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.models.blocks import conv_bn_relu, image_inputs, residual_block
 from tfx_hydra.models.heads import head as output_head
 from tfx_hydra.settings.checks import require_positive, require_range
-from tfx_hydra.settings.errors import ConfigError
 
 
 def resnet_small(name, input_shape, num_classes, stages=(16, 32, 64), blocks_per_stage=2, dropout=0.0,

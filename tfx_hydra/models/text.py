@@ -5,7 +5,7 @@ MLflow model take raw text too. `text_baseline` and `hub_text` stay importable f
 
 from __future__ import annotations
 
-from tfx_hydra.settings.errors import ConfigError
+from tfx_hydra.errors import ConfigError
 
 
 def require_text_inputs(input_shape, model: str) -> None:

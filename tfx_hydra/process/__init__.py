@@ -11,7 +11,7 @@
                 job's custom-gradient registrations (TensorFlow never drops them) forgotten when it ends
 
 Below everything else: tracking, the callbacks and the export step use them; they import nothing of ours
-but settings/errors.py.
+but errors.py.
 """
 
 from tfx_hydra.process.faults import as_disk_full, describe_error, disk_full_error, disk_full_said, full_disk_path

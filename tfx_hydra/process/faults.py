@@ -13,7 +13,7 @@ import shutil
 from contextlib import contextmanager
 from typing import Iterator
 
-from tfx_hydra.settings.errors import DiskFull
+from tfx_hydra.errors import DiskFull
 
 DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 DISK_FULL_TEXTS = ("No space left on device", "Disk quota exceeded", "database or disk is full")

@@ -27,6 +27,7 @@ import sys
 
 from tfx_hydra import tracking
 from tfx_hydra.console import BARE, quiet_libraries, render_text, use_terminal
+from tfx_hydra.errors import ReproduceError, TfxHydraError
 from tfx_hydra.reproduce.differences import (
     code_differences,
     config_differences,
@@ -36,7 +37,6 @@ from tfx_hydra.reproduce.differences import (
     show_differences,
 )
 from tfx_hydra.reproduce.source import SourceRun, fetch_run
-from tfx_hydra.settings.errors import ReproduceError, TfxHydraError
 from tfx_hydra.settings.project import ENV_VAR, activate, find_project
 
 log = logging.getLogger("tfx_hydra.reproduce")  # by name: run as `python -m`, __name__ is "__main__"

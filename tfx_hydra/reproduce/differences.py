@@ -10,8 +10,8 @@ from omegaconf import OmegaConf
 
 from tfx_hydra import tracking
 from tfx_hydra.console import BARE, counted, start_tensorflow_quietly
+from tfx_hydra.errors import TfxHydraError
 from tfx_hydra.reproduce.source import SourceRun
-from tfx_hydra.settings.errors import TfxHydraError
 
 log = logging.getLogger("tfx_hydra.reproduce")
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from omegaconf import OmegaConf
 
 from tfx_hydra import tracking
-from tfx_hydra.settings.errors import ReproduceError
+from tfx_hydra.errors import ReproduceError
 
 
 @dataclass

@@ -6,7 +6,10 @@
     schemas.py   the dataclasses of the settings that are not objects (trainer, hardware, tracking, ...)
     checked.py   `validate(cfg) -> Settings`: the settings sections merged into their schemas and checked
     checks.py    the one vocabulary of checks (require_choice, require_bool, require_positive, ...)
-    errors.py    the user mistakes (ConfigError, DataError, ...) said without a traceback
+
+The mistakes they find are tfx_hydra/errors.py's (ConfigError, DataError, ...): a room of its own below this
+one, since every step raises them and the vocabulary this home checks with (metric names, precision policies)
+raises them too.
 
 Everything here imports Hydra and OmegaConf at most: preflight, `--help` and `--cfg job` use it.
 """

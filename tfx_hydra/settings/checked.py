@@ -14,6 +14,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
+from tfx_hydra.errors import ConfigError, show
 from tfx_hydra.settings.checks import (
     require_bool,
     require_choice,
@@ -21,7 +22,6 @@ from tfx_hydra.settings.checks import (
     require_non_negative,
     require_range,
 )
-from tfx_hydra.settings.errors import ConfigError, show
 from tfx_hydra.settings.schemas import MODES, SECTIONS, Settings
 
 

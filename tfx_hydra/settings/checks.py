@@ -30,7 +30,7 @@ import os
 import re
 from typing import Any, Iterable, Sequence
 
-from tfx_hydra.settings.errors import ConfigError, DataError, TfxHydraError, show
+from tfx_hydra.errors import ConfigError, DataError, TfxHydraError, show
 
 
 def require_choice(key: str, value: Any, choices: Sequence[Any], fix: Any = None) -> None:

@@ -22,7 +22,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from tfx_hydra.settings.errors import ConfigError, TfxHydraError
+from tfx_hydra.errors import ConfigError, TfxHydraError
 from tfx_hydra.settings.project import find_project, is_users, package_location
 
 CONFIG_MODULE = "tfx_hydra.conf"  # conf/ as the wheel ships it

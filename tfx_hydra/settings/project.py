@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfx_hydra.settings.errors import ConfigError
+from tfx_hydra.errors import ConfigError
 
 PROJECT_FILE = "pyproject.toml"
 TABLE = "tool.tfx_hydra"

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
+from tfx_hydra.errors import ConfigError, show
 from tfx_hydra.metrics import TASKS, epoch_names, require_trainer_fits_task
 from tfx_hydra.precision import POLICIES
 from tfx_hydra.settings.checks import (
@@ -23,7 +24,6 @@ from tfx_hydra.settings.checks import (
     require_range,
     require_target,
 )
-from tfx_hydra.settings.errors import ConfigError, show
 
 JIT_CHOICES = ("auto", True, False)
 ALLOCATORS = (None, "cuda_malloc_async")

@@ -32,9 +32,9 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from tfx_hydra import cv, tracking
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.process import long_lived
 from tfx_hydra.settings.checked import validate_section
-from tfx_hydra.settings.errors import ConfigError
 from tfx_hydra.sweeps import launch
 from tfx_hydra.sweeps.hparams_search import checks
 from tfx_hydra.sweeps.job import SweepJob, announce_job, current_job

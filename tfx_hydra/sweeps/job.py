@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from omegaconf import DictConfig
 
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.job import Job, RunResult
 from tfx_hydra.metrics import OBJECTIVE
-from tfx_hydra.settings.errors import ConfigError
 from tfx_hydra.settings.schemas import TrackingConfig
 from tfx_hydra.sweeps.parent import JOB_NUM_TAG, PARENT_TAG, TRIAL_TAG, children
 

@@ -13,8 +13,8 @@ import shutil
 
 from omegaconf import DictConfig, OmegaConf
 
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.settings.checked import validate_section
-from tfx_hydra.settings.errors import ConfigError
 from tfx_hydra.sweeps.hparams_search import checks, space
 
 

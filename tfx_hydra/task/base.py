@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from tfx_hydra.settings.errors import DataError
+from tfx_hydra.errors import DataError
 
 
 @dataclass(frozen=True)

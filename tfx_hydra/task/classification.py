@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 
-from tfx_hydra.settings.errors import DataError
+from tfx_hydra.errors import DataError
 from tfx_hydra.task.base import Task, name_of_index, one_label_each, require_numbers, row_error
 
 

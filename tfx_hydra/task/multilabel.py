@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 
-from tfx_hydra.settings.errors import DataError
+from tfx_hydra.errors import DataError
 from tfx_hydra.task.base import Thresholded, require_numbers, row_error
 
 

@@ -14,7 +14,7 @@ import os
 import shutil
 from typing import Iterator
 
-from tfx_hydra.settings.errors import TrackingError
+from tfx_hydra.errors import TrackingError
 from tfx_hydra.tracking.datasets import send_datasets
 from tfx_hydra.tracking.secrets import mask_uri
 from tfx_hydra.tracking.store import check_store_reachable, client_for, send_artifacts, send_batch

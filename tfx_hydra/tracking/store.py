@@ -16,9 +16,9 @@ from contextlib import contextmanager
 from typing import Any, Iterable, Iterator
 
 from tfx_hydra.console import library_lines_to
+from tfx_hydra.errors import TrackingError
 from tfx_hydra.process import held_signals
 from tfx_hydra.settings.checks import require_sqlite_file
-from tfx_hydra.settings.errors import TrackingError
 from tfx_hydra.settings.schemas import TrackingConfig
 from tfx_hydra.tracking.secrets import mask_uri
 

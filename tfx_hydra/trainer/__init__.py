@@ -7,7 +7,8 @@
     backups.py       where a phase's backup lives, and the callback that writes it (trainer.backup_every)
     kept_weights.py  the figures of the weights a run keeps (trainer.keep_best)
     debug.py         the debug presets' reports (overfit check, numerics, profile)
-    keras_compat.py  fixes for Keras bugs the run meets, each with its issue
+    keras_compat.py  Keras' first trace of the train step, built once (the fixes for several replicas are
+                     strategy/keras_fix.py's)
     callbacks/       the Keras callbacks a run trains with, one per module
 
 Training takes the callbacks it is handed (a search's pruning callback, a user's own): it imports

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.metrics import BALANCED
-from tfx_hydra.settings.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

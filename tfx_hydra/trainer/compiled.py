@@ -20,8 +20,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.settings.compose import build
-from tfx_hydra.settings.errors import ConfigError
 
 # Names model.compile resolves itself (from the loss) that keras.metrics.get does not know.
 KERAS_COMPILE_METRIC_ALIASES = ("acc", "crossentropy", "ce")

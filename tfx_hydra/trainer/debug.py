@@ -19,7 +19,7 @@ import os
 import re
 
 from tfx_hydra.console import counted
-from tfx_hydra.settings.errors import TrainingError
+from tfx_hydra.errors import TrainingError
 
 log = logging.getLogger(__name__)
 

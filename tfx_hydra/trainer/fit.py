@@ -19,6 +19,7 @@ from typing import Sequence
 from omegaconf import DictConfig
 
 from tfx_hydra.console import native_lines_streamed
+from tfx_hydra.errors import TfxHydraError, TrainingError
 from tfx_hydra.lr_schedule import describe as describe_schedule
 from tfx_hydra.lr_schedule import updates_per_epoch
 from tfx_hydra.metrics import FINETUNE_PHASE, INPUT_WAIT, PARAMETERS, TEST, TRAIN_PHASE, end_of_run, phase_timing
@@ -27,7 +28,6 @@ from tfx_hydra.optimizer import build_optimizer, finetune_learning_rate, peak_le
 from tfx_hydra.process import stopped_at_a_step
 from tfx_hydra.settings.checks import require_interval
 from tfx_hydra.settings.compose import choice, users_code_error
-from tfx_hydra.settings.errors import TfxHydraError, TrainingError
 from tfx_hydra.settings.schemas import Settings, TrainerConfig
 from tfx_hydra.strategy import BatchPlan, Setup
 from tfx_hydra.tracking import Tracker

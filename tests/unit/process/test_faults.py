@@ -6,8 +6,8 @@ import errno
 
 import pytest
 
+from tfx_hydra.errors import DiskFull
 from tfx_hydra.process import disk_full_error, full_disk_path
-from tfx_hydra.settings.errors import DiskFull
 from tfx_hydra.settings.schemas import TrackingConfig
 from tfx_hydra.tracking import tracked_run
 

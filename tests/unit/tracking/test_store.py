@@ -7,7 +7,7 @@ import time
 import pytest
 
 from tests.helpers import free_ports
-from tfx_hydra.settings.errors import TrackingError
+from tfx_hydra.errors import TrackingError
 from tfx_hydra.settings.schemas import TrackingConfig
 from tfx_hydra.tracking import check_store_reachable, resolve_artifact_location, resolve_tracking_uri, ui_command
 

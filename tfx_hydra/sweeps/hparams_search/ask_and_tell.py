@@ -11,7 +11,7 @@ import socket
 import time
 from typing import Any
 
-from tfx_hydra.settings.errors import ConfigError, TrainingError
+from tfx_hydra.errors import ConfigError, TrainingError
 from tfx_hydra.sweeps.hparams_search import study as studies
 
 log = logging.getLogger(__name__)

@@ -13,11 +13,11 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.metrics import epoch_names
 from tfx_hydra.settings.checked import validate_section
 from tfx_hydra.settings.checks import require_made_folder
 from tfx_hydra.settings.compose import keys_beside
-from tfx_hydra.settings.errors import ConfigError
 from tfx_hydra.sweeps.hparams_search import space as search_space
 from tfx_hydra.sweeps.hparams_search import study as studies
 from tfx_hydra.sweeps.hparams_search.optuna import SearchSettings, is_url, max_epochs, open_storage, read, storage_url

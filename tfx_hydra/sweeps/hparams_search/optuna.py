@@ -20,8 +20,8 @@ from typing import Optional
 
 from omegaconf import DictConfig
 
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.settings.checks import require_choice, require_positive, require_range, require_sqlite_file
-from tfx_hydra.settings.errors import ConfigError
 from tfx_hydra.tracking import mask_uri
 
 SAMPLERS = ("tpe", "random", "gp", "cmaes", "qmc", "nsga2")

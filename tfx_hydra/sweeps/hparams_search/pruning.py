@@ -14,7 +14,7 @@ from __future__ import annotations
 import optuna
 from optuna_integration import KerasPruningCallback
 
-from tfx_hydra.settings.errors import ConfigError
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.trainer.backups import EndsTraining
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tfx_hydra.settings.errors import ConfigError
+from tfx_hydra.errors import ConfigError
 
 EXAMPLE = "tag(log, interval(0.0001, 0.1))"
 

@@ -19,7 +19,7 @@ import logging
 import time
 from typing import Any
 
-from tfx_hydra.settings.errors import ConfigError
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.sweeps.hparams_search import space as search_space
 from tfx_hydra.sweeps.hparams_search.optuna import SearchSettings, open_storage, pruner, sampler
 

@@ -26,7 +26,7 @@ from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
 from tfx_hydra.console import library_lines_to
-from tfx_hydra.settings.errors import LOST_WORKER_ERRORS, TrainingError
+from tfx_hydra.errors import LOST_WORKER_ERRORS, TrainingError
 from tfx_hydra.sweeps.hparams_search import ask_and_tell
 from tfx_hydra.sweeps.hparams_search.trial import SECONDS
 from tfx_hydra.sweeps.parent import SWEEP_LOG

@@ -25,8 +25,8 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from tfx_hydra.errors import ConfigError
 from tfx_hydra.process import signals
-from tfx_hydra.settings.errors import ConfigError
 from tfx_hydra.sweeps.hparams_search import ask_and_tell
 from tfx_hydra.sweeps.hparams_search import study as studies
 

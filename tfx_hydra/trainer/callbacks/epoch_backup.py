@@ -14,8 +14,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfx_hydra.errors import TrainingError
 from tfx_hydra.process import disk_full_said, stop_now, stop_requested, uninterrupted
-from tfx_hydra.settings.errors import TrainingError
 
 AUTO_EVERY_SECONDS = 600  # backup_every=auto: every 10 minutes...
 AUTO_COST_SHARE = 50  # ...or 50x the last backup's write time if longer: a backup costs under 2 % of the time

@@ -7,8 +7,8 @@ import math
 import keras
 import tensorflow as tf
 
+from tfx_hydra.errors import TrainingError
 from tfx_hydra.precision import MIXED_FLOAT16
-from tfx_hydra.settings.errors import TrainingError
 
 
 class NonFiniteGuard(keras.callbacks.Callback):

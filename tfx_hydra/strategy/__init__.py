@@ -5,6 +5,7 @@ hardware step's `HardwareInfo`, so `auto` can choose from what is really visible
 `plan_batches` says how the global batch splits over the strategy's replicas (and `steps_for_run`,
 once the data is known, how many steps each call runs), and `Setup` carries what steps 1-3 chose
 (hardware, policy, strategy, batches) to the steps after them.
+keras_fix.py makes Keras 3's `fit` work under more than one replica (keras-team/keras#20585, #19246).
 TensorFlow is imported inside the factories (validation must not pay for it).
 """
 
@@ -16,9 +17,9 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tfx_hydra.errors import ConfigError, HardwareMismatch
 from tfx_hydra.hardware import HardwareInfo
 from tfx_hydra.settings.checks import require_choice
-from tfx_hydra.settings.errors import ConfigError, HardwareMismatch
 from tfx_hydra.settings.schemas import TrainerConfig
 
 log = logging.getLogger(__name__)
@@ -109,11 +110,11 @@ def multi_worker_strategy(hardware: HardwareInfo, cluster: str = "tf_config", co
     """Synchronous data parallelism over several machines (MultiWorkerMirroredStrategy).
 
     The cluster comes from TF_CONFIG (set it on every worker) or from Slurm's environment
-    (`srun`: one task per worker). Keras 3 needs keras_compat's fix to `fit` under it.
+    (`srun`: one task per worker). Keras 3 needs keras_fix.py's fix to `fit` under it.
     """
     import tensorflow as tf
 
-    from tfx_hydra.trainer.keras_compat import apply_multi_worker_fix
+    from tfx_hydra.strategy.keras_fix import apply_multi_worker_fix
 
     require_choice("strategy.cluster", cluster, CLUSTERS)
     require_choice("strategy.communication", communication, COMMUNICATIONS)
@@ -250,7 +251,7 @@ class Setup:
 
 def plan_batches(trainer: TrainerConfig, hardware: HardwareInfo, strategy) -> BatchPlan:
     """trainer.batch_size is the global batch; auto takes the profile's per-replica batch x replicas."""
-    from tfx_hydra.trainer.keras_compat import MULTI_REPLICA_ISSUE, MULTI_REPLICA_MAX_STEPS_PER_EXECUTION
+    from tfx_hydra.strategy.keras_fix import MULTI_REPLICA_ISSUE, MULTI_REPLICA_MAX_STEPS_PER_EXECUTION
 
     replicas = strategy.num_replicas_in_sync
     global_size = (hardware.per_replica_batch_size * replicas if trainer.batch_size == "auto"
