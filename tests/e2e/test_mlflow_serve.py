@@ -21,8 +21,8 @@ pytestmark = pytest.mark.slow
 
 
 def readme_curl_body(holding: str) -> str:
-    """The -d body of README.md's `curl .../invocations` line whose body holds `holding`."""
-    lines = (REPO / "README.md").read_text().splitlines()
+    """The -d body of the tracking page's `curl .../invocations` line whose body holds `holding`."""
+    lines = (REPO / "docs" / "reference" / "tracking.md").read_text().splitlines()
     (line,) = [line for line in lines if "curl -s" in line and "/invocations" in line and holding in line]
     return line.split(" -d '", 1)[1].rstrip("'")
 
@@ -50,7 +50,7 @@ def test_mlflow_models_serve_answers_like_the_trained_model(tmp_path):
                                          headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request) as response:
             served = json.loads(response.read())["predictions"]
-        readme_body = readme_curl_body("[[[0, 0, 5, 13")  # the README's curl example, sent as it is written
+        readme_body = readme_curl_body("[[[0, 0, 5, 13")  # the tracking page's curl example, as written
         request = urllib.request.Request(f"{base}/invocations", data=readme_body.encode(),
                                          headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request) as response:

@@ -1,6 +1,6 @@
 """`tfx-hydra promote`: a sweep's best trial goes live under a TF Serving version label (models.config, parsed
 with TF Serving's own proto) and the MLflow alias of the same name; a canary beside it; a rollback; the runs
-it refuses. The README's promote example is this test's transcript (UPDATE_README=1 rewrites it)."""
+it refuses. The exports page's promote example is this test's transcript (UPDATE_README=1 rewrites it)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_readme import README, normalize, shows
-from tests.helpers import mlflow_client, mlflow_runs
+from tests.e2e.test_readme import normalize, shows
+from tests.helpers import REPO, mlflow_client, mlflow_runs
 from tests.helpers.in_process import run_cli_in_process, run_in_process
 from tests.unit.test_export import parsed_models_config
 
@@ -20,6 +20,7 @@ pytestmark = pytest.mark.slow
 
 SWEEP = ["model.units=16,64", "export.savedmodel.export_dir=/srv/models", "export.register_as=digits",
          "trainer.epochs=2", "trainer.tensorboard=false"]
+PAGE = REPO / "docs" / "how-to" / "exports.md"  # where the promote example is shown
 EXAMPLE = re.compile(r"(<!-- transcript: tests/e2e/test_promote.py -->\n```text\n)(?P<shown>.*?)(```)", re.S)
 
 
@@ -75,17 +76,17 @@ def test_a_sweeps_best_run_goes_live_as_stable_a_canary_beside_it_and_a_rollback
             "model") in back.stdout + back.stderr
     assert "it answers with the classes 0, 1, 2, 3, 4, 5, 6, 7, 8, 9" in live.stdout
 
-    example = EXAMPLE.search(README.read_text())
+    example = EXAMPLE.search(PAGE.read_text())
     assert example is not None and (os.environ.get("UPDATE_README") == "1" or "tfx-hydra promote" in example["shown"])
     shown = "\n".join(line.replace(str(tmp_path), "/home/you/experiments") for line in "\n".join(transcript)
                       .replace(str(serving), "/srv/models").splitlines())
     if os.environ.get("UPDATE_README") == "1":
-        text = README.read_text()
-        README.write_text(text[:example.start("shown")] + shown.rstrip("\n") + "\n" + text[example.end("shown"):])
+        text = PAGE.read_text()
+        PAGE.write_text(text[:example.start("shown")] + shown.rstrip("\n") + "\n" + text[example.end("shown"):])
     else:
         launch = Path("/home/you/experiments")
         assert shows(normalize(example["shown"], launch), normalize(shown, launch)), \
-            "README's promote example is stale (UPDATE_README=1 rewrites it):\n" + shown
+            "the exports page's promote example is stale (UPDATE_README=1 rewrites it):\n" + shown
 
 
 def test_promote_refuses_what_cannot_go_live_with_one_clear_error(tmp_path):
