@@ -29,6 +29,10 @@ EXAMPLES = {
 }
 
 
+TUTORIALS = {"tabular_regression": "tabular-regression.md", "text_classifier": "text-classification.md",
+             "image_transfer": "image-transfer.md"}
+
+
 def copied(example: str, tmp_path: Path) -> Path:
     project = tmp_path / example
     shutil.copytree(REPO / "examples" / example, project, ignore=shutil.ignore_patterns("data", "outputs", "mlruns",
@@ -41,7 +45,9 @@ def test_each_example_project_runs_its_readme_end_to_end(example, tmp_path):
     write_data, train, shorter, (metric, floor) = EXAMPLES[example]
     project = copied(example, tmp_path)
     readme = (project / "README.md").read_text()
-    assert write_data in readme and train in readme  # the commands run here are the ones the README gives
+    tutorial = (REPO / "docs" / "tutorials" / TUTORIALS[example]).read_text()
+    for text in (readme, tutorial):  # the commands run here are the ones the README and the tutorial give
+        assert write_data in text and train in text
     args = write_data.split()[1:] + (["20", "32"] if example == "image_transfer" else [])
     written = subprocess.run([sys.executable, *args], cwd=project, env=cli_env(), capture_output=True, text=True,
                              timeout=120)
