@@ -28,8 +28,7 @@ from tfx_hydra.sweeps.hparams_search import serve as serve_trials
 from tfx_hydra.sweeps.job import SweepJob, current_job, require_multirun_for_search
 
 __all__ = ["PrunedResult", "SweepJob", "TrialJob", "WorkerReport", "current_job", "job_of",
-           "require_multirun_for_search",
-           "run_as_job"]
+           "require_multirun_for_search", "run_as_job"]
 
 
 def job_of(cfg: DictConfig) -> Job:
