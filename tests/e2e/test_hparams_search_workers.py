@@ -192,6 +192,11 @@ def test_a_ctrl_c_while_hydra_closes_a_pruned_trials_job_tells_it_pruned(tmp_pat
     assert (run.info.status, run.data.tags["optuna.state"]) == ("FINISHED", "PRUNED")
 
 
+def args_space(study) -> set[str]:
+    """The space's keys, as the trials that ran whole hold them."""
+    return set().union(*(t.params.keys() for t in study.trials if t.state == TrialState.COMPLETE))
+
+
 def test_ctrl_c_stops_every_worker_and_two_joblib_workers_resume_their_trials_without_a_batch(tmp_path, capfd):
     """hydra/launcher=parallel, two workers. Ctrl-C on the terminal reaches the command and its workers
     (one process group): the exit status is 130 with the command that resumes, the trials in flight are
@@ -230,7 +235,9 @@ def test_ctrl_c_stops_every_worker_and_two_joblib_workers_resume_their_trials_wi
     assert len(finished) == 8 and {t.state for t in finished} <= {TrialState.COMPLETE, TrialState.PRUNED}
     for trial in interrupted:
         (retry,) = [t for t in study.trials if t.user_attrs.get(RETRY_OF) == trial.number]
-        assert retry.params == trial.params
+        # its parameters run again; a worker the launcher killed while Optuna was still writing them (the
+        # trial then has no worker and no heartbeat: study.unclaimed) left some unwritten, which the sampler draws
+        assert trial.params.items() <= retry.params.items() and retry.params.keys() == set(args_space(study))
     ran_before = {t.number for t in stopped if t.state != TrialState.WAITING}
     resumed = [t for t in counted(study) if t.number not in ran_before]  # the trials the resuming command ran
     workers = {t.user_attrs[WORKER] for t in resumed}
