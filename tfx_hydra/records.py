@@ -228,9 +228,9 @@ def record_data(tracker: Tracker, datasets, fold_tags: dict[str, str] | None = N
              f"{spec.task.describe(spec.num_classes)}" + (f"; {datasets.cache}" if datasets.cache else ""))
     if spec.class_names:
         log.info(f"classes: {shown_names(spec.class_names)}")
-    tracker.set_tags({**fold_tags, "task": spec.task.name, "data.num_train": counted(datasets.num_train),
-                      "data.num_validation": counted(datasets.num_validation),
-                      "data.num_test": counted(datasets.num_test),
+    sizes = {f"data.num_{split}": "?" if size is None else size for split, size in  # ? : a pipeline of unknown length
+             (("train", datasets.num_train), ("validation", datasets.num_validation), ("test", datasets.num_test))}
+    tracker.set_tags({**fold_tags, "task": spec.task.name, **sizes,
                       "data.input_shape": str(tuple(spec.input_shape)),
                       "data.num_classes": spec.num_classes, **class_names_tag(spec.names)})
     tracker.log_datasets(datasets.reads.values())

@@ -53,3 +53,20 @@ def test_the_resume_key_is_the_config_as_written_not_where_it_runs():
     assert written["paths"]["output_dir"] == "${hydra:runtime.output_dir}"  # unresolved: each run's folder stays out
     assert resume_key(compose_config(["trainer.epochs=3"])) == resume_key(again)
     assert resume_key(compose_config(["trainer.epochs=4"])) != resume_key(again)
+
+
+def test_the_split_sizes_are_tagged_as_numbers_and_an_unknown_length_as_a_question_mark():
+    """A run's data.num_* tags hold the plain count (a query such as `tags.data.num_train = '1293'` finds it);
+    only the terminal's line groups the digits. A user's pipeline of unknown length is `?` in both."""
+    import dataclasses
+
+    from tests.helpers.fakes import RecordingTracker
+    from tfx_hydra.records import record_data
+
+    data = digits([8, 8], 10, batch_size=32, seed=0)
+    tracker = RecordingTracker()
+    record_data(tracker, data)
+    assert (tracker.tags["data.num_train"], tracker.tags["data.num_test"]) == (1293, 360)
+    unknown = RecordingTracker()
+    record_data(unknown, dataclasses.replace(data, num_train=None))
+    assert unknown.tags["data.num_train"] == "?" and unknown.tags["data.num_validation"] == 144
