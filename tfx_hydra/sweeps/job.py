@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from omegaconf import DictConfig
 
@@ -62,9 +62,8 @@ class SweepJob(Job):
         return RunResult(finished[0].data.metrics[OBJECTIVE], finished[0].info.run_id)
 
     def announced(self) -> dict:
-        """The fields the callback announces to the job's process."""
-        return {"parent_run_id": self.parent_run_id, "num": self.num, "name": self.name,
-                "resume_command": self.resume_command, "trial": self.trial}
+        """The fields the callback announces to the job's process (a TrialJob's live trial is not one)."""
+        return {f.name: getattr(self, f.name) for f in fields(SweepJob)}
 
 
 def current_job() -> SweepJob | None:
