@@ -12,20 +12,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.helpers import QUICK, cli_env, mlflow_client, mlflow_runs, tensorboard_runs
+from tests.helpers import QUICK, artifact_paths, cli_env, mlflow_client, mlflow_runs, tensorboard_runs
 from tests.helpers.in_process import run_cli_in_process
 
 # one worker runs the whole module: its module-scoped fixture is built once
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_cli")]
-
-
-def artifact_paths(client, run_id: str, path: str | None = None) -> set[str]:
-    found = set()
-    for item in client.list_artifacts(run_id, path):
-        found.add(item.path)
-        if item.is_dir:
-            found |= artifact_paths(client, run_id, item.path)
-    return found
 
 
 # the default's MLflow model too; system metrics every second (the default 10 s outlasts a quick run)

@@ -71,6 +71,16 @@ def mlflow_client(launch_dir: Path | str):
     return MlflowClient(tracking_uri=f"sqlite:///{Path(launch_dir) / 'mlflow.db'}")
 
 
+def artifact_paths(client, run_id: str, path: str | None = None) -> set[str]:
+    """Every artifact path of a run, folders and files, walked from `path` (None: the top)."""
+    found = set()
+    for item in client.list_artifacts(run_id, path):
+        found.add(item.path)
+        if item.is_dir:
+            found |= artifact_paths(client, run_id, item.path)
+    return found
+
+
 def mlflow_runs(launch_dir: Path | str, experiment: str = "tfx_hydra") -> list:
     """Every run of `experiment` in the default store of `launch_dir` ([] when there is no store)."""
     if not (Path(launch_dir) / "mlflow.db").exists():

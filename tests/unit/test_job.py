@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import keras
 import pytest
 
-from tests.helpers import compose, mlflow_runs
+from tests.helpers import artifact_paths, compose, mlflow_client, mlflow_runs
 from tfx_hydra.job import Job, RunResult
 from tfx_hydra.run import run
 from tfx_hydra.trainer.backups import EndsTraining
@@ -61,7 +61,7 @@ def test_a_users_job_ends_training_with_its_callback_and_declines_the_artifacts(
     assert result == RunResult(None, ended.info.run_id, ended="ended after epoch 1")
     assert ending.calls == ["attending", "ended", "left"]  # neither evaluated, kept nor completed
     assert ended.info.status == "FINISHED" and "test_loss" not in ended.data.metrics
-    assert len(mlflow_client_history(tmp_path / "ends", ended.info.run_id)) == 1  # its one epoch stays
+    assert len(mlflow_client(tmp_path / "ends").get_metric_history(ended.info.run_id, "loss")) == 1  # its epoch stays
 
     declining = OwnJob(keeps=False)
     result = run(compose([*TINY, "trainer.epochs=2"], launch_dir=tmp_path / "declines"), declining)
@@ -70,21 +70,6 @@ def test_a_users_job_ends_training_with_its_callback_and_declines_the_artifacts(
     assert result == RunResult(objective, declined.info.run_id) and declining.returned(result) == objective
     assert declining.calls == ["attending", f"keeps? {objective:.3f}", "completed after 2 epochs", "left"]
     assert not list((tmp_path / "declines").rglob("*.keras")), "a declined run exports nothing"
-    assert not any(a.path.endswith(".png") for a in list_artifacts(tmp_path / "declines", declined.info.run_id))
+    artifacts = artifact_paths(mlflow_client(tmp_path / "declines"), declined.info.run_id)
+    assert artifacts and not any(path.endswith(".png") for path in artifacts)
 
-
-def mlflow_client_history(launch_dir, run_id: str) -> list:
-    from tests.helpers import mlflow_client
-
-    return mlflow_client(launch_dir).get_metric_history(run_id, "loss")
-
-
-def list_artifacts(launch_dir, run_id: str) -> list:
-    from tests.helpers import mlflow_client
-
-    client = mlflow_client(launch_dir)
-    found, folders = [], [None]
-    while folders:
-        for item in client.list_artifacts(run_id, folders.pop()):
-            (folders if item.is_dir else found).append(item.path if item.is_dir else item)
-    return found
