@@ -287,8 +287,8 @@ def evaluate(model, datasets, history, tracker: Tracker) -> dict[str, float]:
     test split's (logged as test_*) and the model's size in `parameters` (logged: a multi-objective
     search can trade accuracy against it). Validation and test figures are the kept weights' (kept_weights.py):
     where those are not the last epoch's own, the validation split is measured again on them."""
-    with datasets.named_errors():
-        test = model.evaluate(datasets.test, return_dict=True, verbose=0)
+    with native_lines_streamed(), datasets.named_errors():  # the first read of a cache on disk: TensorFlow warns
+        test = model.evaluate(datasets.test, return_dict=True, verbose=0)  # it was not read whole, though it was
     last_epoch = {k: float(v[-1]) for k, v in history.history.items() if v and k != INPUT_WAIT}  # per epoch only
     kept = getattr(history, "kept", None)
     if kept is not None and not kept.last_epoch:
