@@ -80,3 +80,34 @@ def test_a_searchs_table_fits_a_120_column_terminal():
                                   "/home/you/experiments/multirun/mlp-digits", "FINISHED", 2)
     assert max(len(line) for line in table.splitlines()) <= 120, table
     assert "0.9722 *" in table and "0.97222222222" not in table
+
+
+def test_a_test_split_of_millions_of_rows_is_drawn_from_an_even_sample_without_matplotlibs_slow_legend(tmp_path):
+    """A table that streams can hold 2,000,000 test rows: the scatter draws 10,000 of them, evenly spaced, and
+    names the sample in its title (matplotlib warned it was slow placing the legend among them all)."""
+    import warnings
+
+    import numpy as np
+    from matplotlib import pyplot
+
+    truth = np.linspace(0, 100, 2_000_000, dtype="float32").reshape(-1, 1)
+    drawn = []
+    with warnings.catch_warnings(record=True) as caught, \
+            _kept_figures(pyplot, drawn):
+        warnings.simplefilter("always")
+        scatter, residuals = plots.plot_regression(truth, truth + 1, str(tmp_path / "s.png"), str(tmp_path / "r.png"))
+    assert not [str(w.message) for w in caught], [str(w.message) for w in caught]
+    assert png_size(scatter) == (500, 500) and png_size(residuals) == (500, 400)
+    axis = drawn[0].axes[0]
+    assert axis.get_title() == "predicted vs true (test split, 10,000 of 2,000,000 examples)"
+    (points,) = axis.collections
+    assert len(points.get_offsets()) == plots.SCATTERED and points.get_offsets()[-1][0] == 100.0  # through the end
+    assert sum(patch.get_height() for patch in drawn[1].axes[0].patches) == 2_000_000  # the histogram counts all
+
+
+def _kept_figures(pyplot, drawn: list):
+    """The figures plot_regression closes, kept for reading (pyplot.close wrapped, not replaced)."""
+    from unittest import mock
+
+    close = pyplot.close
+    return mock.patch.object(pyplot, "close", lambda figure=None: (drawn.append(figure), close(figure)))
