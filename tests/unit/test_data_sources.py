@@ -323,6 +323,10 @@ def test_the_converter_reports_user_mistakes_without_a_traceback(capsys, tmp_pat
     assert "Error: ConfigError: data=imagenet is not an option of 'data'; its options are: " in capsys.readouterr().err
     assert to_tfrecord([str(tmp_path), "data=mnist", f"data.path={tmp_path}/missing.npz"]) == 1
     assert f"DataError: data.path={tmp_path}/missing.npz does not exist." in capsys.readouterr().err
+    assert to_tfrecord([str(tmp_path / "pets-tfr"), "data=image_folder", f"data.directory={tmp_path}"]) == 1
+    shown = capsys.readouterr().err  # a key the option leaves to the user: named, not omegaconf's traceback
+    assert "Error: ConfigError: data.num_classes has no value (image_folder needs it)." in shown, shown
+    assert "Traceback" not in shown and not (tmp_path / "pets-tfr").exists()
 
 
 # --- non-finite inputs: a DataError before training, named where it is -----------------------------

@@ -52,11 +52,13 @@ def convert(output_dir: str, shards: int, overrides: list[str]) -> str:
     """Write the shards and their data option; return how `python -m tfx_hydra` reads them."""
     from omegaconf import OmegaConf
 
+    from tfx_hydra.settings.checked import require_mandatory_values
     from tfx_hydra.settings.compose import build, compose
 
     if shards < 1:
         raise ConfigError(f"--shards={shards}: expected at least 1.", fix="--shards 4")
     cfg = compose(overrides)
+    require_mandatory_values(OmegaConf.masked_copy(cfg, ["data"]))  # data=image_folder's num_classes: `???`
     data_cfg = OmegaConf.to_container(cfg.data, resolve=True)
     data_cfg.update(shuffle_buffer=0, cache=False)  # written in order; data.limit still applies
     start_tensorflow_quietly()  # its start-up lines off the terminal
