@@ -26,6 +26,7 @@ from tfx_hydra.data import record_index
 from tfx_hydra.errors import ConfigError, TfxHydraError
 
 SPLITS = ("train", "validation", "test")
+WRITTEN_BATCH = 256  # examples converted to records per step
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,7 +63,9 @@ def convert(output_dir: str, shards: int, overrides: list[str]) -> str:
     data_cfg = OmegaConf.to_container(cfg.data, resolve=True)
     data_cfg.update(shuffle_buffer=0, cache=False)  # written in order; data.limit still applies
     start_tensorflow_quietly()  # its start-up lines off the terminal
-    datasets = build(OmegaConf.create(data_cfg), "data", batch_size=256)
+    # built a batch of one (a source refuses a split smaller than its batch: 43 images are enough to convert),
+    # written in batches of WRITTEN_BATCH
+    datasets = build(OmegaConf.create(data_cfg), "data", batch_size=1)
     output_dir = os.path.abspath(output_dir)
     os.makedirs(output_dir, exist_ok=True)
     spec = datasets.spec
@@ -117,7 +120,7 @@ def write_split(dataset, spec, prefix: str, shards: int) -> dict[str, int]:
     writers = [tf.io.TFRecordWriter(path) for path in paths]
     count = 0
     try:
-        for inputs, labels in dataset:
+        for inputs, labels in dataset.unbatch().batch(WRITTEN_BATCH):
             raw = (inputs.numpy().astype("float64") / scale + offset).astype("float32")
             for x, y in zip(raw, labels.numpy()):
                 label = (tf.train.Feature(int64_list=tf.train.Int64List(value=[int(y)]))
