@@ -175,7 +175,9 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
         keeping = cb.KeepBest(trainer.keep_best.monitor, trainer.keep_best.mode, backup_dir if trainer.backup else None)
         callbacks.append(keeping)
     if backing_up := bool(trainer.backup and backup_dir):  # an epoch is backed up once all but tracking saw it
-        callbacks.append(phase_backup(backup_dir, trainer, phase, datasets.num_train, plan, tracker))
+        backup = phase_backup(backup_dir, trainer, phase, datasets.num_train, plan, tracker)
+        callbacks.insert(0, keras.callbacks.LambdaCallback(on_epoch_end=backup.fill_in_a_trained_epoch))
+        callbacks.append(backup)
     # last: MLflow gets an epoch once it is backed up (a kill in between is caught up on resume)
     callbacks.append(keras.callbacks.LambdaCallback(on_epoch_end=tracker.log_epoch))
     callbacks += [*handed, *(users or [])]

@@ -63,6 +63,7 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
         self._done = self._since = 0  # batches of this epoch trained; since the last backup
         self._skipped = 0  # batches of this epoch trained before a mid-epoch resume (Keras counts after them)
         self._train_function = None  # Keras' own, while the resumed epoch runs with ours (resumed_epoch)
+        self._trained_epoch_logs: dict = {}  # a resumed epoch whose batches were all trained: its figures
         self._last_time = time.monotonic()
 
     def on_train_begin(self, logs=None):
@@ -92,6 +93,18 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
             _, self._done, state = self._resume
             self._skipped, self._resume = self._done, None
             assign(self.model.metrics_variables, state.get("metrics", {}))  # after Keras reset them
+            if self.steps_per_epoch and self._done >= self.steps_per_epoch:  # stopped after its last step
+                self._trained_epoch_logs = {name: float(value) for name, value in
+                                            self.model.get_metrics_result().items()}
+
+    def fill_in_a_trained_epoch(self, epoch, logs=None):
+        """At the end of a resumed epoch that trained no batch (the backup came after its last one), Keras' logs
+        hold validation's figures only: the training figures the backup restored join them. Called first of the
+        epoch's callbacks (fit.py), so the epoch's line, MLflow and History all have them."""
+        if self._trained_epoch_logs and logs is not None:
+            for name, value in self._trained_epoch_logs.items():
+                logs.setdefault(name, value)
+        self._trained_epoch_logs = {}
 
     def on_train_batch_begin(self, batch, logs=None):
         if stop_requested():  # asked after the last step ended (during validation, at an epoch's end)
