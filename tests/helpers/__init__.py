@@ -286,3 +286,12 @@ def write_text_folder(folder: Path, per_class: int = 40, seed: int = 0) -> Path:
             text = " ".join(rng.choice(filler + own + own) for _ in range(12))
             (folder / name / f"{i:03d}.txt").write_text(text.capitalize() + ".\n")
     return folder
+
+
+def page_commands(page: Path) -> list[str]:
+    """The commands of a documentation page's ```bash blocks, in order, each without its trailing comment: what a
+    test of a tutorial runs, so the page and the test cannot drift apart."""
+    import re
+
+    blocks = re.findall(r"```bash\n(.*?)```", page.read_text(), re.S)
+    return [line.split("  #")[0].strip() for block in blocks for line in block.splitlines() if line.strip()]

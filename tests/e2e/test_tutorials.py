@@ -1,0 +1,119 @@
+"""The tutorials' commands, run as their pages give them (tests.helpers.page_commands reads them off the page), on
+data and budgets small enough for the suite: what a tutorial says the user types is what these tests type.
+(The search on Slurm tutorial runs on the test cluster, in test_slurm.py; the TF Serving tutorial's commands are
+test_promote.py's.)"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import REPO, cli_env, mlflow_client, mlflow_runs, page_commands
+from tests.helpers.in_process import run_cli_in_process
+from tests.unit.test_data_sources import write_images
+
+pytestmark = pytest.mark.slow
+
+TUTORIALS = REPO / "docs" / "tutorials"
+
+# A user's callback, outside the package: it writes down every step this process trains and (fault injection: the
+# signal is real, sent to the run's own process, but within a chosen step, which a signal from outside cannot be)
+# sends SIGTERM as step SIGNAL_IN begins, so the run receives it while that step trains.
+STEPS = """
+import os, signal
+import keras
+
+class Steps(keras.callbacks.Callback):
+    def __init__(self, log):
+        super().__init__()
+        self.log, self.signal_in = log, int(os.environ.get("SIGNAL_IN", 0))
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if int(self.model.optimizer.iterations) + 1 == self.signal_in:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def on_train_batch_end(self, batch, logs=None):
+        with open(self.log, "a") as file:
+            file.write(f"{int(self.model.optimizer.iterations)}\\n")
+"""
+
+
+def scaled(command: str, *replaced: tuple[str, str]) -> list[str]:
+    """A page's command as a list of arguments, each (page's text, this test's) replacement made, the
+    command's name dropped; a replacement the page does not hold is an error, so the page cannot move on alone."""
+    for old, new in replaced:
+        assert old in command, (old, command)
+        command = command.replace(old, new)
+    words = command.split()
+    return words[3:] if words[:3] == ["python", "-m", "tfx_hydra"] else words[1:]
+
+
+def test_data_larger_than_memory_streams_a_table_resumes_it_at_the_step_and_caches_images_on_disk(tmp_path,
+                                                                                                 monkeypatch):
+    copy, make_data, train, kill, images, convert, from_records = page_commands(
+        TUTORIALS / "data-larger-than-memory.md")
+    assert copy == "cp -r examples/tabular_regression ~/houses && cd ~/houses" and kill.startswith("kill -TERM")
+    project = tmp_path / "houses"
+    shutil.copytree(REPO / "examples" / "tabular_regression", project,
+                    ignore=shutil.ignore_patterns("data", "outputs", "mlruns", "__pycache__"))
+    made = subprocess.run([sys.executable, *scaled(make_data, ("10000000", "3000"))], cwd=project, env=cli_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+
+    # 2,040 training rows in batches of 32: 64 steps an epoch, a backup every 20; SIGTERM while step 64, epoch 1's
+    # last, trains: the backup is at that step, the resumed epoch trains no batch, its training figures the backup's
+    # (a mid-epoch stop and resume: tests/e2e/test_preemption.py)
+    (project / "steps.py").write_text(STEPS)
+    args = [*scaled(train, ("64MiB", "16KiB"), ("batch_size=1024", "batch_size=32"), ("backup_every=500",
+                                                                                       "backup_every=20")),
+            "trainer.epochs=2", "trainer.steps_per_execution=1", "export=none",  # a step per call: SIGTERM at 64
+            f"trainer.callbacks=[{{_target_: steps.Steps, log: {project / 'steps.log'}}}]"]
+    stopped = subprocess.run([sys.executable, "-m", "tfx_hydra", *args], cwd=project, capture_output=True, text=True,
+                             env=cli_env() | {"SIGNAL_IN": "64",
+                                                "PYTHONPATH": f"{project}{os.pathsep}{cli_env()['PYTHONPATH']}"},
+                             timeout=300)
+    assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr[-3000:]
+    (line,) = [line for line in stopped.stdout.splitlines() if "data: csv, " in line]
+    assert "; cache: disk under " in line and "; the table streams from its file: 58.6 KiB as float32 is more than " \
+           "16.0 KiB (data.cache_budget=16KiB); figures and classes from its first 3,000 rows" in line, line
+    (run,) = mlflow_runs(project)
+    assert run.info.status == "KILLED"
+    assert f"MLflow run {run.info.run_id} is KILLED, epoch 1 at batch 64 backed up in " in stopped.stderr
+
+    monkeypatch.syspath_prepend(str(project))
+    resumed = run_cli_in_process(args, cwd=project)  # the same command
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resuming MLflow run {run.info.run_id} from its backup (epoch 1 at batch 64)" in resumed.stdout
+    steps = [int(step) for step in (project / "steps.log").read_text().split()]
+    # 2 epochs of 64 steps, each once; step 64 trained, but the run stopped before this callback heard of it
+    assert steps == [*range(1, 64), *range(65, 129)]
+    (run,) = mlflow_runs(project)
+    assert run.info.status == "FINISHED" and "test_r2" in run.data.metrics
+    client = mlflow_client(project)
+    for key in ("loss", "mae", "val_loss"):  # each epoch once, epoch 1's training figures from the backup
+        assert [m.step for m in client.get_metric_history(run.info.run_id, key)] == [0, 1], key
+    (first,) = [line for line in resumed.stdout.splitlines() if line.startswith("epoch 1/2 ")]
+    assert "  loss " in first and "  val_loss " in first, first
+
+    pets = write_images(tmp_path / "pets", {"cats": [(12, 10)] * 30, "dogs": [(10, 12)] * 30})
+    scratch = tmp_path / "scratch"
+    small = (("[160,160,3]", "[8,8,3]"), ("/data/pets", str(pets)))
+    cached = run_cli_in_process([*scaled(images, *small, ("/scratch", str(scratch))), "data.cache_budget=4KiB",
+                                 "trainer.epochs=1", "export=none"], cwd=tmp_path)
+    assert cached.returncode == 0, cached.stderr[-3000:]
+    assert f"; cache: disk under {scratch}, 11.7 KiB decoded does not fit 4.0 KiB of memory" in cached.stdout
+
+    records = tmp_path / "pets-tfr"
+    written = subprocess.run([sys.executable, "-m", *scaled(convert, *small, ("/scratch/pets-tfr", str(records)))
+                              [1:]], cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=300)
+    assert written.returncode == 0, written.stderr[-3000:]
+    assert (records / "tfrecord-index.json").is_file() and (records / "data" / "pets-tfr.yaml").is_file()
+    trained = run_cli_in_process([*scaled(from_records, ("/scratch/pets-tfr", str(records))), "trainer.epochs=1",
+                                  "export=none"], cwd=tmp_path)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    assert "data: pets-tfr, " in trained.stdout and "counted the records" not in trained.stdout  # from the index
