@@ -162,6 +162,9 @@ def test_a_resumed_study_must_be_the_same_search(tmp_path):
     with pytest.raises(ConfigError, match=r"started with the overrides \[\]; this command has \[trainer.epochs=9\]"):
         searched(tmp_path, "trainer.epochs=9")
     assert searched(tmp_path, "hparams_search.n_trials=50").settings.n_trials == 50  # a larger total is fine
+    # what is exported and registered does not change a trial's value: a later command may ask for it
+    assert searched(tmp_path, "export.register_as=digits_best", "export=[savedmodel,onnx]").register_as == \
+        "digits_best"
 
 
 def new_study(tmp_path, name="s"):

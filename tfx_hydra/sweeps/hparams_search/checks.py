@@ -27,6 +27,9 @@ SWEEPER_TARGET = "hydra_plugins.tfx_hydra_sweeps.OptunaSweeper"
 OWN_KEYS = ("hparams_search.study_name", "hparams_search.trial", "hparams_search.worker")  # set per job
 
 
+NOT_COMPARED = ("hparams_search.", "hparams_search=", "export.", "export=")  # a trial's value does not hang on them
+
+
 @dataclass
 class SearchPlan:
     settings: SearchSettings
@@ -45,9 +48,9 @@ class SearchPlan:
 
     @property
     def compared_overrides(self) -> list[str]:
-        """The overrides a resumed study must share: those that change what a trial trains
-        (not n_trials, the pruner or the storage, which a later command may change)."""
-        return sorted(o for o in self.fixed if not o.lstrip("+~").startswith("hparams_search"))
+        """The overrides a resumed study must share: those that change what a trial trains (not n_trials, the
+        pruner or the storage, nor what is exported and registered, which a later command may change)."""
+        return sorted(o for o in self.fixed if not o.lstrip("+~").startswith(NOT_COMPARED))
 
     def job_overrides(self, number: int, params: dict[str, Any]) -> list[str]:
         """One trial's job: the command's overrides, the trial's values, and where its trial lives."""
