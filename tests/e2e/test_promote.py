@@ -4,22 +4,28 @@ it refuses. The exports page's promote example is this test's transcript (UPDATE
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.e2e.test_readme import normalize, shows
-from tests.helpers import REPO, mlflow_client, mlflow_runs
+from tests.helpers import REPO, mlflow_client, mlflow_runs, page_commands
 from tests.helpers.in_process import run_cli_in_process, run_in_process
 from tests.unit.test_export import parsed_models_config
 
 pytestmark = pytest.mark.slow
 
-SWEEP = ["model.units=16,64", "export.savedmodel.export_dir=/srv/models", "export.register_as=digits",
-         "trainer.epochs=2", "trainer.tensorboard=false"]
+TUTORIAL = REPO / "docs" / "tutorials" / "tf-serving.md"  # whose commands this test runs, in its order
+COMMANDS = page_commands(TUTORIAL)
+SWEEP = [*next(c for c in COMMANDS if c.startswith("python -m tfx_hydra -m ")).split()[4:],
+         "trainer.epochs=2", "trainer.tensorboard=false"]  # + what keeps the test short
+PROMOTIONS = ["tfx-hydra promote <best run id> --label stable", "tfx-hydra promote <other run id> --label canary",
+              "tfx-hydra promote <other run id> --label stable"]  # live, a canary beside it, a rollback
 PAGE = REPO / "docs" / "how-to" / "exports.md"  # where the promote example is shown
 EXAMPLE = re.compile(r"(<!-- transcript: tests/e2e/test_promote.py -->\n```text\n)(?P<shown>.*?)(```)", re.S)
 
@@ -31,6 +37,7 @@ def promote(launch, *args: str):
 
 
 def test_a_sweeps_best_run_goes_live_as_stable_a_canary_beside_it_and_a_rollback_is_the_same_command(tmp_path):
+    assert [c for c in COMMANDS if c.startswith("tfx-hydra promote")] == PROMOTIONS
     serving = tmp_path / "srv" / "models"
     sweep = [arg.replace("/srv/models", str(serving)) for arg in SWEEP]
     done = run_cli_in_process(sweep, cwd=tmp_path, multirun=True)
@@ -75,6 +82,12 @@ def test_a_sweeps_best_run_goes_live_as_stable_a_canary_beside_it_and_a_rollback
     assert (f"`canary` also point(s) at version {version[other.info.run_id]}: those labels now serve the same "
             "model") in back.stdout + back.stderr
     assert "it answers with the classes 0, 1, 2, 3, 4, 5, 6, 7, 8, 9" in live.stdout
+    shown = re.search(r"--label stable\n```\n\n```text\n(.*?)```", TUTORIAL.read_text(), re.S)[1]
+    expected = (shown.replace("/srv/models", str(serving)).replace("version 2", "version <best>")
+                .replace("version 1", f"version {version[other.info.run_id]}")
+                .replace("version <best>", f"version {version[best.info.run_id]}"))
+    assert expected.strip() == live.stdout.strip(), (expected, live.stdout)  # the tutorial shows what it prints
+    request_the_tutorial_builds(tmp_path, serving, name)
 
     example = EXAMPLE.search(PAGE.read_text())
     assert example is not None and (os.environ.get("UPDATE_README") == "1" or "tfx-hydra promote" in example["shown"])
@@ -87,6 +100,26 @@ def test_a_sweeps_best_run_goes_live_as_stable_a_canary_beside_it_and_a_rollback
         launch = Path("/home/you/experiments")
         assert shows(normalize(example["shown"], launch), normalize(shown, launch)), \
             "the exports page's promote example is stale (UPDATE_README=1 rewrites it):\n" + shown
+
+
+def request_the_tutorial_builds(launch: Path, serving: Path, name: str) -> None:
+    """The tutorial's Python builds request.json from a SavedModel's signature; the SavedModel answers it as TF
+    Serving would (tfx_hydra.export.requests.answer_rest; the server itself: test_tf_serving.py)."""
+    from tfx_hydra.export.requests import answer_rest
+
+    (code,) = re.findall(r"```python\n(.*?)```", TUTORIAL.read_text(), re.S)
+    saved_model = serving / name / "1"
+    here = os.getcwd()
+    os.chdir(launch)  # where the user runs it: request.json lands there
+    try:
+        exec(code.replace("/srv/models/mlp/1", str(saved_model)), {})
+    finally:
+        os.chdir(here)
+    body = json.loads((launch / "request.json").read_text())
+    assert np.shape(body["instances"]) == (3, 8, 8)  # three raw digits, in the row format
+    answers = answer_rest(str(saved_model), body)["predictions"]
+    assert len(answers) == 3 and all(answer["class"] in list("0123456789") and len(answer["probabilities"]) == 10
+                                     for answer in answers), answers
 
 
 def test_promote_refuses_what_cannot_go_live_with_one_clear_error(tmp_path):

@@ -21,7 +21,7 @@ from typing import Callable, Iterator
 import pytest
 from optuna.trial import TrialState
 
-from tests.helpers import cli_env, mlflow_client, mlflow_runs
+from tests.helpers import cli_env, mlflow_client, mlflow_runs, page_commands
 from tests.helpers.in_process import run_cli_in_process
 from tests.helpers.search import assert_pruned_trials_look_pruned, command_in_its_own_session, search, study_of
 from tests.helpers.slurm import REPO, slurm_cluster
@@ -106,7 +106,8 @@ def test_the_search_on_slurm_example_runs_its_readmes_search_as_slurm_workers(on
     project = tmp_path / "search_on_slurm"
     shutil.copytree(REPO / "examples" / "search_on_slurm", project, ignore=shutil.ignore_patterns("__pycache__"))
     command = "tfx-hydra -m experiment=tuned hparams_search=on_slurm"
-    assert command in (project / "README.md").read_text()
+    assert command in (project / "README.md").read_text()  # the command the example's README and its tutorial give
+    assert command in page_commands(REPO / "docs" / "tutorials" / "slurm.md")
     done = run_cli_in_process([*command.split()[2:], *SLURM, "hparams_search.n_trials=2", "hparams_search.workers=1",
                                "trainer.epochs=2", "data.limit=300", "export=none", "export.mlflow_model=false"],
                               cwd=project, multirun=True)

@@ -12,9 +12,11 @@ import subprocess
 import sys
 
 import pytest
+from optuna.trial import TrialState
 
 from tests.helpers import REPO, cli_env, mlflow_client, mlflow_runs, page_commands
 from tests.helpers.in_process import run_cli_in_process
+from tests.helpers.search import FAST_HEARTBEAT, SPACE, assert_pruned_trials_look_pruned, parent_and_children, study_of
 from tests.unit.test_data_sources import write_images
 
 pytestmark = pytest.mark.slow
@@ -117,3 +119,35 @@ def test_data_larger_than_memory_streams_a_table_resumes_it_at_the_step_and_cach
                                   "export=none"], cwd=tmp_path)
     assert trained.returncode == 0, trained.stderr[-3000:]
     assert "data: pets-tfr, " in trained.stdout and "counted the records" not in trained.stdout  # from the index
+
+
+def test_a_search_with_workers_prunes_continues_and_registers_its_best_as_the_page_says(tmp_path):
+    """Two worker processes (Hydra's joblib launcher) train trials side by side under successive halving; the
+    page's second command continues the study to its new total and registers the best trial's model once."""
+    first, ui, dashboard, more = page_commands(TUTORIALS / "search-with-workers.md")
+    assert (ui, dashboard) == ("mlflow ui", "optuna-dashboard sqlite:///optuna.db")
+    # what keeps it short: 3 epochs on 300 digits, a space with a learning rate that cannot learn (so there is
+    # something to prune), a heartbeat of a second; no export but the MLflow model the registry needs
+    short = ["trainer.epochs=3", "data.limit=300", "export=none", "trainer.backup=false", "trainer.tensorboard=false",
+             *SPACE, *FAST_HEARTBEAT]
+    done = run_cli_in_process([*scaled(first, ("n_trials=12", "n_trials=4"))[1:], *short], cwd=tmp_path,
+                              multirun=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "0 of 4 trials finished; sampler tpe, pruner successive_halving, 2 workers." in done.stdout
+    study = study_of(tmp_path)
+    assert len(study.trials) == 4 and {t.state for t in study.trials} <= {TrialState.COMPLETE, TrialState.PRUNED}
+    assert len({t.user_attrs["tfx_hydra.process"] for t in study.trials}) == 2  # two workers, side by side
+    assert not any(t.user_attrs["tfx_hydra.process"].endswith(f":{os.getpid()}") for t in study.trials)
+
+    again = run_cli_in_process([*scaled(more, ("n_trials=16", "n_trials=5"))[1:], *short], cwd=tmp_path,
+                               multirun=True)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "study 'mlp-digits' (resumed)" in again.stdout and "4 of 5 trials finished" in again.stdout
+    study = study_of(tmp_path)
+    assert len(study.trials) == 5 and {t.state for t in study.trials} <= {TrialState.COMPLETE, TrialState.PRUNED}
+    client, parent, children = parent_and_children(tmp_path)  # one parent for both commands
+    assert len(children) == 5 and parent.info.status == "FINISHED"
+    assert_pruned_trials_look_pruned(study, client, children)
+    best = next(c for c in children if c.data.tags["optuna.trial"] == str(study.best_trial.number))
+    (registered,) = client.search_model_versions("name = 'digits_best'")  # once, the best trial's
+    assert registered.run_id == best.info.run_id
