@@ -25,7 +25,8 @@ pytestmark = pytest.mark.slow
 
 SECTIONS = ["Home", "Getting started", "Tutorials", "How-to guides", "Reference", "Explanation", "Development",
             "Changelog"]
-SEARCHED = {"cache_budget": ["Data", "Configuration"], "promote": ["Exports"], "cv=kfold": ["k-fold cross-validation"]}
+SEARCHED = {"cache_budget": ["Data", "Every key of data"], "promote": ["Exports"],
+            "cv=kfold": ["k-fold cross-validation"]}
 
 
 def build_site(site: Path, source: Path = REPO) -> subprocess.CompletedProcess:
@@ -44,6 +45,7 @@ def site(tmp_path_factory) -> Path:
 
 def test_the_site_builds_strictly_and_refuses_a_broken_link(site, tmp_path):
     for page in ("index.html", "getting-started/index.html", "how-to/data/index.html", "configuration/index.html",
+                 "reference/keys/data/index.html",
                  "explanation/architecture/index.html", "changelog/index.html"):
         assert (site / page).is_file(), page
     assert "Quickstart" in (site / "getting-started" / "index.html").read_text()  # the README's part, included

@@ -1,5 +1,6 @@
-"""The reference docs stay true to the code: docs/configuration.md lists every key of every config
-file with its default and its comment, regenerated from conf/ here (UPDATE_DOCS=1 rewrites it)."""
+"""The reference docs stay true to the code: docs/reference/keys/<group>.md lists every key of every config
+file of a group with its default and its comment, and docs/configuration.md every group's page, regenerated from
+conf/ here (UPDATE_DOCS=1 rewrites them)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from tests.helpers import REPO
 
 CONF = REPO / "conf"
 DOC = REPO / "docs" / "configuration.md"
+KEYS = REPO / "docs" / "reference" / "keys"  # a page per group
+TOP_LEVEL = "top-level"
+REGENERATE = "UPDATE_DOCS=1 pytest tests/unit/test_docs.py rewrites it"
 BEGIN, END = "<!-- every key: generated from conf/ by tests/unit/test_docs.py -->", "<!-- end of every key -->"
 KEY_LINE = re.compile(r"^(\s*)([\w\-@]+):(?:\s+(.*))?$")
 
@@ -75,37 +79,86 @@ def outside_code(text: str, change) -> str:
     return "`".join(change(part) if index % 2 == 0 else part for index, part in enumerate(parts))
 
 
-def reference() -> str:
-    """Every config file of every group (Hydra's launchers included), one table each."""
-    out = [BEGIN, ""]
+def group_of(path) -> str:
+    """The page a config file's keys are on: its group's first folder (data/pipeline -> data,
+    hydra/launcher -> hydra); config.yaml's on the top level's."""
+    relative = path.relative_to(CONF)
+    return TOP_LEVEL if path.name == "config.yaml" else relative.parts[0]
+
+
+def config_files() -> dict[str, list]:
+    """Every config file of every group (Hydra's launchers included), by the page that lists it."""
     files = sorted(p for p in CONF.rglob("*.yaml") if p.name != "config.yaml")
+    pages: dict[str, list] = {}
     for path in [CONF / "config.yaml", *files]:
-        relative = path.relative_to(CONF).with_suffix("")
-        group, option = str(relative.parent), relative.name
-        title = "config.yaml (top level)" if path.name == "config.yaml" else f"{group}={option}"
-        header, rows = file_keys(path)
-        prefix = "" if path.name == "config.yaml" or group.startswith(("hydra", "experiment", "hparams_search")) \
-            else group.split("/")[0] + "."
-        out += [f"### `{title}`", ""]
-        if header:  # `[key=value] [key=value]` is a command's optional part, not a Markdown link reference
-            out += [outside_code(header, lambda text: text.replace("[", "\\[").replace("]", "\\]")), ""]
-        if rows:
-            out += ["| key | default | what it does |", "|---|---|---|"]
-            out += [f"| `{prefix}{key}` | {cell(value, code=True)} | {cell(comment)} |" for key, value, comment in rows]
-            out.append("")
-    out.append(END)
+        pages.setdefault(group_of(path), []).append(path)
+    return pages
+
+
+def file_tables(path) -> list[str]:
+    """One config file: its title, its header comment and a table of its keys."""
+    relative = path.relative_to(CONF).with_suffix("")
+    group, option = str(relative.parent), relative.name
+    title = "config.yaml (top level)" if path.name == "config.yaml" else f"{group}={option}"
+    header, rows = file_keys(path)
+    prefix = "" if path.name == "config.yaml" or group.startswith(("hydra", "experiment", "hparams_search")) \
+        else group.split("/")[0] + "."
+    out = [f"## `{title}`", ""]
+    if header:  # `[key=value] [key=value]` is a command's optional part, not a Markdown link reference
+        out += [outside_code(header, lambda text: text.replace("[", "\\[").replace("]", "\\]")), ""]
+    if rows:
+        out += ["| key | default | what it does |", "|---|---|---|"]
+        out += [f"| `{prefix}{key}` | {cell(value, code=True)} | {cell(comment)} |" for key, value, comment in rows]
+        out.append("")
+    return out
+
+
+def group_page(group: str, paths: list) -> str:
+    """A group's page of the reference: every key of every option of it, generated whole."""
+    name = "the top level" if group == TOP_LEVEL else f"`{group}`"
+    options = "config.yaml: the keys outside any group" if group == TOP_LEVEL else \
+        f"each option of `{group}` (`conf/{group}/`)"
+    out = [f"# Every key of {name}", "", f"<!-- generated from conf/ by tests/unit/test_docs.py: {REGENERATE} -->",
+           "", f"The keys of {options}, their defaults and what they do, as the files' own comments say. "
+           "[Configuration](../../configuration.md) has every group.", ""]
+    for path in paths:
+        out += file_tables(path)
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def index() -> str:
+    """configuration.md's list of the group pages, each with its options."""
+    out = [BEGIN, ""]
+    for group, paths in config_files().items():
+        options = ", ".join(f"`{path.relative_to(CONF).parent}={path.stem}`" for path in paths
+                            if path.name != "config.yaml")
+        name = "the top level (`config.yaml`)" if group == TOP_LEVEL else f"`{group}`"
+        out.append(f"- [{name}](reference/keys/{group}.md)" + (f": {options}" if options else ""))
+    out += ["", END]
     return "\n".join(out)
 
 
 def test_the_configuration_reference_lists_every_key_as_conf_has_it():
+    """docs/configuration.md lists a page per group; each page, docs/reference/keys/<group>.md, is generated
+    from conf/ whole, and no page is left of a group conf/ no longer has."""
+    pages = {group: group_page(group, paths) for group, paths in config_files().items()}
     text = DOC.read_text()
-    generated = reference()
     if os.environ.get("UPDATE_DOCS") == "1":
         head, tail = text.split(BEGIN)[0], text.split(END)[1]
-        DOC.write_text(head + generated + tail)
+        DOC.write_text(head + index() + tail)
+        KEYS.mkdir(exist_ok=True)
+        for stale in set(KEYS.glob("*.md")) - {KEYS / f"{group}.md" for group in pages}:
+            stale.unlink()
+        for group, page in pages.items():
+            (KEYS / f"{group}.md").write_text(page)
         text = DOC.read_text()
-    assert generated in text, "docs/configuration.md is stale: UPDATE_DOCS=1 pytest tests/unit/test_docs.py"
-    assert "| `trainer.epochs` | `5` | passes over the training split (>= 1) |" in text  # the parse works
+    assert index() in text, f"docs/configuration.md is stale: {REGENERATE}"
+    assert {p.stem for p in KEYS.glob("*.md")} == set(pages), f"a group's page is missing or stale: {REGENERATE}"
+    for group, page in pages.items():
+        assert (KEYS / f"{group}.md").read_text() == page, f"docs/reference/keys/{group}.md is stale: {REGENERATE}"
+    trainer = (KEYS / "trainer.md").read_text()
+    assert "| `trainer.epochs` | `5` | passes over the training split (>= 1) |" in trainer  # the parse works
+    assert "| `data.cache_budget` | `auto` |" in (KEYS / "data.md").read_text()
 
 
 def test_the_readme_links_every_reference_doc_and_each_exists():
