@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, cli_env, mlflow_runs, save_tiny_hub_model
+from tests.helpers import REPO, cli_env, mlflow_runs, page_commands, save_tiny_hub_model, save_tiny_text_hub_models
 from tests.helpers.in_process import run_cli_in_process
 
 pytestmark = pytest.mark.slow
@@ -60,3 +60,18 @@ def test_each_example_project_runs_its_readme_end_to_end(example, tmp_path):
     assert run.info.status == "FINISHED" and run.data.metrics[metric] >= floor, run.data.metrics
     assert list((project / "outputs").rglob("saved_model.pb")), "the SavedModel export"
     assert run.data.tags["project.root"] == str(project)  # found from its own folder, no flags
+    if example == "text_classifier":
+        a_bert_from_tf_hub(project, tmp_path)
+
+
+def a_bert_from_tf_hub(project: Path, tmp_path: Path) -> None:
+    """The text tutorial's second model: a BERT and its preprocessing from TF Hub, offline as the page says
+    (model.handle= and model.preprocess_handle= folders; here BERT-shaped tiny SavedModels in TF Hub's form)."""
+    (bert,) = [c for c in page_commands(REPO / "docs" / "tutorials" / "text-classification.md") if "reviews_bert" in c]
+    preprocess, encoder = save_tiny_text_hub_models(tmp_path / "hub")
+    done = run_cli_in_process([*bert.split()[1:], f"model.handle={encoder}", f"model.preprocess_handle={preprocess}",
+                               "trainer.epochs=1", "trainer.finetune_epochs=1", "trainer.batch_size=16"], cwd=project)
+    assert done.returncode == 0, done.stderr[-3000:]
+    bert_run = next(r for r in mlflow_runs(project) if r.data.params.get("model.handle") == encoder)
+    assert bert_run.info.status == "FINISHED" and "test_accuracy" in bert_run.data.metrics
+    assert "fine-tuning: backbone unfrozen" in done.stdout
