@@ -19,7 +19,8 @@ pytestmark = pytest.mark.slow
 
 # 2,160 training examples: 68 batches of 32 per epoch
 COMMAND = ["data=synthetic", "data.num_examples=3000", "data.input_shape=[16]", "trainer.epochs=3",
-           "trainer.batch_size=32", "trainer.steps_per_execution=1", "trainer.deterministic=true", "export=none"]
+           "trainer.batch_size=32", "trainer.steps_per_execution=1", "trainer.deterministic=true", "export=none",
+           "trainer.log_every=16"]  # a line every 16 batches: a resumed epoch's count on from its backup
 BATCHES = 68
 
 # A user's callback, outside the package: it writes down every step this process trains, and (fault injection:
@@ -110,6 +111,8 @@ def test_sigterm_mid_epoch_backs_up_at_the_step_and_the_same_command_ends_with_t
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"resuming MLflow run {run.info.run_id} from its backup (epoch 2 at batch 32)" in resumed.stdout
     assert "ran out of data" not in resumed.stdout + resumed.stderr  # the resumed epoch ends short by design
+    midway = [line.split("  ")[1] for line in resumed.stdout.splitlines() if line.startswith("epoch 2/3  batch")]
+    assert midway == ["batch 48/68", "batch 64/68"], midway  # counted on from batch 32, where it was backed up
     after = steps_trained(project, "steps.log")[BATCHES + 32:]
     assert after == list(range(BATCHES + 33, 3 * BATCHES + 1))  # the rest, once: 104 steps, not a fresh run's 204
     assert not backup.exists()

@@ -312,3 +312,27 @@ def test_input_wait_measures_no_call_whose_batches_would_cost_too_much_memory():
     assert model.train_function is keras_own
     assert images._call_bytes() == (128 * 128 * 3 * 4 + 8) * 32 * 16 and not images._measuring  # 96 MiB
     assert rows._call_bytes() == (8 * 4 + 8) * 32 * 16 and rows._measuring
+
+
+def test_a_resumed_epochs_lines_count_its_batches_on_from_the_backup_and_time_only_those_trained_here(caplog):
+    """An epoch resumed from a backup at batch 15 of 20: the midway line says batch 18/20, not 3/20, and the
+    epoch's examples/s counts the 5 batches this process trained, not the epoch's 20."""
+    import logging
+
+    from tfx_hydra.trainer.callbacks import EpochClock, MidwayReport
+
+    model = compiled(TrainerConfig())
+    clock = EpochClock(640, 1, verbose=False, batch_size=32, resumed_batches=lambda: 15)
+    midway = MidwayReport(None, 3, 640, 1, RecordingTracker(), say=True, resumed_batches=lambda: 15)
+    for callback in (clock, midway):
+        callback.set_model(model)
+        callback.set_params({"steps": 20, "epochs": 1})
+        callback.on_epoch_begin(0)
+    with caplog.at_level(logging.INFO):
+        for batch in range(5):  # Keras counts the resumed epoch's batches from 0
+            for callback in (clock, midway):
+                callback.on_train_batch_end(batch, {"loss": 0.5})
+    assert [r.message.split("  ")[1] for r in caplog.records if r.message.startswith("epoch 1/1")] == ["batch 18/20"]
+    logs = {}
+    clock.on_epoch_end(0, logs)
+    assert clock.examples_trained == 5 * 32 and logs["examples_per_sec"] == pytest.approx(160 / logs["epoch_seconds"])

@@ -150,7 +150,10 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     steps = plan.steps_per_execution if plan else 1
     epochs = trainer.epochs + trainer.finetune_epochs
     console = cb.terminal_console() if trainer.verbose else None
-    progress = cb.EpochProgress(console, datasets.num_train, epochs) if console else None
+    backing_up = bool(trainer.backup and backup_dir)
+    backup = phase_backup(backup_dir, trainer, phase, datasets.num_train, plan, tracker) if backing_up else None
+    resumed = backup.resumed_batches if backup else lambda: 0  # a mid-epoch resume's batches, for the lines
+    progress = cb.EpochProgress(console, datasets.num_train, epochs, resumed) if console else None
     callbacks = [  # at an epoch's end, in this order: a diverged epoch is neither shown, logged nor backed up
         keras.callbacks.LambdaCallback(on_epoch_begin=lambda epoch, logs=None: datasets.order.set_epoch(epoch)),
         cb.MissedInterrupt(),  # a Ctrl-C lost in a finalizer, raised again at the batch's end
@@ -158,12 +161,13 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
         cb.NonFiniteGuard(steps, backup_dir if trainer.backup else None),
         waiting := cb.InputWait(datasets.cache.startswith(("cache: memory", "cache: disk")),  # the line says it
                                 datasets.train.element_spec, plan.global_size if plan else 32),
-        clock := cb.EpochClock(datasets.num_train, epochs, trainer.verbose, plan.global_size if plan else 32),
+        clock := cb.EpochClock(datasets.num_train, epochs, trainer.verbose, plan.global_size if plan else 32,
+                               resumed),
     ]
     every_seconds, every_steps = require_interval("trainer.log_every", trainer.log_every)
     if every_seconds or every_steps:  # a long epoch: a line mid-epoch where no bar shows it, a curve in MLflow
         callbacks.append(cb.MidwayReport(every_seconds, every_steps, datasets.num_train, epochs, tracker,
-                                      say=trainer.verbose and progress is None))
+                                      say=trainer.verbose and progress is None, resumed_batches=resumed))
     if trainer.tensorboard and tensorboard_dir:
         callbacks.append(cb.TensorBoardWithGraph.from_config(trainer, tensorboard_dir))
     stopping, keeping, early = trainer.early_stopping, None, None
@@ -174,8 +178,7 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     if trainer.keep_best.enabled:  # its best-so-far beside the backup, so a resumed run still has it
         keeping = cb.KeepBest(trainer.keep_best.monitor, trainer.keep_best.mode, backup_dir if trainer.backup else None)
         callbacks.append(keeping)
-    if backing_up := bool(trainer.backup and backup_dir):  # an epoch is backed up once all but tracking saw it
-        backup = phase_backup(backup_dir, trainer, phase, datasets.num_train, plan, tracker)
+    if backup:  # an epoch is backed up once all but tracking saw it
         callbacks.insert(0, keras.callbacks.LambdaCallback(on_epoch_end=backup.fill_in_a_trained_epoch))
         callbacks.append(backup)
     # last: MLflow gets an epoch once it is backed up (a kill in between is caught up on resume)

@@ -97,6 +97,11 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
                 self._trained_epoch_logs = {name: float(value) for name, value in
                                             self.model.get_metrics_result().items()}
 
+    def resumed_batches(self) -> int:
+        """Batches of the epoch under way that the process this run resumed from had trained (a mid-epoch
+        backup's), 0 in any other epoch: the lines that number an epoch's batches count on from them."""
+        return self._skipped
+
     def fill_in_a_trained_epoch(self, epoch, logs=None):
         """At the end of a resumed epoch that trained no batch (the backup came after its last one), Keras' logs
         hold validation's figures only: the training figures the backup restored join them. Called first of the

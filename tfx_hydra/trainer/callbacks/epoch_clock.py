@@ -5,6 +5,7 @@ where the pipeline bound the epoch (InputWait, before it), the line says so."""
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 import keras
 
@@ -20,9 +21,11 @@ class EpochClock(keras.callbacks.Callback):
     metrics in the same batched write.
     """
 
-    def __init__(self, num_examples: int | None, epochs: int, verbose: bool, batch_size: int = 1) -> None:
+    def __init__(self, num_examples: int | None, epochs: int, verbose: bool, batch_size: int = 1,
+                 resumed_batches: Callable[[], int] = lambda: 0) -> None:
         super().__init__()
         self.num_examples = num_examples  # None: a pipeline of unknown length, counted in batches of batch_size
+        self.resumed_batches = resumed_batches  # of this epoch, trained before a mid-epoch resume: not timed here
         self.epochs = epochs  # of the whole run (both phases): the line says "epoch 3/5"
         self.verbose, self.batch_size = verbose, batch_size
         self._started, self._batches = 0.0, 0
@@ -36,7 +39,8 @@ class EpochClock(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         seconds = time.perf_counter() - self._started
-        examples = self.num_examples if self.num_examples is not None else self._batches * self.batch_size
+        examples = (max(0, self.num_examples - self.resumed_batches() * self.batch_size)
+                    if self.num_examples is not None else self._batches * self.batch_size)
         self.examples_trained += examples
         if logs is not None:
             logs[EPOCH_SECONDS] = seconds

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Callable
 
 import keras
 
@@ -35,9 +36,11 @@ def terminal_console():
 class EpochProgress(keras.callbacks.Callback):
     """One transient rich bar per epoch, gone when the epoch's line is printed."""
 
-    def __init__(self, console, num_examples: int | None, epochs: int) -> None:
+    def __init__(self, console, num_examples: int | None, epochs: int,
+                 resumed_batches: Callable[[], int] = lambda: 0) -> None:
         super().__init__()
         self.console = console
+        self.resumed_batches = resumed_batches  # of this epoch, trained before a mid-epoch resume (EpochBackup)
         self.num_examples = num_examples
         self.epochs = epochs  # of the whole run (both phases)
         self._progress = None
@@ -61,13 +64,13 @@ class EpochProgress(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         if self._progress is None:
             return
-        total = self._progress.tasks[0].total
-        done = batch + 1 if total is None else min(batch + 1, total)  # Keras passes the bundle's last step
+        total, before = self._progress.tasks[0].total, self.resumed_batches()
+        done = before + batch + 1 if total is None else min(before + batch + 1, total)  # a bundle's last step
         # since the epoch began, not rich's own speed: that needs two updates, and an epoch of one
         # steps_per_execution bundle (the digits: 41 batches, bundles of 64) has one
         elapsed = time.perf_counter() - self._started
-        rate = f"{done * self._per_batch / elapsed:,.0f} ex/s" if self._per_batch and elapsed > 0 else ""
-        left = time_left(done, total, elapsed, self._epoch, self.epochs, self.last_epoch_seconds)
+        rate = f"{(done - before) * self._per_batch / elapsed:,.0f} ex/s" if self._per_batch and elapsed > 0 else ""
+        left = time_left(done, total, elapsed, self._epoch, self.epochs, self.last_epoch_seconds, before)
         run = f"run {short_duration(left[1])} left" if left and self._epoch + 1 < self.epochs else ""
         self._progress.update(self._task, completed=done, rate=rate, run=run, refresh=True)
         self.updates += 1
