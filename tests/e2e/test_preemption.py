@@ -128,6 +128,45 @@ def test_sigterm_mid_epoch_backs_up_at_the_step_and_the_same_command_ends_with_t
                                                                                    key)
 
 
+# A user's callback (fault injection, as STEPPER's): SIGTERM to its own process as the last epoch's validation
+# begins, every batch of the run trained
+IN_LAST_VALIDATION = '''
+import os, signal
+import keras
+
+class TermInLastValidation(keras.callbacks.Callback):
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_test_begin(self, logs=None):
+        if self.epoch == self.params["epochs"] - 1 and os.environ.get("KILL_SIGNAL"):
+            os.kill(os.getpid(), signal.SIGTERM)
+'''
+
+
+def test_sigterm_in_the_last_epochs_validation_keeps_the_run_and_the_same_command_ends_it(project):
+    """Keras would end such a fit as if whole and delete its backup, and the run was lost: KILLED 'before any
+    epoch was backed up', its resume a new run from scratch. Now it backs up at the last epoch's last step and
+    stops; the same command trains nothing, validates that epoch again and ends the same run, each epoch once."""
+    (project / "lastval.py").write_text(IN_LAST_VALIDATION)
+    args = [*COMMAND, f"trainer.callbacks=[{{_target_: lastval.TermInLastValidation}}, "
+                      f"{{_target_: stepper.Stepper, log: {project / 'steps.log'}}}]"]
+    stopped = killed_at(project, args, 0, "SIGTERM")  # the Stepper only writes its steps down (no step 0)
+    assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr[-3000:]
+    (run,) = mlflow_runs(project)
+    assert f"MLflow run {run.info.run_id} is KILLED, epoch 3 at batch {BATCHES} backed up in " in stopped.stderr
+    assert steps_trained(project, "steps.log") == list(range(1, 3 * BATCHES + 1))
+
+    resumed = run_cli_in_process(args, cwd=project)  # the same command (no KILL_SIGNAL here: it runs through)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resuming MLflow run {run.info.run_id} from its backup (epoch 3 at batch {BATCHES})" in resumed.stdout
+    assert steps_trained(project, "steps.log") == list(range(1, 3 * BATCHES + 1))  # no step trained again
+    (finished,) = mlflow_runs(project)
+    assert finished.info.run_id == run.info.run_id and finished.info.status == "FINISHED"
+    for key in ("loss", "accuracy", "val_loss"):  # each epoch once, epoch 3's training figures the backup's
+        assert [step for step, _ in epoch_metrics(project, run.info.run_id, key)] == [0, 1, 2], key
+
+
 def test_a_kill_9_loses_only_the_steps_after_the_last_mid_epoch_backup(project):
     args = command(project, "steps.log", "trainer.backup_every=10")
     killed = killed_at(project, args, BATCHES + 35, "SIGKILL")  # backups at 10, 20, 30 batches into epoch 2

@@ -64,6 +64,8 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
         self._skipped = 0  # batches of this epoch trained before a mid-epoch resume (Keras counts after them)
         self._train_function = None  # Keras' own, while the resumed epoch runs with ours (resumed_epoch)
         self._trained_epoch_logs: dict = {}  # a resumed epoch whose batches were all trained: its figures
+        self._last_epoch_trained: dict | None = None  # the last epoch's running metrics after its last step
+        self._saved_metrics: dict | None = None  # what a backup records as the metrics' state, if not theirs now
         self._last_time = time.monotonic()
 
     def on_train_begin(self, logs=None):
@@ -89,6 +91,7 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
 
     def on_epoch_begin(self, epoch, logs=None):
         self._current_epoch, self._done, self._skipped = epoch, 0, 0
+        self._last_epoch_trained = None
         if self._resume and self._resume[0] == epoch:  # the epoch a mid-epoch backup was written in
             _, self._done, state = self._resume
             self._skipped, self._resume = self._done, None
@@ -107,8 +110,9 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
         hold validation's figures only: the training figures the backup restored join them. Called first of the
         epoch's callbacks (fit.py), so the epoch's line, MLflow and History all have them."""
         if self._trained_epoch_logs and logs is not None:
-            for name, value in self._trained_epoch_logs.items():
-                logs.setdefault(name, value)
+            ordered = {**self._trained_epoch_logs, **logs}  # training's first, as an epoch that trained has them
+            logs.clear()
+            logs.update(ordered)
         self._trained_epoch_logs = {}
 
     def on_train_batch_begin(self, batch, logs=None):
@@ -123,10 +127,20 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
             self._backup_now_and_stop()
         if self.within_epochs and self._due() and not (self.steps_per_epoch and done >= self.steps_per_epoch):
             self._back_up_at(done)
+        if self.within_epochs and self.steps_per_epoch and done >= self.steps_per_epoch and \
+                self._current_epoch == self.last_epoch - 1:  # what a stop in its validation backs up (below)
+            self._last_epoch_trained = values_of(self.model.metrics_variables)
 
     def on_epoch_end(self, epoch, logs=None):
         if self._train_function is not None:  # the resumed epoch is over: Keras' own function from here
             self.model.train_function, self._train_function = self._train_function, None
+        if stop_requested() and self._last_epoch_trained is not None:
+            # asked to stop during the last epoch's validation: Keras would end the fit as if it were whole and
+            # delete the backup, and the run would be lost. It is backed up at its last step instead (with its
+            # training figures), and stops before its end: the same command validates it again and goes on.
+            self._saved_metrics = self._last_epoch_trained
+            self._back_up_at(self.steps_per_epoch)
+            stop_now()
         with uninterrupted(), disk_full_said(self.backup_dir):
             os.makedirs(self.backup_dir, exist_ok=True)
             self._require_room()
@@ -173,8 +187,8 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
         epoch, done = self._position
         metadata = {"epoch": epoch, "batch": done}
         if done:
-            metadata["state"] = {"metrics": values_of(self.model.metrics_variables),
-                                 "random": values_of(random_state(self.model))}
+            metrics, self._saved_metrics = self._saved_metrics or values_of(self.model.metrics_variables), None
+            metadata["state"] = {"metrics": metrics, "random": values_of(random_state(self.model))}
         write_whole(self._training_metadata_path, metadata)
 
     def _resume_midway(self, epoch: int) -> None:
