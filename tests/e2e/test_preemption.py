@@ -156,6 +156,9 @@ def test_sigterm_in_the_last_epochs_validation_keeps_the_run_and_the_same_comman
     (run,) = mlflow_runs(project)
     assert f"MLflow run {run.info.run_id} is KILLED, epoch 3 at batch {BATCHES} backed up in " in stopped.stderr
     assert steps_trained(project, "steps.log") == list(range(1, 3 * BATCHES + 1))
+    again = killed_at(project, args, 0, "SIGTERM")  # resumed, and stopped in that validation once more
+    assert again.returncode == 128 + signal.SIGTERM, again.stderr[-3000:]
+    assert f"is KILLED, epoch 3 at batch {BATCHES} backed up in " in again.stderr, again.stderr[-3000:]
 
     resumed = run_cli_in_process(args, cwd=project)  # the same command (no KILL_SIGNAL here: it runs through)
     assert resumed.returncode == 0, resumed.stderr[-3000:]

@@ -99,6 +99,8 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
             if self.steps_per_epoch and self._done >= self.steps_per_epoch:  # stopped after its last step
                 self._trained_epoch_logs = {name: float(value) for name, value in
                                             self.model.get_metrics_result().items()}
+                if epoch == self.last_epoch - 1:  # stopped again in its validation: the same backup again
+                    self._last_epoch_trained = state.get("metrics", {})
 
     def resumed_batches(self) -> int:
         """Batches of the epoch under way that the process this run resumed from had trained (a mid-epoch
