@@ -22,9 +22,10 @@ def register_model(client, run_id: str, name: str) -> str:
         pass  # already registered: add a version
     run = client.get_run(run_id)
     outputs = run.outputs.model_outputs if run.outputs else []
-    if outputs:
-        model_id = outputs[-1].model_id
-        return client.create_model_version(name, f"models:/{model_id}", run_id=run_id, model_id=model_id).version
+    if outputs:  # from the logged model's own location: MLflow's SQL store resolves a `models:/<id>` source in
+        model_id = outputs[-1].model_id  # the process's global tracking store, not this client's (a search's
+        location = client.get_logged_model(model_id).artifact_location  # parent, whose trials logged elsewhere)
+        return client.create_model_version(name, location, run_id=run_id, model_id=model_id).version
     return client.create_model_version(name, f"{run.info.artifact_uri}/model", run_id=run_id).version
 
 

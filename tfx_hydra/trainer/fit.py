@@ -150,8 +150,8 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     steps = plan.steps_per_execution if plan else 1
     epochs = trainer.epochs + trainer.finetune_epochs
     console = cb.terminal_console() if trainer.verbose else None
-    backing_up = bool(trainer.backup and backup_dir)
-    backup = phase_backup(backup_dir, trainer, phase, datasets.num_train, plan, tracker) if backing_up else None
+    backup = phase_backup(backup_dir, trainer, phase, datasets.num_train, plan, tracker) if trainer.backup and \
+        backup_dir else None
     resumed = backup.resumed_batches if backup else lambda: 0  # a mid-epoch resume's batches, for the lines
     progress = cb.EpochProgress(console, datasets.num_train, epochs, resumed) if console else None
     callbacks = [  # at an epoch's end, in this order: a diverged epoch is neither shown, logged nor backed up
@@ -161,8 +161,7 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
         cb.NonFiniteGuard(steps, backup_dir if trainer.backup else None),
         waiting := cb.InputWait(datasets.cache.startswith(("cache: memory", "cache: disk")),  # the line says it
                                 datasets.train.element_spec, plan.global_size if plan else 32),
-        clock := cb.EpochClock(datasets.num_train, epochs, trainer.verbose, plan.global_size if plan else 32,
-                               resumed),
+        clock := cb.EpochClock(datasets.num_train, epochs, trainer.verbose, plan.global_size if plan else 32, resumed),
     ]
     every_seconds, every_steps = require_interval("trainer.log_every", trainer.log_every)
     if every_seconds or every_steps:  # a long epoch: a line mid-epoch where no bar shows it, a curve in MLflow
@@ -178,21 +177,19 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     if trainer.keep_best.enabled:  # its best-so-far beside the backup, so a resumed run still has it
         keeping = cb.KeepBest(trainer.keep_best.monitor, trainer.keep_best.mode, backup_dir if trainer.backup else None)
         callbacks.append(keeping)
-    if backup:  # an epoch is backed up once all but tracking saw it
+    if backup:  # an epoch is backed up once all but tracking saw it (a kill before MLflow's write: caught up)
         callbacks.insert(0, keras.callbacks.LambdaCallback(on_epoch_end=backup.fill_in_a_trained_epoch))
         callbacks.append(backup)
-    # last: MLflow gets an epoch once it is backed up (a kill in between is caught up on resume)
-    callbacks.append(keras.callbacks.LambdaCallback(on_epoch_end=tracker.log_epoch))
+    callbacks.append(keras.callbacks.LambdaCallback(on_epoch_end=tracker.log_epoch))  # last: MLflow, once backed up
     callbacks += [*handed, *(users or [])]
     build_before_first_trace(model, datasets.train)  # one trace of the train step, not two
     if trainer.check_numerics:  # before fit traces its step function: every op of it gets a check
         tf.debugging.enable_check_numerics()
     started = time.perf_counter()
-    # TensorFlow's C++ lines while training (check_numerics' ~80-line finding as the step aborts, oneDNN's
-    # DT_BOOL note at a multilabel model's first step) go to the job log: the terminal shows our lines (stdout)
-    try:
-        # a file that cannot be read: named, not a traceback; SIGTERM/SIGUSR2 backed up at the step, then stop
-        with native_lines_streamed(), datasets.named_errors(), stopped_at_a_step() if backing_up else nullcontext():
+    # TensorFlow's C++ lines while training (check_numerics' ~80-line finding as the step aborts, oneDNN's DT_BOOL
+    # note at a multilabel model's first step) go to the job log: the terminal shows our lines (stdout); a file that
+    try:  # cannot be read: named, not a traceback; SIGTERM/SIGUSR2 backed up at the step, then stop
+        with native_lines_streamed(), datasets.named_errors(), stopped_at_a_step() if backup else nullcontext():
             history = model.fit(datasets.train, validation_data=datasets.validation, epochs=last_epoch,
                                 initial_epoch=first_epoch, callbacks=callbacks, class_weight=class_weight,
                                 shuffle=False, verbose=0)  # the pipeline shuffles, seeded
