@@ -65,7 +65,6 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
         self._train_function = None  # Keras' own, while the resumed epoch runs with ours (resumed_epoch)
         self._trained_epoch_logs: dict = {}  # a resumed epoch whose batches were all trained: its figures
         self._last_epoch_trained: dict | None = None  # the last epoch's running metrics after its last step
-        self._saved_metrics: dict | None = None  # what a backup records as the metrics' state, if not theirs now
         self._last_time = time.monotonic()
 
     def on_train_begin(self, logs=None):
@@ -140,7 +139,6 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
             # asked to stop during the last epoch's validation: Keras would end the fit as if it were whole and
             # delete the backup, and the run would be lost. It is backed up at its last step instead (with its
             # training figures), and stops before its end: the same command validates it again and goes on.
-            self._saved_metrics = self._last_epoch_trained
             self._back_up_at(self.steps_per_epoch)
             stop_now()
         with uninterrupted(), disk_full_said(self.backup_dir):
@@ -189,7 +187,8 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
         epoch, done = self._position
         metadata = {"epoch": epoch, "batch": done}
         if done:
-            metrics, self._saved_metrics = self._saved_metrics or values_of(self.model.metrics_variables), None
+            trained = self._last_epoch_trained  # the last epoch's training figures: validation's are there now
+            metrics = trained if trained is not None else values_of(self.model.metrics_variables)
             metadata["state"] = {"metrics": metrics, "random": values_of(random_state(self.model))}
         write_whole(self._training_metadata_path, metadata)
 
