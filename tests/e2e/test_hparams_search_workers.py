@@ -237,7 +237,7 @@ def test_ctrl_c_stops_every_worker_and_two_joblib_workers_resume_their_trials_wi
         (retry,) = [t for t in study.trials if t.user_attrs.get(RETRY_OF) == trial.number]
         # its parameters run again; a worker the launcher killed while Optuna was still writing them (the
         # trial then has no worker and no heartbeat: study.unclaimed) left some unwritten, which the sampler draws
-        assert trial.params.items() <= retry.params.items() and retry.params.keys() == set(args_space(study))
+        assert trial.params.items() <= retry.params.items() and retry.params.keys() == args_space(study)
     ran_before = {t.number for t in stopped if t.state != TrialState.WAITING}
     resumed = [t for t in counted(study) if t.number not in ran_before]  # the trials the resuming command ran
     workers = {t.user_attrs[WORKER] for t in resumed}
