@@ -18,7 +18,6 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from tfx_hydra.console import native_lines_streamed
 from tfx_hydra.cv import folded
 from tfx_hydra.data import cache as caching
 from tfx_hydra.data.epoch_order import EpochOrder
@@ -53,10 +52,8 @@ class Datasets:
     order: EpochOrder = dataclasses.field(default_factory=EpochOrder)  # training's order, by epoch (epoch_order.py)
 
     def named_errors(self):
-        """A block that reads this data (training, evaluation): an error TensorFlow raises while reading it
-        becomes the source's DataError naming the file, where the source can tell (explain); and TensorFlow's
-        C++ lines go to the job log, not the terminal (a split's first read from a cache on disk warns that the
-        cache was not read whole, though it was: tensorflow#60174)."""
+        """A block (training, evaluation) in which an error TensorFlow raises while reading this data becomes
+        the source's DataError naming the file, where the source can tell (explain)."""
         return _named_errors(self)
 
 
@@ -251,8 +248,7 @@ def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spe
 @contextlib.contextmanager
 def _named_errors(datasets: Datasets):
     try:
-        with native_lines_streamed():
-            yield
+        yield
     except Exception as err:
         said = datasets.explain(err) if datasets.explain is not None and type(err).__module__.startswith(
             "tensorflow") else None

@@ -74,10 +74,9 @@ def evaluate_saved_model(path: str, datasets, data: str = "the data") -> dict[st
     task = datasets.spec.task
     input_name = require_model_fits_data(serve, datasets.spec, path, data)
     values, labels = [], []
-    with datasets.named_errors():
-        for scaled, batch_labels in datasets.test:
-            values.append(_main_output(serve(**{input_name: datasets.spec.denormalize(scaled)}), task).numpy())
-            labels.append(batch_labels.numpy())
+    for scaled, batch_labels in datasets.test:
+        values.append(_main_output(serve(**{input_name: datasets.spec.denormalize(scaled)}), task).numpy())
+        labels.append(batch_labels.numpy())
     return task.evaluated(np.concatenate(values), np.concatenate(labels))
 
 

@@ -18,6 +18,7 @@ from typing import Sequence
 
 from omegaconf import DictConfig
 
+from tfx_hydra.console import native_lines_streamed
 from tfx_hydra.errors import TfxHydraError, TrainingError
 from tfx_hydra.lr_schedule import describe as describe_schedule
 from tfx_hydra.lr_schedule import updates_per_epoch
@@ -186,9 +187,9 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
         tf.debugging.enable_check_numerics()
     started = time.perf_counter()
     # TensorFlow's C++ lines while training (check_numerics' ~80-line finding as the step aborts, oneDNN's DT_BOOL
-    # note at a multilabel model's first step) go to the job log, and a file that cannot be read is named, not a
-    try:  # traceback (named_errors); SIGTERM/SIGUSR2 backed up at the step, then stop
-        with datasets.named_errors(), stopped_at_a_step() if backup else nullcontext():
+    # note at a multilabel model's first step) go to the job log: the terminal shows our lines (stdout); a file that
+    try:  # cannot be read: named, not a traceback; SIGTERM/SIGUSR2 backed up at the step, then stop
+        with native_lines_streamed(), datasets.named_errors(), stopped_at_a_step() if backup else nullcontext():
             history = model.fit(datasets.train, validation_data=datasets.validation, epochs=last_epoch,
                                 initial_epoch=first_epoch, callbacks=callbacks, class_weight=class_weight,
                                 shuffle=False, verbose=0)  # the pipeline shuffles, seeded
@@ -288,8 +289,8 @@ def evaluate(model, datasets, history, tracker: Tracker) -> dict[str, float]:
     test split's (logged as test_*) and the model's size in `parameters` (logged: a multi-objective
     search can trade accuracy against it). Validation and test figures are the kept weights' (kept_weights.py):
     where those are not the last epoch's own, the validation split is measured again on them."""
-    with datasets.named_errors():
-        test = model.evaluate(datasets.test, return_dict=True, verbose=0)
+    with native_lines_streamed(), datasets.named_errors():  # the first read of a cache on disk: TensorFlow warns
+        test = model.evaluate(datasets.test, return_dict=True, verbose=0)  # it was not read whole, though it was
     last_epoch = {k: float(v[-1]) for k, v in history.history.items() if v and k != INPUT_WAIT}  # per epoch only
     kept = getattr(history, "kept", None)
     if kept is not None and not kept.last_epoch:

@@ -47,6 +47,5 @@ def uses_ema(optimizer) -> bool:
 def validation_on_kept(model, datasets, last_epoch: dict[str, float]) -> dict[str, float]:
     """The last epoch's figures with its `val_*` measured again on the weights kept (one pass over the
     validation split), where those are not the last epoch's own."""
-    with datasets.named_errors():
-        measured = model.evaluate(datasets.validation, return_dict=True, verbose=0)
+    measured = model.evaluate(datasets.validation, return_dict=True, verbose=0)
     return last_epoch | {f"val_{name}": float(value) for name, value in measured.items()}
