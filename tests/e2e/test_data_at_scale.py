@@ -25,17 +25,23 @@ def image_run(pets, *overrides):
 
 def test_a_split_larger_than_the_budget_is_cached_on_disk_and_the_run_says_so(pets, tmp_path, capfd):
     scratch = tmp_path / "scratch"
-    done = run_cli_in_process(image_run(pets, "data.cache_budget=4KiB", f"data.cache_dir={scratch}"), cwd=tmp_path)
+    on_disk = [arg.replace("export=none", "export=savedmodel")
+               for arg in image_run(pets, "data.cache_budget=4KiB", f"data.cache_dir={scratch}")]
+    done = run_cli_in_process(on_disk, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     # the first read of each split's cache file makes TensorFlow warn that it was not read whole, though it was
     # (the file is complete): in the job log, not on the terminal (descriptor 2, which capfd holds)
+    assert "did not fully read the dataset being cached" not in capfd.readouterr().err
+    (trained,) = mlflow_runs(tmp_path)
+    scored = run_cli_in_process([*on_disk, "mode=evaluate", f"export.source=runs:/{trained.info.run_id}"],
+                                cwd=tmp_path)  # its test split read once, from a cache on disk too
+    assert scored.returncode == 0, scored.stderr[-3000:]
     assert "did not fully read the dataset being cached" not in capfd.readouterr().err
     (line,) = [line for line in done.stdout.splitlines() if "data: image_folder" in line]
     assert f"; cache: disk under {scratch}, 11.7 KiB decoded does not fit 4.0 KiB of memory " \
            "(data.cache_budget=4KiB)" in line, line
     assert list(scratch.iterdir()) == []  # the run's scratch cache went with it
-    (run,) = mlflow_runs(tmp_path)
-    assert run.info.status == "FINISHED" and "test_accuracy" in run.data.metrics  # trained and tested through it
+    assert trained.info.status == "FINISHED" and "test_accuracy" in trained.data.metrics  # trained and tested
 
 
 def test_an_explicit_memory_cache_that_cannot_fit_fails_before_training_and_loses_nothing(pets, tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 
+from tfx_hydra.console import native_lines_streamed
 from tfx_hydra.errors import DataError, ExportError
 from tfx_hydra.export.savedmodel import next_version
 from tfx_hydra.export.served import LABELS_FILE, read_labels
@@ -74,9 +75,12 @@ def evaluate_saved_model(path: str, datasets, data: str = "the data") -> dict[st
     task = datasets.spec.task
     input_name = require_model_fits_data(serve, datasets.spec, path, data)
     values, labels = [], []
-    for scaled, batch_labels in datasets.test:
-        values.append(_main_output(serve(**{input_name: datasets.spec.denormalize(scaled)}), task).numpy())
-        labels.append(batch_labels.numpy())
+    # read as training's evaluation reads it (trainer/fit.py): TensorFlow's C++ lines go to the job log (a cache on
+    # disk, read first, warns it was not read whole, though it was), and a file that cannot be read is named
+    with native_lines_streamed(), datasets.named_errors():
+        for scaled, batch_labels in datasets.test:
+            values.append(_main_output(serve(**{input_name: datasets.spec.denormalize(scaled)}), task).numpy())
+            labels.append(batch_labels.numpy())
     return task.evaluated(np.concatenate(values), np.concatenate(labels))
 
 
