@@ -22,9 +22,11 @@ def register_model(client, run_id: str, name: str) -> str:
         pass  # already registered: add a version
     run = client.get_run(run_id)
     outputs = run.outputs.model_outputs if run.outputs else []
-    if outputs:  # from the logged model's own location: MLflow's SQL store resolves a `models:/<id>` source in
-        model_id = outputs[-1].model_id  # the process's global tracking store, not this client's (a search's
-        location = client.get_logged_model(model_id).artifact_location  # parent, whose trials logged elsewhere)
+    # from the logged model's own location: MLflow's SQL registry resolves a `models:/<id>` source in the process's
+    # global tracking store, not this client's (a search's parent, whose trials logged to another store)
+    if outputs:
+        model_id = outputs[-1].model_id
+        location = client.get_logged_model(model_id).artifact_location
         return client.create_model_version(name, location, run_id=run_id, model_id=model_id).version
     return client.create_model_version(name, f"{run.info.artifact_uri}/model", run_id=run_id).version
 

@@ -150,8 +150,8 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     steps = plan.steps_per_execution if plan else 1
     epochs = trainer.epochs + trainer.finetune_epochs
     console = cb.terminal_console() if trainer.verbose else None
-    backup = phase_backup(backup_dir, trainer, phase, datasets.num_train, plan, tracker) if trainer.backup and \
-        backup_dir else None
+    backup = (phase_backup(backup_dir, trainer, phase, datasets.num_train, plan, tracker)
+              if trainer.backup and backup_dir else None)
     resumed = backup.resumed_batches if backup else lambda: 0  # a mid-epoch resume's batches, for the lines
     progress = cb.EpochProgress(console, datasets.num_train, epochs, resumed) if console else None
     callbacks = [  # at an epoch's end, in this order: a diverged epoch is neither shown, logged nor backed up
@@ -186,9 +186,9 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     if trainer.check_numerics:  # before fit traces its step function: every op of it gets a check
         tf.debugging.enable_check_numerics()
     started = time.perf_counter()
-    # TensorFlow's C++ lines while training (check_numerics' ~80-line finding as the step aborts, oneDNN's DT_BOOL
-    # note at a multilabel model's first step) go to the job log: the terminal shows our lines (stdout); a file that
-    try:  # cannot be read: named, not a traceback; SIGTERM/SIGUSR2 backed up at the step, then stop
+    # TensorFlow's C++ lines (check_numerics' finding, oneDNN's DT_BOOL note) to the job log, not the terminal; a file
+    # that cannot be read named, not a traceback; SIGTERM/SIGUSR2 backed up at the step, then stop
+    try:
         with native_lines_streamed(), datasets.named_errors(), stopped_at_a_step() if backup else nullcontext():
             history = model.fit(datasets.train, validation_data=datasets.validation, epochs=last_epoch,
                                 initial_epoch=first_epoch, callbacks=callbacks, class_weight=class_weight,
