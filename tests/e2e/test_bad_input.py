@@ -5,6 +5,7 @@ README.md's troubleshooting section lists these cases with their messages."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -265,7 +266,11 @@ def test_a_store_or_study_file_that_is_not_one_is_named_and_left_untouched(tmp_p
         assert [r.info.status for r in mlflow_runs(tmp_path) if r.info.status in ("FINISHED", "RUNNING")] == []
 
 
-def test_an_unreadable_image_among_good_ones_is_named_when_met_and_the_run_ends_failed(tmp_path):
+NOT_AN_IMAGE = b"\x89PNG\r\n\x1a\n but then nothing an image is made of"
+
+
+def pets_folder(tmp_path) -> tuple[Path, list[str]]:
+    """An image folder of 2 classes, 12 8x8 PNGs each, and the overrides that train on it."""
     from PIL import Image
 
     rng = np.random.default_rng(0)
@@ -273,11 +278,16 @@ def test_an_unreadable_image_among_good_ones_is_named_when_met_and_the_run_ends_
         (tmp_path / "pets" / name).mkdir(parents=True)
         for i in range(12):
             Image.fromarray(rng.integers(0, 255, (8, 8, 3)).astype("uint8")).save(tmp_path / "pets" / name / f"{i}.png")
-    broken = tmp_path / "pets" / "dogs" / "5.png"
-    broken.write_bytes(b"\x89PNG\r\n\x1a\n but then nothing an image is made of")
-    done = run_cli_in_process(["data=image_folder", f"data.directory={tmp_path / 'pets'}", "data.input_shape=[8,8,3]",
+    return tmp_path / "pets", ["data=image_folder", f"data.directory={tmp_path / 'pets'}", "data.input_shape=[8,8,3]",
                                "data.num_classes=2", "data.validation_split=0.2", "data.test_split=0.2",
-                               "trainer.batch_size=4", "trainer.epochs=1", "export=none"], cwd=tmp_path)
+                               "trainer.batch_size=4", "trainer.epochs=1"]
+
+
+def test_an_unreadable_image_among_good_ones_is_named_when_met_and_the_run_ends_failed(tmp_path):
+    pets, overrides = pets_folder(tmp_path)
+    broken = pets / "dogs" / "5.png"
+    broken.write_bytes(NOT_AN_IMAGE)
+    done = run_cli_in_process([*overrides, "export=none"], cwd=tmp_path)
     assert done.returncode == 1
     assert f"DataError: {broken} cannot be read as an image (" in done.stderr, done.stderr[-3000:]
     assert "Fix: replace or remove that file" in done.stderr
@@ -285,6 +295,27 @@ def test_an_unreadable_image_among_good_ones_is_named_when_met_and_the_run_ends_
     (run,) = mlflow_runs(tmp_path)
     assert run.info.status == "FAILED" and run.data.tags["error"].startswith(f"DataError: {broken}")
 
+
+
+def test_mode_evaluate_names_an_unreadable_image_of_the_test_split_and_its_run_ends_failed(tmp_path):
+    """The export is evaluated on a folder whose images were since overwritten: the test split's read (not
+    training's) meets a file that is no image, and says which, as training does."""
+    pets, overrides = pets_folder(tmp_path)
+    trained = run_cli_in_process([*overrides, "export=savedmodel"], cwd=tmp_path)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    (run,) = mlflow_runs(tmp_path)
+    for image in pets.glob("*/*.png"):  # every file: whichever the test split holds, it is broken now
+        image.write_bytes(NOT_AN_IMAGE)
+    done = run_cli_in_process([*overrides, "mode=evaluate", f"export.source=runs:/{run.info.run_id}"], cwd=tmp_path)
+    assert done.returncode == 1
+    named = re.search(rf"DataError: ({re.escape(str(pets))}/(cats|dogs)/\d+\.png) cannot be read as an image \(",
+                      done.stderr)
+    assert named, done.stderr[-3000:]
+    assert "Fix: replace or remove that file" in done.stderr
+    assert_only_the_message(done.stderr)
+    (evaluation,) = [r for r in mlflow_runs(tmp_path) if r.data.tags.get("mode") == "evaluate"]
+    assert evaluation.info.status == "FAILED"
+    assert evaluation.data.tags["error"].startswith(f"DataError: {named.group(1)}")
 
 @pytest.mark.fresh_store  # no store may appear: the mistake is said before anything is written
 def test_paths_that_cannot_be_created_are_one_error_naming_them_before_any_work(tmp_path):
