@@ -273,14 +273,14 @@ def pets_folder(tmp_path) -> tuple[Path, list[str]]:
     """An image folder of 2 classes, 12 8x8 PNGs each, and the overrides that train on it."""
     from PIL import Image
 
+    pets = tmp_path / "pets"
     rng = np.random.default_rng(0)
     for name in ("cats", "dogs"):
-        (tmp_path / "pets" / name).mkdir(parents=True)
+        (pets / name).mkdir(parents=True)
         for i in range(12):
-            Image.fromarray(rng.integers(0, 255, (8, 8, 3)).astype("uint8")).save(tmp_path / "pets" / name / f"{i}.png")
-    return tmp_path / "pets", ["data=image_folder", f"data.directory={tmp_path / 'pets'}", "data.input_shape=[8,8,3]",
-                               "data.num_classes=2", "data.validation_split=0.2", "data.test_split=0.2",
-                               "trainer.batch_size=4", "trainer.epochs=1"]
+            Image.fromarray(rng.integers(0, 255, (8, 8, 3)).astype("uint8")).save(pets / name / f"{i}.png")
+    return pets, ["data=image_folder", f"data.directory={pets}", "data.input_shape=[8,8,3]", "data.num_classes=2",
+                  "data.validation_split=0.2", "data.test_split=0.2", "trainer.batch_size=4", "trainer.epochs=1"]
 
 
 def test_an_unreadable_image_among_good_ones_is_named_when_met_and_the_run_ends_failed(tmp_path):
@@ -294,7 +294,6 @@ def test_an_unreadable_image_among_good_ones_is_named_when_met_and_the_run_ends_
     assert_only_the_message(done.stderr)
     (run,) = mlflow_runs(tmp_path)
     assert run.info.status == "FAILED" and run.data.tags["error"].startswith(f"DataError: {broken}")
-
 
 
 def test_mode_evaluate_names_an_unreadable_image_of_the_test_split_and_its_run_ends_failed(tmp_path):
@@ -316,6 +315,7 @@ def test_mode_evaluate_names_an_unreadable_image_of_the_test_split_and_its_run_e
     (evaluation,) = [r for r in mlflow_runs(tmp_path) if r.data.tags.get("mode") == "evaluate"]
     assert evaluation.info.status == "FAILED"
     assert evaluation.data.tags["error"].startswith(f"DataError: {named.group(1)}")
+
 
 @pytest.mark.fresh_store  # no store may appear: the mistake is said before anything is written
 def test_paths_that_cannot_be_created_are_one_error_naming_them_before_any_work(tmp_path):
