@@ -14,6 +14,10 @@ import pytest
 
 from tests.helpers import write_mnist_npz
 
+# tests.helpers.global_state: what a test leaves in the process's globals (MLflow's URIs, the environment) is put
+# back; pytester: a test of that plugin runs two tests with and without it
+pytest_plugins = ["tests.helpers.global_state", "pytester"]
+
 
 def pytest_configure(config):
     """A user cache of the tests' own (tfx_hydra keeps TFRecord counts there, record_index.py): the suite
