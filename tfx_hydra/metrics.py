@@ -22,6 +22,18 @@ TRAIN_PHASE, FINETUNE_PHASE = "train", "finetune"
 PARAMETERS = "parameters"  # the model's number of weights, logged once at the end
 OBJECTIVE = "objective"  # what run() returned to a sweeper (sweep.metric's final value), logged on every run
 
+# Keras' figures of each epoch (loss, accuracy, val_loss...) are logged under `epoch/<name>`, one point per epoch: the
+# curves. `<name>` itself is logged once, when the run has chosen its weights: the figures of the weights kept (the
+# best epoch's, the moving average's), which the runs table, a search and the logged model read. The clock's own
+# figures of an epoch have no end-of-run value of their own and keep their names.
+EPOCH = "epoch/"
+PER_EPOCH_ONLY = (*EPOCH_TIMING, LEARNING_RATE, INPUT_WAIT)
+
+
+def epoch_metric(name: str) -> str:
+    """The name an epoch's figure is logged under in MLflow: `epoch/val_loss` for Keras' `val_loss`."""
+    return name if name in PER_EPOCH_ONLY or name.startswith(EPOCH) else f"{EPOCH}{name}"
+
 
 def compiled_names(metrics) -> list[str]:
     """What Keras logs each epoch for the training split: the loss and trainer.metrics (a name, or

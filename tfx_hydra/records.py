@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from tfx_hydra.console import counted, shown_names, terminal_columns
 from tfx_hydra.settings.compose import choice, single_run_hydra_overrides
-from tfx_hydra.tracking import Tracker, backed_up_at, mask_files
+from tfx_hydra.tracking import OUTPUTS_TAG, Tracker, backed_up_at, mask_files
 
 if TYPE_CHECKING:  # for the annotation only: importing records must not import the strategy step
     from tfx_hydra.strategy import BatchPlan, Setup
@@ -40,6 +40,7 @@ def launch_tags(cfg: DictConfig) -> dict[str, str]:
     return {
         "hydra.overrides": " ".join(overrides),
         "command": command,
+        OUTPUTS_TAG: str(cfg.paths.output_dir),
         "hardware.requested": cfg.hardware.name,
         "mlflow.note.content": f"Reproduce with `{command}`",
     }
@@ -90,6 +91,26 @@ def resolved_config(cfg: DictConfig) -> dict:
     return resolved
 
 
+def run_folder(cfg: DictConfig, tracker: Tracker) -> str:
+    """The run's folder: this command's; for a run resumed from an earlier command, that command's, so the run's
+    files (backup, exports, TensorBoard, plots) are in one place. This command's folder keeps its log and Hydra's
+    record; the two link to each other (`run` here, `resumed/<date>_<time>` there); paths.output_dir names the first."""
+    own, first = str(cfg.paths.output_dir), tracker.output_dir
+    if not first or os.path.abspath(first) == os.path.abspath(own) or not os.path.isdir(first):
+        return own
+    _link(os.path.join(own, "run"), first)
+    _link(os.path.join(first, "resumed", "_".join(os.path.normpath(own).split(os.sep)[-2:])), own)
+    cfg.paths.output_dir = first
+    log.info(f"outputs: in {first}, where this run began ({os.path.join(own, 'run')} links there)")
+    return first
+
+
+def _link(path: str, target: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if not os.path.lexists(path):
+        os.symlink(target, path, target_is_directory=True)
+
+
 def record_launch(tracker: Tracker, cfg: DictConfig, output_dir: str, launch_dir: str) -> None:
     """Config, overrides, git state and packages: recorded before any training."""
     from tfx_hydra.environment import git_state, installed_packages
@@ -101,7 +122,9 @@ def record_launch(tracker: Tracker, cfg: DictConfig, output_dir: str, launch_dir
     if tracker.resumed_backup_dir:
         where = backed_up_at(tracker.resumed_backup_dir)
         log.info(f"resuming MLflow run {tracker.run_id} from its backup ({where}) in {tracker.resumed_backup_dir}")
-    else:  # params are write-once in MLflow: a resumed run keeps those of its first attempt
+    elif tracker.resumed:
+        log.info(f"starting MLflow run {tracker.run_id} again: it was stopped before its first epoch ended")
+    if not tracker.resumed:  # params are write-once in MLflow: a resumed run keeps those of its first attempt
         tracker.log_config(resolved)
     git = git_state(launch_dir)
     tags = {"git.commit": git.commit or "none (not a git work tree)", "git.dirty": git.dirty,
@@ -274,20 +297,3 @@ def record_model(tracker: Tracker, model, output_dir: str) -> None:
 
 
 SUMMARY_WIDTH = 110  # the model summary's width, whether or not a terminal is attached
-
-
-def weights_sha256(model) -> str:
-    """A fingerprint of the trained weights: equal on every worker of a synchronous run."""
-    import numpy as np
-
-    digest = hashlib.sha256()
-    for weights in model.get_weights():
-        digest.update(np.ascontiguousarray(weights).tobytes())
-    return digest.hexdigest()[:16]
-
-
-def weights_said(model) -> str:
-    """The summary's weights row: their fingerprint, and whether they are optimizer.ema's average."""
-    optimizer = getattr(model.optimizer, "inner_optimizer", model.optimizer)  # under loss scaling: the inner one
-    ema = f" (the EMA of the weights, momentum {optimizer.ema_momentum:g})" if optimizer.use_ema else ""
-    return weights_sha256(model) + ema

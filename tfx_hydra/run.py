@@ -7,9 +7,10 @@
     4. data        data/           train / validation / test tf.data pipelines      -> Datasets
                                    (then the batch plan's steps per call, for the run's length)
     5. model       models/ + trainer.compile_model, inside strategy.scope()
-    6. train       trainer.fit_phases: head, then fine-tuning; backups (per epoch, within one); the job's callbacks
-    7. evaluate    trainer.evaluate: the held-out test split
-    8. export      export/: each selected exporter writes and verifies its artifact
+    6. train       trainer.fit_phases: head, then fine-tuning; backups (per epoch, within one, and each phase's end,
+                                   kept until the run is FINISHED); the job's callbacks
+    7. evaluate    trainer.evaluate: the held-out test split, and the kept weights' figures
+    8. export      export/: each selected exporter writes and verifies its artifact (a resumed run: those not done)
 
 Tracking (tracking/) wraps steps 1-8: the MLflow run starts first and ends FINISHED, FAILED or
 KILLED. Each step takes what earlier steps returned; nothing reaches into a global. The run works for a
@@ -65,6 +66,7 @@ def run(cfg: DictConfig, job: Job | None = None) -> RunResult:
                               sweep_job=job.tracked_as(), offline_dir=os.path.join(output_dir, tracking.OFFLINE_DIR),
                               name=records.run_name(cfg)) as tracker, \
             job.attending(cfg, settings, tracker):  # an Optuna search's live trial, heartbeating
+        output_dir = records.run_folder(cfg, tracker)  # a resumed run's: its first command's, one place for its files
         records.record_launch(tracker, cfg, output_dir, launch_dir)
 
         # TensorFlow is first imported here, by the step that must configure its devices before any op
@@ -91,9 +93,10 @@ def run(cfg: DictConfig, job: Job | None = None) -> RunResult:
             records.record_model(tracker, model, output_dir)
             trainer.compile_model(model, cfg.optimizer, settings, setup, tracker, num_train=datasets.num_train)
 
+        backup_dir = trainer.choose_backup_dir(tracker, output_dir, setup.chief)  # kept until the run is FINISHED
         try:
             history = trainer.fit_phases(model, datasets, cfg.optimizer, settings, setup, tracker, output_dir,
-                                         handed=job.training_callbacks())
+                                         backup_dir, handed=job.training_callbacks())
         except EndsTraining as ending:  # a callback of the job's ended training (a search's pruner): its epochs stay
             return job.ended_training(tracker, ending)
         metrics = trainer.evaluate(model, datasets, history, tracker)
@@ -103,11 +106,13 @@ def run(cfg: DictConfig, job: Job | None = None) -> RunResult:
         if job.keeps_artifacts(objective, tracker):  # a search's trial behind the best so far: neither
             reports.record_plots(tracker, model, datasets, history, output_dir,
                                  pending=job.plots_wait)  # drawn if it ends the best
-            exports = export_model(model, datasets, cfg.export, tracker, setup.chief)
+            exports = export_model(model, datasets, cfg.export, tracker, setup.chief,
+                                   done_in=backup_dir if settings.trainer.backup else None)  # a resumed run's
         job.completed(tracker, history)
+    trainer.remove_backup(backup_dir, setup.chief)  # the run is FINISHED: its trained weights are in its artifacts
 
     print_summary(metrics, tracker.run_id, exports, tracker.ui_command if job.shows_ui else None, output_dir,
-                  records.weights_said(model),
+                  trainer.weights_said(model),
                   shown_names(datasets.spec.class_names) if datasets.spec.class_names else None,
                   history.kept.said if history.kept.chosen else None, getattr(history, "input_bound", None))
     return RunResult(objective, tracker.run_id)

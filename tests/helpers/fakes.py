@@ -18,7 +18,10 @@ class RecordingTracker:
     run_id = None
     ui_command = None
     resumed_backup_dir = None
+    resumed = False
+    output_dir = None
     backup_dir = None
+    epochs_logged = 0
 
     def __init__(self) -> None:
         self.epochs: list[tuple[int, dict]] = []

@@ -110,7 +110,7 @@ def test_global_clipnorm_bounds_each_update_under_loss_scaling_and_accumulation(
 
 def test_with_ema_the_model_ends_training_holding_the_average_it_is_evaluated_and_exported_with(data, tmp_path):
     from tfx_hydra.export.savedmodel import SavedModelExport
-    from tfx_hydra.records import weights_said
+    from tfx_hydra.trainer.kept_weights import weights_said
 
     node = OmegaConf.create({"_target_": "keras.optimizers.Adam", "learning_rate": 0.01,
                              "ema": {"enabled": True, "momentum": 0.9}})

@@ -8,10 +8,11 @@ from omegaconf import OmegaConf
 
 from tfx_hydra.data import digits
 from tfx_hydra.models import mlp
-from tfx_hydra.records import resume_key, weights_sha256
+from tfx_hydra.records import resume_key
 from tfx_hydra.reports import predictions
 from tfx_hydra.settings.compose import compose as compose_config
 from tfx_hydra.task import Classification
+from tfx_hydra.trainer.kept_weights import weights_sha256
 
 # one worker runs the whole module: its module-scoped fixture is built once
 pytestmark = pytest.mark.xdist_group("test_records")

@@ -75,7 +75,10 @@ def test_evaluate_adds_the_test_split(data):
     history = train(model, data, trainer, RecordingTracker())
     tracker = RecordingTracker()
     metrics = evaluate(model, data, history, tracker)
-    assert set(tracker.metrics) == {"test_loss", "test_accuracy", "parameters"}
+    # the kept weights' figures (here the last epoch's), each once; the epoch's clock stays in its curves
+    assert set(tracker.metrics) == {"test_loss", "test_accuracy", "parameters", "loss", "accuracy", "val_loss",
+                                    "val_accuracy"}
+    assert tracker.metrics["val_loss"] == history.history["val_loss"][-1]
     assert metrics["test_accuracy"] == tracker.metrics["test_accuracy"]
     assert metrics["parameters"] == model.count_params() > 0  # what a multi-objective search can minimise
     assert metrics["val_accuracy"] == history.history["val_accuracy"][-1]

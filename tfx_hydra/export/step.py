@@ -3,6 +3,8 @@ and run after it."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import os
 import tempfile
@@ -10,13 +12,13 @@ import tempfile
 from omegaconf import DictConfig
 
 from tfx_hydra.errors import ConfigError, ExportError
-from tfx_hydra.export.result import figure_text
+from tfx_hydra.export.result import ExportResult, figure_text
 from tfx_hydra.export.served import answering_model, raw_examples, served_model
 from tfx_hydra.process import describe_error, full_disk_path
-from tfx_hydra.records import weights_sha256
 from tfx_hydra.settings.checks import require_writable_folder
 from tfx_hydra.settings.compose import build, instantiate_node
 from tfx_hydra.tracking import Tracker
+from tfx_hydra.trainer.kept_weights import weights_sha256
 
 log = logging.getLogger(__name__)
 
@@ -47,19 +49,26 @@ def check_exporters(export_cfg: DictConfig | None, text_inputs: bool = False) ->
             require_writable_folder(f"export.{name}.export_dir", node.export_dir, node.export_dir, create=True)
 
 
-def export_model(model, datasets, export_cfg: DictConfig, tracker: Tracker, chief: bool = True) -> list:
+def export_model(model, datasets, export_cfg: DictConfig, tracker: Tracker, chief: bool = True,
+                 done_in: str | None = None) -> list:
     """Run every selected exporter; log each artifact and its verification figures.
 
     A failing exporter never loses the training run: its error is recorded (tag
     `export.<name>.error`), the other exporters still run, and the run fails only with
     export.strict=true. Non-chief workers export too (saving a distributed model may need
-    every worker), into a throwaway folder that is deleted afterwards.
+    every worker), into a throwaway folder that is deleted afterwards. `done_in`: the run's backup folder, where
+    each export (and the MLflow model) is noted once written, logged and in the store, so a run interrupted
+    while exporting writes only the rest when the same command resumes it.
     """
-    results, failures = [], {}
+    results, failures, done = [], {}, exports_done(done_in)
     for name, node in selected_exporters(export_cfg).items():
         if not chief:
             with tempfile.TemporaryDirectory(prefix="tfx_hydra-worker-export-") as scratch:  # gone on every exit
                 build(node, f"export.{name}", export_dir=scratch)(model, datasets)
+            continue
+        if name in done:  # written, logged and recorded before the interruption
+            log.info(f"export: {name} written to {done[name].path} (before the interruption)")
+            results.append(done[name])
             continue
         try:
             result = build(node, f"export.{name}")(model, datasets)
@@ -81,17 +90,49 @@ def export_model(model, datasets, export_cfg: DictConfig, tracker: Tracker, chie
         # what the artifact is (its size, its parity with Keras, its version): tags, not charts beside the epochs'
         tracker.set_tags({key: figure_text(value) for key, value in result.figures.items()})
         tracker.set_tags({f"export.{name}.path": result.path})
+        note_done(done_in, name, result, tracker)
         results.append(result)
     if chief:
         tracker.set_tags({"model.weights_sha256": weights_sha256(model), "export.failed": len(failures)})
-        if (export_cfg or {}).get("mlflow_model", True):  # raw inputs in, as every export (served.py)
+        if (export_cfg or {}).get("mlflow_model", True) and MLFLOW_MODEL not in done:  # raw inputs in, as every export
             tracker.log_model(answering_model(served_model(model, datasets.spec), datasets.spec),
                               raw_examples(datasets, 5), register_as=(export_cfg or {}).get("register_as"),
                               metadata={"class_names": list(datasets.spec.names)} if datasets.spec.names else None)
+            note_done(done_in, MLFLOW_MODEL, None, tracker)
     if failures and (export_cfg or {}).get("strict", False):
         raise ExportError(f"{len(failures)} export(s) failed: " + "; ".join(f"{k}: {v}" for k, v in failures.items()),
                           fix="fix the exporter's settings, or drop export.strict=true to keep the run on failure")
     return results
+
+
+EXPORTS_DONE = "exports.json"  # in the run's backup folder
+MLFLOW_MODEL = "mlflow_model"  # the MLflow model's entry there
+
+
+def exports_done(folder: str | None) -> dict:
+    """The exports an interrupted attempt of this run finished ({name: ExportResult}; the MLflow model's: None),
+    those whose artifact is still where it was written."""
+    try:
+        with open(os.path.join(folder, EXPORTS_DONE), encoding="utf-8") as file:
+            noted = json.load(file)
+    except (TypeError, OSError, ValueError):  # no folder, or nothing exported yet
+        return {}
+    return {name: ExportResult(**entry) if entry else None for name, entry in noted.items()
+            if entry is None or os.path.exists(entry["path"])}
+
+
+def note_done(folder: str | None, name: str, result: ExportResult | None, tracker: Tracker) -> None:
+    """An export written and logged: its records sent to the store, then noted in the backup folder (whole)."""
+    if not folder:
+        return
+    tracker.flush()
+    noted = {k: dataclasses.asdict(v) if v else None for k, v in exports_done(folder).items()}
+    noted[name] = dataclasses.asdict(result) if result else None
+    os.makedirs(folder, exist_ok=True)
+    partial = os.path.join(folder, f"{EXPORTS_DONE}.partial")
+    with open(partial, "w", encoding="utf-8") as file:
+        json.dump(noted, file)
+    os.replace(partial, os.path.join(folder, EXPORTS_DONE))
 
 
 def artifact_path(path: str, export_dir: str) -> str:

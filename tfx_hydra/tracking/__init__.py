@@ -39,10 +39,19 @@ from tfx_hydra.tracking.store import (
     store_to_read,
     ui_command,
 )
-from tfx_hydra.tracking.tracker import BACKUP_TAG, NullTracker, Tracker, is_result
+from tfx_hydra.tracking.tracker import (
+    BACKUP_TAG,
+    OUTPUTS_TAG,
+    TRAINED_DIR,
+    TRAINED_RECORD,
+    NullTracker,
+    Tracker,
+    is_result,
+)
 
 __all__ = [
-    "BACKUP_TAG", "MlflowTracker", "NullTracker", "OFFLINE_DIR", "OfflineJournal", "Tracker",
+    "BACKUP_TAG", "OUTPUTS_TAG", "TRAINED_DIR", "TRAINED_RECORD", "MlflowTracker", "NullTracker", "OFFLINE_DIR",
+    "OfflineJournal", "Tracker",
     "check_store_reachable", "client_for", "close_lost_run", "close_lost_runs", "connect",
     "flatten", "is_result",
     "mask_files", "mask_secrets", "mask_text", "mask_uri", "now_ms", "open_store", "process_is_gone",

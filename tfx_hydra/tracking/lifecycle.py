@@ -13,15 +13,16 @@ import os
 from contextlib import contextmanager
 from typing import Iterator
 
+from tfx_hydra.metrics import EPOCH
 from tfx_hydra.process import signals
 from tfx_hydra.process.faults import as_disk_full, describe_error, disk_full_said
 from tfx_hydra.settings.schemas import TrackingConfig
-from tfx_hydra.tracking.lost_runs import close_lost_runs, process_tags
+from tfx_hydra.tracking.lost_runs import close_lost_runs, process_is_gone, process_tags
 from tfx_hydra.tracking.mlflow_tracker import MlflowTracker
 from tfx_hydra.tracking.secrets import mask_secrets
 from tfx_hydra.tracking.store import connect, resolve_tracking_uri
 from tfx_hydra.tracking.system import system_metrics
-from tfx_hydra.tracking.tracker import BACKUP_TAG, NullTracker
+from tfx_hydra.tracking.tracker import BACKUP_TAG, OUTPUTS_TAG, TRAINED_DIR, TRAINED_RECORD, NullTracker
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str], r
                                        offline_dir)
         sampled = config.system_metrics
         with system_metrics(tracker.run_id, uri, sampled.interval if sampled.enabled else None,
-                            resumed=tracker.resumed_backup_dir is not None):
+                            resumed=tracker.resumed):
             yield tracker
         signals.raise_missed_interrupt()  # a Ctrl-C a finalizer swallowed ends the run KILLED, not FINISHED
     except KeyboardInterrupt as err:
@@ -91,27 +92,60 @@ def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str], r
 
 def resume_hint(signal_name: str, tracker: MlflowTracker | None, command: str | None, in_sweep: bool = False) -> str:
     """'interrupted (SIGTERM): MLflow run ... is KILLED, its last completed epoch backed up in ...;
-    resume it with: <command>' (for a sweep job, the sweep's command with its sweep dir)."""
+    resume it with: <command>' (for a sweep job, the sweep's command with its sweep dir); what was kept is said
+    as it is: the trained weights, an epoch, or nothing (then the same command starts the run again)."""
     what = "resume the sweep (finished jobs are skipped)" if in_sweep else "resume it"
     again = f"{what} with: {command}" if command else "run the same command again to resume it"
     if tracker is None:
         return f"interrupted ({signal_name}) before the MLflow run started: nothing to resume."
     backup = tracker.backup_dir
-    kept = (f", {backed_up_at(backup)} backed up in {backup}" if backup and os.path.isdir(backup)
-            else ", before any epoch was backed up")
-    return f"interrupted ({signal_name}): MLflow run {tracker.run_id} is KILLED{kept}; {again}"
+    if backup and os.path.isdir(backup) and trained_at(backup):
+        return (f"interrupted ({signal_name}): MLflow run {tracker.run_id} is KILLED; {trained_at(backup)} kept in "
+                f"{backup}; the next command evaluates and exports what is not done, {again}")
+    if backup and os.path.isdir(backup):
+        return f"interrupted ({signal_name}): MLflow run {tracker.run_id} is KILLED, {backed_up_at(backup)} " \
+               f"backed up in {backup}; {again}"
+    if not tracker.epochs_logged:  # the same command takes the run up again, from its start (find_interrupted_run)
+        again = f"with: {command}" if command else "by running the same command again"
+        return (f"interrupted ({signal_name}): MLflow run {tracker.run_id} is KILLED before its first epoch ended: "
+                f"nothing trained to keep; it starts again, in the same MLflow run, {again}")
+    return (f"interrupted ({signal_name}): MLflow run {tracker.run_id} is KILLED; nothing was backed up "
+            "(trainer.backup=false): the same command starts a new run")
+
+
+def trained_phases(backup: str) -> list[dict]:
+    """What the backup's training phases ended with (trainer/trained.py's records), in their order."""
+    records = []
+    for folder in (backup, os.path.join(backup, "finetune")):
+        try:
+            with open(os.path.join(folder, TRAINED_DIR, TRAINED_RECORD), encoding="utf-8") as file:
+                records.append(json.load(file))
+        except (OSError, ValueError):
+            pass
+    return records
+
+
+def trained_at(backup: str) -> str | None:
+    """'trained: 2 of 2 epochs' once the run's last training phase ended, else None."""
+    ended = [record for record in trained_phases(backup) if record.get("last_phase")]
+    return f"trained: {ended[0]['epochs_trained']} of {ended[0]['epochs_planned']} epochs" if ended else None
 
 
 def backed_up_at(backup: str) -> str:
-    """Where in training the backup is: 'its last completed epoch', or 'epoch 3 at batch 1,200' when it was
-    written within an epoch (from the metadata Keras' BackupAndRestore keeps beside the weights)."""
-    try:
-        with open(os.path.join(backup, "training_metadata.json"), encoding="utf-8") as file:
-            metadata = json.load(file)
-        epoch, batch = int(metadata.get("epoch", 0)), int(metadata.get("batch") or 0)
-    except (OSError, ValueError, TypeError, AttributeError):
-        return "its last completed epoch"
-    return f"epoch {epoch + 1} at batch {batch:,}" if batch else "its last completed epoch"
+    """Where in training the backup is: 'its last completed epoch', 'epoch 3 at batch 1,200' when it was
+    written within an epoch (from the metadata Keras' BackupAndRestore keeps beside the weights), or, once
+    training ended, 'trained: 2 of 2 epochs'."""
+    if trained_at(backup):
+        return trained_at(backup)
+    for folder in (os.path.join(backup, "finetune"), backup):
+        try:
+            with open(os.path.join(folder, "training_metadata.json"), encoding="utf-8") as file:
+                metadata = json.load(file)
+            epoch, batch = int(metadata.get("epoch", 0)), int(metadata.get("batch") or 0)
+        except (OSError, ValueError, TypeError, AttributeError):
+            continue
+        return f"epoch {epoch + 1} at batch {batch:,}" if batch else "its last completed epoch"
+    return "its last completed epoch"
 
 
 def _start_or_resume(client, experiment_id: str, uri: str, launch_dir: str, run_name: str | None,
@@ -120,9 +154,14 @@ def _start_or_resume(client, experiment_id: str, uri: str, launch_dir: str, run_
     close_lost_runs(client, [experiment_id], keep=interrupted.info.run_id if interrupted else None)
     tags = {**standard_tags(), **tags, **process_tags()}
     if interrupted:
+        backup = interrupted.data.tags.get(BACKUP_TAG)
+        first = interrupted.data.tags.get(OUTPUTS_TAG)
+        if first and os.path.isdir(first):  # its files stay in one folder, the first command's
+            tags[OUTPUTS_TAG] = first
         tracker = MlflowTracker(client, interrupted.info.run_id, uri, launch_dir,
-                                resumed_backup_dir=interrupted.data.tags[BACKUP_TAG], offline_dir=offline_dir,
-                                previous_error=interrupted.data.tags.get("error"))
+                                resumed_backup_dir=backup if backup and os.path.isdir(backup) else None,
+                                offline_dir=offline_dir, previous_error=interrupted.data.tags.get("error"),
+                                resumed=True, output_dir=tags.get(OUTPUTS_TAG))
         # this process's tags reach the store before the run is RUNNING again: a RUNNING run still
         # naming its dead process would be closed as lost by any other command's close_lost_runs
         tracker.set_tags(tags)
@@ -130,7 +169,8 @@ def _start_or_resume(client, experiment_id: str, uri: str, launch_dir: str, run_
         client.update_run(interrupted.info.run_id, status="RUNNING")
         return tracker
     run = client.create_run(experiment_id, run_name=run_name, tags=mask_secrets(tags))
-    return MlflowTracker(client, run.info.run_id, uri, launch_dir, offline_dir=offline_dir)
+    return MlflowTracker(client, run.info.run_id, uri, launch_dir, offline_dir=offline_dir,
+                         output_dir=tags.get(OUTPUTS_TAG))
 
 
 def standard_tags() -> dict[str, str]:
@@ -145,12 +185,18 @@ def standard_tags() -> dict[str, str]:
 
 
 def find_interrupted_run(client, experiment_id: str, resume_key: str):
-    """The newest unfinished run of this config whose backup is still on disk, or None."""
+    """The newest unfinished run of this config that the same command goes on with: one whose backup is on disk
+    (it resumes from it), or one killed before its first epoch ended (it starts again); a RUNNING run whose
+    process is still alive is another command's, not taken. None when there is none."""
     runs = client.search_runs([experiment_id], filter_string=f"tags.`resume.key` = '{resume_key}'",
                               order_by=["attributes.start_time DESC"], max_results=20)
     for run in runs:
+        if run.info.status not in ("RUNNING", "KILLED"):
+            continue
+        if run.info.status == "RUNNING" and not process_is_gone(run.data.tags):
+            continue
         backup = run.data.tags.get(BACKUP_TAG)
-        if run.info.status in ("RUNNING", "KILLED") and backup and os.path.isdir(backup):
+        if (backup and os.path.isdir(backup)) or f"{EPOCH}loss" not in run.data.metrics:
             return run
     return None
 

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfx_hydra.metrics import PARAMETERS
+from tfx_hydra.metrics import EPOCH, PARAMETERS, epoch_metric
 from tfx_hydra.process.faults import full_disk_path
 from tfx_hydra.process.signals import uninterrupted
 from tfx_hydra.tracking.datasets import described, send_datasets
@@ -50,12 +50,12 @@ class MlflowTracker:
     """
 
     def __init__(self, client, run_id: str, uri: str, launch_dir: str, resumed_backup_dir: str | None = None,
-                 offline_dir: str | None = None, previous_error: str | None = None) -> None:
-        self.client = client
-        self.run_id = run_id
-        self.uri = uri
-        self.launch_dir = launch_dir
-        self.resumed_backup_dir = resumed_backup_dir  # set when this continues an interrupted run
+                 offline_dir: str | None = None, previous_error: str | None = None, resumed: bool = False,
+                 output_dir: str | None = None) -> None:
+        self.client, self.run_id, self.uri, self.launch_dir = client, run_id, uri, launch_dir
+        self.resumed_backup_dir = resumed_backup_dir  # set when this continues an interrupted run from its backup
+        self.resumed = resumed  # this continues an interrupted run, from its backup or (none kept) from the start
+        self.output_dir = output_dir  # the run's folder (OUTPUTS_TAG): a resumed run's first command's
         self.offline_dir = offline_dir or os.path.join(launch_dir, OFFLINE_DIR, run_id)
         self.journal: OfflineJournal | None = None  # set once MLflow fails
         self.dropped = False  # set when the journal cannot be written either (a full disk)
@@ -63,6 +63,7 @@ class MlflowTracker:
         self.backup_dir: str | None = resumed_backup_dir  # the per-epoch backup (its tag, BACKUP_TAG)
         self.previous_error = previous_error  # what ended the attempt this run resumes
         self.datasets: dict[str, tuple[str, str]] = {}  # context -> (name, digest) logged: metrics link to them
+        self.epochs_logged = 0  # epochs this process logged: a kill before the first says so (lifecycle.resume_hint)
         self._held = _Held()  # records not sent yet
 
     @property
@@ -87,8 +88,10 @@ class MlflowTracker:
         self._held.metrics += [(k, float(v), now, step or 0) for k, v in metrics.items() if _is_number(v)]
 
     def log_epoch(self, epoch: int, logs: dict[str, Any] | None) -> None:
-        """Keras' on_epoch_end signature: the epoch's metrics (step = epoch) and whatever is held, one write."""
-        self.log_metrics(dict(logs or {}), step=epoch)
+        """Keras' on_epoch_end signature: the epoch's metrics (step = epoch, under `epoch/<name>`: metrics.py) and
+        whatever is held, one write."""
+        self.log_metrics({epoch_metric(k): v for k, v in (logs or {}).items()}, step=epoch)
+        self.epochs_logged += 1
         self.flush()
 
     def flush(self) -> None:
@@ -108,7 +111,7 @@ class MlflowTracker:
         if not backed_up:
             return
         try:
-            logged = {m.step for m in self.client.get_metric_history(self.run_id, "loss")}
+            logged = {m.step for m in self.client.get_metric_history(self.run_id, f"{EPOCH}loss")}
         except Exception as err:  # noqa: BLE001 - better a gap than an epoch twice
             log.warning(f"could not read which epochs MLflow holds ({type(err).__name__}); epochs "
                         f"{sorted(backed_up)} of the backup are not logged again.")

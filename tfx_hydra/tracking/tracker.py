@@ -7,7 +7,13 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from tfx_hydra.metrics import EPOCH, LEARNING_RATE
+
 BACKUP_TAG = "resume.backup_dir"  # where an unfinished run keeps its per-epoch backup
+OUTPUTS_TAG = "outputs.dir"  # the run's folder: its first command's, which a resumed run's files go to as well
+# inside the backup folder, per training phase: what the phase ended with (trainer/trained.py), kept until the
+# run is FINISHED
+TRAINED_DIR, TRAINED_RECORD = "trained", "phase.json"
 
 
 class Tracker(Protocol):
@@ -15,8 +21,11 @@ class Tracker(Protocol):
 
     run_id: str | None
     ui_command: str | None
-    resumed_backup_dir: str | None  # set when this run continues an interrupted one
+    resumed_backup_dir: str | None  # set when this run continues an interrupted one from its backup
+    resumed: bool  # this run continues an interrupted one (from its backup, or from the start)
+    output_dir: str | None  # the run's folder (OUTPUTS_TAG): a resumed run's is its first command's
     backup_dir: str | None
+    epochs_logged: int  # epochs this process logged
 
     def log_config(self, resolved: dict[str, Any]) -> None: ...
     def log_params(self, params: dict[str, str]) -> None: ...
@@ -39,7 +48,10 @@ class NullTracker:
     run_id = None
     ui_command = None
     resumed_backup_dir = None
+    resumed = False
+    output_dir = None
     backup_dir = None
+    epochs_logged = 0
 
     def log_config(self, resolved: dict[str, Any]) -> None:
         pass
@@ -82,5 +94,7 @@ TIMINGS = ("seconds", "per_sec", "input_wait")  # input_wait: the share of an ep
 
 
 def is_result(metric: str) -> bool:
-    """A run's result (linked to its logged model), not a timing, an export's size or the machine's load."""
-    return not metric.startswith(("system/", "export.")) and not any(t in metric for t in TIMINGS)
+    """A run's result (linked to its logged model), not an epoch's curve, a timing, an export's size or the
+    machine's load."""
+    return (not metric.startswith(("system/", "export.", EPOCH)) and metric != LEARNING_RATE
+            and not any(t in metric for t in TIMINGS))

@@ -1,5 +1,5 @@
 """The per-epoch backup's folder over a run's life: chosen before training (the interrupted run's
-when resuming), looked in for the fine-tuning phase's, removed once both phases are done.
+when resuming), looked in for the fine-tuning phase's, removed once the run is FINISHED.
 
 Keras' BackupAndRestore (callbacks/epoch_backup.py) writes and restores what is inside; the
 folder's name is a run tag, so a resumed run finds its backup from MLflow alone.
@@ -39,9 +39,10 @@ def choose_backup_dir(tracker: Tracker, output_dir: str, chief: bool) -> str:
 
 
 def phase_backup(backup_dir: str, trainer: TrainerConfig, phase: str, num_train: int | None, plan,
-                 tracker: Tracker):
-    """The phase's EpochBackup: at each epoch's end and every trainer.backup_every within one. A fine-tuning
-    phase trains epochs numbered on from the first phase's, in a backup of its own (FINETUNE_BACKUP)."""
+                 tracker: Tracker, on_trained=None):
+    """The phase's EpochBackup: at each epoch's end and every trainer.backup_every within one, and `on_trained`
+    as training ends (trained.py). A fine-tuning phase trains epochs numbered on from the first phase's, in a
+    backup of its own (FINETUNE_BACKUP)."""
     from tfx_hydra.trainer.callbacks import EpochBackup
 
     finetuning = phase == FINETUNE_PHASE
@@ -57,7 +58,7 @@ def phase_backup(backup_dir: str, trainer: TrainerConfig, phase: str, num_train:
                        epochs_key="trainer.finetune_epochs" if finetuning else "trainer.epochs",
                        epochs_before=trainer.epochs if finetuning else 0, every=every,
                        steps_per_epoch=-(-num_train // batch) if num_train is not None else None,
-                       within_epochs=num_train is not None)
+                       within_epochs=num_train is not None, on_trained=on_trained)
 
 
 def finetuning_backup_exists(backup_dir: str, trainer: TrainerConfig) -> bool:
@@ -69,9 +70,8 @@ def finetuning_backup_exists(backup_dir: str, trainer: TrainerConfig) -> bool:
     return resuming
 
 
-def remove_backup(backup_dir: str, chief: bool) -> None:
-    """After success: Keras removed each phase's backup; drop the folder they lived in."""
-    if not chief:
-        shutil.rmtree(backup_dir, ignore_errors=True)
-    elif os.path.isdir(backup_dir) and not os.listdir(backup_dir):
-        os.rmdir(backup_dir)
+def remove_backup(backup_dir: str | None, chief: bool = True) -> None:
+    """Once the run is FINISHED (run.py), or training ended for good (a pruned trial): the backup folder and all
+    it holds (each phase's epoch backup or its end, the exports done) go; a worker's throwaway folder too."""
+    if backup_dir and os.path.isdir(backup_dir):
+        shutil.rmtree(backup_dir, ignore_errors=not chief)

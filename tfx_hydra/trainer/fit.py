@@ -3,7 +3,6 @@
     compile_model   the optimizer, loss, metrics, XLA and steps_per_execution, inside the strategy's scope
     fit_phases      head training, then (trainer.finetune_epochs) fine-tuning the unfrozen backbone,
                     each phase one model.fit with its own backup, resumable after any interruption
-    evaluate        the run's results: the last epoch's metrics, each phase's timing, the test split
 
 Keras is imported inside the functions: config validation must not pay for it.
 """
@@ -19,29 +18,23 @@ from typing import Sequence
 from omegaconf import DictConfig
 
 from tfx_hydra.console import native_lines_streamed
-from tfx_hydra.errors import TfxHydraError, TrainingError
+from tfx_hydra.errors import TfxHydraError
 from tfx_hydra.lr_schedule import describe as describe_schedule
 from tfx_hydra.lr_schedule import updates_per_epoch
-from tfx_hydra.metrics import FINETUNE_PHASE, INPUT_WAIT, PARAMETERS, TEST, TRAIN_PHASE, end_of_run, phase_timing
+from tfx_hydra.metrics import FINETUNE_PHASE, TRAIN_PHASE, phase_timing
 from tfx_hydra.models import count_params, require_backbone, unfreeze_backbone
 from tfx_hydra.optimizer import build_optimizer, finetune_learning_rate, peak_learning_rate
 from tfx_hydra.process import stopped_at_a_step
 from tfx_hydra.settings.checks import require_interval
-from tfx_hydra.settings.compose import choice, users_code_error
+from tfx_hydra.settings.compose import choice
 from tfx_hydra.settings.schemas import Settings, TrainerConfig
 from tfx_hydra.strategy import BatchPlan, Setup
 from tfx_hydra.tracking import Tracker
-from tfx_hydra.trainer import compiled, kept_weights
-from tfx_hydra.trainer.backups import (
-    FINETUNE_BACKUP,
-    EndsTraining,
-    choose_backup_dir,
-    finetuning_backup_exists,
-    phase_backup,
-    remove_backup,
-)
+from tfx_hydra.trainer import compiled, kept_weights, trained
+from tfx_hydra.trainer.backups import EndsTraining, finetuning_backup_exists, phase_backup, remove_backup
 from tfx_hydra.trainer.class_weight import class_weights
 from tfx_hydra.trainer.debug import NUMERICS_MARK, judge_overfit, non_finite_op, say_numerics_clean, say_profile
+from tfx_hydra.trainer.failures import out_of_memory, raise_if_users
 from tfx_hydra.trainer.keras_compat import build_before_first_trace
 
 log = logging.getLogger(__name__)
@@ -96,39 +89,51 @@ def compile_model(model, optimizer_cfg: DictConfig, settings: Settings, setup: S
 # --- fit, in phases ---------------------------------------------------------------------------
 
 def fit_phases(model, datasets, optimizer_cfg: DictConfig, settings: Settings, setup: Setup, tracker: Tracker,
-               output_dir: str, handed: Sequence = ()):
+               output_dir: str, backup_dir: str, handed: Sequence = ()):
     """Train the head (trainer.epochs), then fine-tune (trainer.finetune_epochs); one history of both.
 
-    Each phase backs up every epoch; a run killed in its fine-tuning phase resumes there (phase
-    one's result is in that phase's backup). The backups are removed once both phases are done, or when
-    a callback the caller handed in (`handed`: a search's pruning) ends training for good (EndsTraining)."""
+    Each phase backs up every epoch, and what it ended with (trained.py) when its training ends; a run killed in
+    its fine-tuning phase resumes there, and one killed after a phase ended trains nothing more of it. The backups
+    stay until the run is FINISHED (run.py removes them), or go when a callback the caller handed in (`handed`: a
+    search's pruning) ends training for good (EndsTraining)."""
     trainer = settings.trainer
     if trainer.finetune_epochs:  # said now, not after the first phase's training
         require_backbone(model)
-    backup_dir = choose_backup_dir(tracker, output_dir, setup.chief)
     tensorboard_dir = os.path.join(output_dir, "tensorboard") if setup.chief else None
     history, users = None, compiled.user_callbacks(trainer.callbacks)  # one instance each, for both phases
     weights = class_weights(trainer.class_weight, datasets, tracker)
     try:
-        if not finetuning_backup_exists(backup_dir, trainer):
+        if trained.exists(backup_dir):
+            history = restored(model, backup_dir, trainer, tracker, datasets.num_train, TRAIN_PHASE)
+        elif not finetuning_backup_exists(backup_dir, trainer):
             history = train(model, datasets, trainer, tracker, setup.plan, backup_dir, tensorboard_dir, handed=handed,
                             users=users, class_weight=weights)
         if trainer.finetune_epochs:
             with setup.strategy.scope():
                 start_finetuning(model, optimizer_cfg, settings, setup, tracker, datasets.num_train)
-            history = merge_histories(history, train(model, datasets, trainer, tracker, setup.plan,
-                                                     os.path.join(backup_dir, FINETUNE_BACKUP), tensorboard_dir,
-                                                     phase=FINETUNE_PHASE, handed=handed, users=users,
-                                                     class_weight=weights))
+            finetune_dir = trained.phase_dir(backup_dir, finetuning=True)
+            history = merge_histories(history, restored(model, finetune_dir, trainer, tracker, datasets.num_train,
+                                                        FINETUNE_PHASE) if trained.exists(finetune_dir) else
+                                      train(model, datasets, trainer, tracker, setup.plan, finetune_dir,
+                                            tensorboard_dir, phase=FINETUNE_PHASE, handed=handed, users=users,
+                                            class_weight=weights))
     except EndsTraining:
         remove_backup(backup_dir, setup.chief)
         raise
-    remove_backup(backup_dir, setup.chief)
     if tensorboard_dir and os.path.isdir(tensorboard_dir):  # `tensorboard --logdir <output dir>/tensorboard`
         tracker.log_artifacts(tensorboard_dir, "tensorboard")
         say_profile(trainer, tensorboard_dir)
     if trainer.overfit_check:
         judge_overfit(history, datasets.num_train, tracker)
+    return history
+
+
+def restored(model, phase_dir: str, trainer: TrainerConfig, tracker: Tracker, num_train: int | None, phase: str):
+    """A phase that ended before the interruption: its weights back, its history as training returned it."""
+    history = trained.restore(phase_dir, model)
+    log.info(f"training: the {'fine-tuning' if phase == FINETUNE_PHASE else 'training'} phase ended before the "
+             f"interruption ({len(history.epoch)} epochs): its weights are back, nothing is trained again")
+    say_phase(history, trainer, tracker, num_train)
     return history
 
 
@@ -150,7 +155,23 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     steps = plan.steps_per_execution if plan else 1
     epochs = trainer.epochs + trainer.finetune_epochs
     console = cb.terminal_console() if trainer.verbose else None
-    backup = (phase_backup(backup_dir, trainer, phase, datasets.num_train, plan, tracker)
+    history = keras.callbacks.History()  # fit's own (Keras takes one it is given): what ends the phase reads it
+
+    def phase_ended(saved_logs: dict | None = None) -> None:
+        """As training ends (the backup's on_train_end, signals held; without a backup, after fit): which weights
+        were kept, the phase's timing and input wait; with a backup, the phase's end written beside it."""
+        if saved_logs is not None:  # a resumed phase: the epochs its earlier processes trained, from the backup
+            trained.whole_history(history, saved_logs, first_epoch)
+        history.kept = kept_weights.describe(first_epoch + len(history.epoch), keeping, early, model.optimizer)
+        history.input_bound = waiting.said  # where the pipeline bound training: the summary says it once
+        seconds = time.perf_counter() - started
+        seconds_name, throughput_name = phase_timing(phase)
+        history.timings = ({seconds_name: seconds, throughput_name: clock.examples_trained / seconds}
+                           if clock.examples_trained else {})  # end-of-run metrics, logged once
+        if saved_logs is not None:
+            trained.save(backup_dir, model, history, last_epoch, last_phase=last_epoch == epochs)
+
+    backup = (phase_backup(backup_dir, trainer, phase, datasets.num_train, plan, tracker, on_trained=phase_ended)
               if trainer.backup and backup_dir else None)
     resumed = backup.resumed_batches if backup else lambda: 0  # a mid-epoch resume's batches, for the lines
     progress = cb.EpochProgress(console, datasets.num_train, epochs, resumed) if console else None
@@ -181,18 +202,18 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
         callbacks.insert(0, keras.callbacks.LambdaCallback(on_epoch_end=backup.fill_in_a_trained_epoch))
         callbacks.append(backup)
     callbacks.append(keras.callbacks.LambdaCallback(on_epoch_end=tracker.log_epoch))  # last: MLflow, once backed up
-    callbacks += [*handed, *(users or [])]
+    callbacks += [*handed, *(users or []), history]
     build_before_first_trace(model, datasets.train)  # one trace of the train step, not two
     if trainer.check_numerics:  # before fit traces its step function: every op of it gets a check
         tf.debugging.enable_check_numerics()
-    started = time.perf_counter()
+    started = time.perf_counter()  # the phase's timing (phase_ended)
     # TensorFlow's C++ lines (check_numerics' finding, oneDNN's DT_BOOL note) to the job log, not the terminal; a file
     # that cannot be read named, not a traceback; SIGTERM/SIGUSR2 backed up at the step, then stop
     try:
         with native_lines_streamed(), datasets.named_errors(), stopped_at_a_step() if backup else nullcontext():
-            history = model.fit(datasets.train, validation_data=datasets.validation, epochs=last_epoch,
-                                initial_epoch=first_epoch, callbacks=callbacks, class_weight=class_weight,
-                                shuffle=False, verbose=0)  # the pipeline shuffles, seeded
+            model.fit(datasets.train, validation_data=datasets.validation, epochs=last_epoch,
+                      initial_epoch=first_epoch, callbacks=callbacks, class_weight=class_weight,
+                      shuffle=False, verbose=0)  # the pipeline shuffles, seeded
     except tf.errors.ResourceExhaustedError as err:
         raise out_of_memory(err, trainer, plan) from None
     except tf.errors.InvalidArgumentError as err:
@@ -210,46 +231,26 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
             tf.debugging.disable_check_numerics()
         if progress:  # Ctrl-C or an error mid-epoch (Keras then ends no epoch): the bar is erased before any
             progress.stop()  # line is said, and is not drawn again under the next one (a search's summary)
-    seconds = time.perf_counter() - started
+    if backup is None:
+        phase_ended()
     if keeping is not None and keeping.best_epoch is not None:
         tracker.set_tags({f"{phase}.best_epoch": keeping.best_epoch + 1, f"{phase}.best_{keeping.monitor}":
                           keeping.best_value})
-    history.kept = kept_weights.describe(first_epoch + len(history.epoch), keeping, early, model.optimizer)
-    if history.kept.chosen:  # the last epoch's own weights, as a user expects without a chooser, go unsaid
-        log.info(f"weights: kept {history.kept.said}")
-    history.input_bound = waiting.said  # where the pipeline bound training: the summary says it once
-    tracker.set_tags({"weights.kept": history.kept.said, **({"input_bound": waiting.said} if waiting.said else {})})
-    losses = history.history.get("loss", [])  # finite: NonFiniteGuard saw each epoch's running loss
-    if trainer.check_numerics:
-        say_numerics_clean(len(losses), datasets.num_train, tracker)
-    history.timings = {}  # the phase's wall time and throughput: end-of-run metrics, logged once
-    if losses:
-        seconds_name, throughput_name = phase_timing(phase)
-        history.timings = {seconds_name: seconds, throughput_name: clock.examples_trained / seconds}
-        tracker.log_metrics(history.timings)
+    say_phase(history, trainer, tracker, datasets.num_train)
     return history
 
 
-def raise_if_users(err: Exception) -> None:
-    """An error raised by the user's code during training, said as a build error is (its frames only); the run
-    ends FAILED with its backup, so the same command resumes once the code is fixed. Else nothing: the caller
-    lets the error go on with its whole traceback (ours or a library's)."""
-    said = users_code_error(err, "training")
-    if said is not None:
-        raise TrainingError(said, fix="fix your code (the frames above are its own); the run's backup is kept: the "
-                            "same command resumes from its last finished epoch") from None
-
-
-def out_of_memory(err, trainer: TrainerConfig, plan: BatchPlan | None) -> TrainingError:
-    """The device ran out of memory: say which knobs trade memory for speed."""
-    batch = plan.global_size if plan else trainer.batch_size
-    per_replica = f" ({plan.per_replica:g} per replica)" if plan else ""
-    smaller = max(1, int(batch) // 2)
-    return TrainingError(
-        f"the device ran out of memory at trainer.batch_size={batch}{per_replica}: {err.message.splitlines()[0]}",
-        fix=f"trainer.batch_size={smaller} trainer.grad_accum_steps={trainer.grad_accum_steps * 2} (same "
-        "effective batch in less memory), hardware.memory_growth=true (share the GPU), or precision=mixed/bf16",
-    )
+def say_phase(history, trainer: TrainerConfig, tracker: Tracker, num_train: int | None) -> None:
+    """What a phase's end tells: which weights it kept (when something chose them), where the pipeline bound it,
+    its numerics check, its timing."""
+    if history.kept.chosen:  # the last epoch's own weights, as a user expects without a chooser, go unsaid
+        log.info(f"weights: kept {history.kept.said}")
+    said = history.input_bound
+    tracker.set_tags({"weights.kept": history.kept.said, **({"input_bound": said} if said else {})})
+    if trainer.check_numerics:  # finite: NonFiniteGuard saw each epoch's running loss
+        say_numerics_clean(len(history.history.get("loss", [])), num_train, tracker)
+    if history.timings:
+        tracker.log_metrics(history.timings)
 
 
 # --- fine-tuning (transfer learning) -------------------------------------------------------------
@@ -280,21 +281,3 @@ def merge_histories(first, second):
     first.kept = second.kept  # what the last phase ended with
     first.input_bound = second.input_bound or first.input_bound
     return first
-
-
-# --- evaluate --------------------------------------------------------------------------------
-
-def evaluate(model, datasets, history, tracker: Tracker) -> dict[str, float]:
-    """The run's results (metrics.end_of_run): the last epoch's metrics, each phase's timing, the
-    test split's (logged as test_*) and the model's size in `parameters` (logged: a multi-objective
-    search can trade accuracy against it). Validation and test figures are the kept weights' (kept_weights.py):
-    where those are not the last epoch's own, the validation split is measured again on them."""
-    with native_lines_streamed(), datasets.named_errors():  # the first read of a cache on disk: TensorFlow warns
-        test = model.evaluate(datasets.test, return_dict=True, verbose=0)  # it was not read whole, though it was
-    last_epoch = {k: float(v[-1]) for k, v in history.history.items() if v and k != INPUT_WAIT}  # per epoch only
-    kept = getattr(history, "kept", None)
-    if kept is not None and not kept.last_epoch:
-        last_epoch = kept_weights.validation_on_kept(model, datasets, last_epoch)
-    results = end_of_run(last_epoch, getattr(history, "timings", {}), test, float(model.count_params()))
-    tracker.log_metrics({k: v for k, v in results.items() if k.startswith(TEST) or k == PARAMETERS})
-    return results

@@ -37,7 +37,7 @@ def test_a_signal_during_a_store_write_waits_for_it_then_ends_the_run_killed(tmp
     client, (run,) = mlflow_client(tmp_path), mlflow_runs(tmp_path)
     assert run.info.status == "KILLED"
     assert run.data.tags["error"] == f"interrupted ({signal.Signals(signum).name})"
-    assert [m.value for m in client.get_metric_history(run.info.run_id, "loss")] == [0.5]
+    assert [m.value for m in client.get_metric_history(run.info.run_id, "epoch/loss")] == [0.5]
     assert {sig: signal.getsignal(sig) for sig in before} == before  # the run's handlers were its own only
 
 

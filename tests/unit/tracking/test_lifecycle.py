@@ -18,7 +18,7 @@ def test_a_successful_run_ends_finished_with_batched_epoch_metrics(tmp_path):
     assert run.info.status == "FINISHED"
     assert run.data.params == {"trainer.epochs": "2", "db.password": "***"}
     assert run.data.tags["command"] == "python -m tfx_hydra"
-    history = client.get_metric_history(run.info.run_id, "accuracy")
+    history = client.get_metric_history(run.info.run_id, "epoch/accuracy")  # an epoch's curve: metrics.py
     assert [(m.step, m.value) for m in history] == [(0, 0.5), (1, 0.75)]
     assert run.info.artifact_uri.startswith(f"{tmp_path}/mlruns/tfx_hydra/")
 
@@ -101,7 +101,7 @@ def test_an_epoch_carries_what_was_held_in_one_request_and_the_end_sends_the_res
         tracker.log_epoch(0, {"loss": 1.0})
         assert sent == [(0, 2, 1)]
         run = mlflow_client(tmp_path).get_run(tracker.run_id)
-        assert run.data.tags["xla"] == "on" and run.data.metrics["loss"] == 1.0  # in the store as the epoch ends
+        assert run.data.tags["xla"] == "on" and run.data.metrics["epoch/loss"] == 1.0  # in the store as the epoch ends
         tracker.log_metrics({"test_accuracy": 0.9})
         tracker.set_tags({"optuna.state": "COMPLETE"})
     (run,) = mlflow_runs(tmp_path)

@@ -45,8 +45,10 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
 
     def __init__(self, backup_dir: str, last_epoch: int, catch_up=None, epochs_key: str = "trainer.epochs",
                  epochs_before: int = 0, every: tuple[float | None, int | None] | str | None = None,
-                 steps_per_epoch: int | None = None, within_epochs: bool = True) -> None:
-        super().__init__(backup_dir, save_freq="epoch", double_checkpoint=True, delete_checkpoint=True)
+                 steps_per_epoch: int | None = None, within_epochs: bool = True, on_trained=None) -> None:
+        # the backup outlives fit: `on_trained` replaces it with what the phase ended with (trainer/trained.py)
+        super().__init__(backup_dir, save_freq="epoch", double_checkpoint=True, delete_checkpoint=False)
+        self.on_trained = on_trained  # called with every epoch's saved logs as training ends, signals held
         self.last_epoch = last_epoch  # the phase trains up to this epoch (epochs_before + the phase's epochs)
         self.catch_up = catch_up  # called with {epoch: logs} of the backed-up epochs on resume
         self.epochs_key, self.epochs_before = epochs_key, epochs_before  # for the fix: the key that sets this phase
@@ -78,7 +80,7 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
         done = self.model._initial_epoch
         if done is None:
             return
-        if done >= self.last_epoch:
+        if done > self.last_epoch:
             raise TrainingError(f"the backup in {self.backup_dir} holds {done} completed epochs, and this run trains "
                                 f"up to epoch {self.last_epoch}: there is nothing left to resume.",
                                 fix=f"{self.epochs_key}={done - self.epochs_before + 1} or more to train on from the "
@@ -87,6 +89,17 @@ class EpochBackup(keras.callbacks.BackupAndRestore):
             backed_up = {int(epoch): values for epoch, values in self._read_logs().items() if int(epoch) < done}
             self.catch_up(backed_up)
         self._resume_midway(done)
+
+    def on_train_end(self, logs=None):
+        """Training's end (every epoch trained; after early stopping's or KeepBest's restore and the EMA's swap):
+        what the phase ended with is written, and replaces the epoch backup, before a signal is taken. A backup
+        that already held every epoch (a kill between the last epoch's backup and this) ends here too: fit then
+        trained no epoch, and the epochs' logs come from the backup."""
+        super().on_train_end(logs)
+        if self.on_trained is not None:
+            with uninterrupted(), disk_full_said(self.backup_dir):
+                os.makedirs(self.backup_dir, exist_ok=True)
+                self.on_trained(self._read_logs())
 
     def on_epoch_begin(self, epoch, logs=None):
         self._current_epoch, self._done, self._skipped = epoch, 0, 0
