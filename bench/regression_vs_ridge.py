@@ -48,7 +48,7 @@ def tfx_hydra_rmse(table: Path, seed: int, folder: Path) -> dict[str, float]:
         raise SystemExit(done.stderr[-3000:])
     client = MlflowClient(tracking_uri=f"sqlite:///{folder / 'mlflow.db'}")
     (run,) = client.search_runs([client.get_experiment_by_name("tfx_hydra").experiment_id])
-    epochs = len(client.get_metric_history(run.info.run_id, "val_loss"))  # early stopping ends it
+    epochs = len(client.get_metric_history(run.info.run_id, "epoch/val_loss"))  # early stopping ends it
     return {k: run.data.metrics[k] for k in ("test_rmse", "test_mae", "test_r2")} | {"epochs_trained": epochs}
 
 

@@ -72,7 +72,7 @@ def test_default_run_is_recorded_in_mlflow(default_run):
     assert tags["hardware.requested"] == "auto" and tags["hardware.profile"] == "cpu"
     assert tags["hardware.profile_reason"] == "no GPU is visible" and tags["strategy.replicas"] == "1"
     assert tags["precision.policy"] == "float32" and tags["git.commit"].startswith("none")
-    val_accuracy = client.get_metric_history(run.info.run_id, "val_accuracy")
+    val_accuracy = client.get_metric_history(run.info.run_id, "epoch/val_accuracy")
     assert [m.step for m in val_accuracy] == [0, 1]
     assert 0.1 < run.data.metrics["test_accuracy"] <= 1.0
     assert run.data.metrics["examples_per_sec"] > 0
@@ -199,7 +199,7 @@ def test_ctrl_c_or_sigterm_during_training_ends_the_run_killed_with_its_backup(t
     (run,) = mlflow_runs(tmp_path)
     assert run.info.status == "KILLED"
     assert run.data.tags["error"] == f"interrupted ({reason})"
-    assert len(mlflow_client(tmp_path).get_metric_history(run.info.run_id, "loss")) >= 1
+    assert len(mlflow_client(tmp_path).get_metric_history(run.info.run_id, "epoch/loss")) >= 1
     backup = run.data.tags["resume.backup_dir"]
     assert Path(backup).is_dir()  # kept: the same command resumes it
     assert "Traceback" not in rest and "KeyboardInterrupt" not in rest  # an interrupt, not a crash

@@ -130,7 +130,7 @@ def test_a_long_epoch_is_followed_mid_epoch_in_the_log_and_in_mlflow(tmp_path):
     history = mlflow_client(tmp_path).get_metric_history(run.info.run_id, "running_loss")
     assert [m.step for m in history] == [16, 32, 57, 73]  # the optimizer's steps: epoch 2 began at 41
     assert history[0].value > history[-1].value  # the digits are learnt
-    assert [m.step for m in mlflow_client(tmp_path).get_metric_history(run.info.run_id, "loss")] == [0, 1]
+    assert [m.step for m in mlflow_client(tmp_path).get_metric_history(run.info.run_id, "epoch/loss")] == [0, 1]
 
 
 SLOW_PIPELINE = '''

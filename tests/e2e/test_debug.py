@@ -134,4 +134,4 @@ def test_numerics_names_the_op_that_made_the_first_nan(tmp_path):
     assert said, (done.stdout + done.stderr)[-3000:]
     (run,) = mlflow_runs(tmp_path)
     assert run.info.status == "FAILED" and "check_numerics" in run.data.tags["error"]
-    assert mlflow_client(tmp_path).get_metric_history(run.info.run_id, "loss") == []  # it stopped in epoch 1
+    assert mlflow_client(tmp_path).get_metric_history(run.info.run_id, "epoch/loss") == []  # it stopped in epoch 1

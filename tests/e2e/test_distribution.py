@@ -92,7 +92,7 @@ def test_a_killed_run_resumes_from_its_last_epoch_in_the_same_mlflow_run(tmp_pat
     assert shown[0] == f"{backed_up + 1}/5" and shown[-1] == "5/5"  # starts after the last backed-up epoch
     (resumed,) = mlflow_runs(tmp_path)
     assert resumed.info.run_id == crashed.info.run_id and resumed.info.status == "FINISHED"
-    history = mlflow_client(tmp_path).get_metric_history(resumed.info.run_id, "val_accuracy")
+    history = mlflow_client(tmp_path).get_metric_history(resumed.info.run_id, "epoch/val_accuracy")
     assert sorted(m.step for m in history) == [0, 1, 2, 3, 4]  # five epochs, each once
     assert not backup.exists()  # removed after success
 

@@ -87,7 +87,7 @@ def test_a_tracking_server_killed_mid_run_loses_nothing(tmp_path):
         (run_info,) = client.search_runs([client.get_experiment_by_name("tfx_hydra").experiment_id])
         run_id = run_info.info.run_id
         assert run_info.info.status == "FINISHED"
-        for key in ("loss", "val_accuracy", "examples_per_sec"):
+        for key in ("epoch/loss", "epoch/val_accuracy", "examples_per_sec"):
             assert [m.step for m in client.get_metric_history(run_id, key)] == [0, 1, 2, 3], key
         assert {"test_accuracy", "objective", "train_seconds"} <= set(run_info.data.metrics)
         assert {"plots", "export", "model", ".hydra", "config_resolved.yaml"} <= {
@@ -132,7 +132,7 @@ def test_an_interrupted_sweep_rerun_skips_finished_jobs_and_resumes_the_killed_o
     assert after["job 0: units 32"].info.end_time == runs["job 0: units 32"].info.end_time  # not re-run
     client = mlflow_client(tmp_path)
     resumed = after["job 1: units 48"].info.run_id
-    assert [m.step for m in client.get_metric_history(resumed, "val_accuracy")] == [0, 1, 2, 3]
+    assert [m.step for m in client.get_metric_history(resumed, "epoch/val_accuracy")] == [0, 1, 2, 3]
     finished = client.get_run(resumed).data.tags  # the interruption is history once the run has finished
     assert "error" not in finished and finished["resume.interrupted_by"] == "interrupted (SIGINT)"
     assert after[parent.info.run_name].data.tags["sweep.finished"] == "3"
@@ -157,8 +157,10 @@ def test_eight_parallel_jobs_on_one_fresh_sqlite_store_land_with_every_metric(tm
         "python -m tfx_hydra -m hydra/launcher=parallel hydra.launcher.n_jobs=4 model.units=16,32,48,64 "
         "optimizer.learning_rate=0.01,0.001 trainer.epochs=2 data.limit=200 export=none export.mlflow_model=false "
         "tracking.system_metrics.interval=1")
-    per_epoch = {"loss", "accuracy", "val_loss", "val_accuracy", "examples_per_sec", "epoch_seconds", "lr"}
-    once = {"test_loss", "test_accuracy", "train_seconds", "train_examples_per_sec", "objective", "parameters"}
+    per_epoch = {"epoch/loss", "epoch/accuracy", "epoch/val_loss", "epoch/val_accuracy", "examples_per_sec",
+                 "epoch_seconds", "lr"}
+    once = {"test_loss", "test_accuracy", "train_seconds", "train_examples_per_sec", "objective", "parameters",
+            "loss", "accuracy", "val_loss", "val_accuracy"}  # the kept weights' figures (metrics.py)
     with sqlite3.connect(tmp_path / "mlflow.db") as db:  # every metric row, counted in the store itself
         rows = db.execute("SELECT run_uuid, key, step FROM metrics WHERE key NOT LIKE 'system/%'").fetchall()
         sampled = db.execute("SELECT COUNT(DISTINCT run_uuid) FROM metrics WHERE key LIKE 'system/%'").fetchone()[0]
@@ -185,4 +187,4 @@ def test_weights_that_turn_nan_end_the_run_failed_with_the_last_good_backup_kept
     backup = Path(run.data.tags["resume.backup_dir"])
     assert json.loads((backup / "training_metadata.json").read_text())["epoch"] == 2  # epochs 1-2 kept
     client = mlflow_client(tmp_path)
-    assert [m.step for m in client.get_metric_history(run.info.run_id, "loss")] == [0, 1]  # epoch 3 not logged
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "epoch/loss")] == [0, 1]  # epoch 3 not logged

@@ -63,7 +63,7 @@ def test_a_team_search_on_postgresql_with_an_mlflow_server_and_the_dashboard(tmp
                 run = next(c for c in children if c.data.tags["optuna.trial"] == str(trial.number))
                 for key, value in trial.params.items():
                     assert float(run.data.params[key]) == pytest.approx(float(value))
-                history = client.get_metric_history(run.info.run_id, "val_accuracy")
+                history = client.get_metric_history(run.info.run_id, "epoch/val_accuracy")
                 assert [round(m.value, 6) for m in history] == [round(v, 6) for v in
                                                                 trial.intermediate_values.values()]
             assert_pruned_trials_look_pruned(study, client, children)

@@ -64,7 +64,7 @@ def test_a_kill_at_an_epochs_end_then_resume_logs_every_epoch_exactly_once(tmp_p
     (resumed,) = mlflow_runs(tmp_path)
     assert resumed.info.status == "FINISHED"
     client = mlflow_client(tmp_path)
-    for key in ("loss", "val_accuracy", "epoch_seconds"):
+    for key in ("epoch/loss", "epoch/val_accuracy", "epoch_seconds"):
         assert sorted(m.step for m in client.get_metric_history(resumed.info.run_id, key)) == [0, 1, 2], key
 
 
@@ -138,7 +138,7 @@ def test_a_full_disk_under_the_default_store_still_ends_in_one_message(small_dis
 
 def running_children(launch: Path, epochs: str) -> list:
     return [r for r in mlflow_runs(launch) if "mlflow.parentRunId" in r.data.tags and r.info.status == "RUNNING"
-            and r.data.metrics.get("loss") is not None and r.data.params.get("trainer.epochs") == epochs]
+            and r.data.metrics.get("epoch/loss") is not None and r.data.params.get("trainer.epochs") == epochs]
 
 
 # joblib tears its pool down when a worker dies (the other job dies too, the rest never run); submitit_local

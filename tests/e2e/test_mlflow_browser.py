@@ -102,7 +102,8 @@ def test_bare_mlflow_ui_in_the_launch_dir_serves_every_job(sweep_in_the_ui):
     assert params["trainer.epochs"] == "2" and params["model.units"] == "64"
     assert "model.units=64" in tags["hydra.overrides"].split() and tags["env.tensorflow"].startswith("2.")
     assert tags["mlflow.parentRunId"] in {r["info"]["run_id"] for r in runs}
-    history = get(base, "/api/2.0/mlflow/metrics/get-history", run_id=run_id, metric_key="val_accuracy")["metrics"]
+    history = get(base, "/api/2.0/mlflow/metrics/get-history", run_id=run_id,
+                  metric_key="epoch/val_accuracy")["metrics"]
     assert [m["step"] for m in history] == [0, 1]
     listed = {f["path"] for f in get(base, "/api/2.0/mlflow/artifacts/list", run_id=run_id)["files"]}
     assert {".hydra", "config_resolved.yaml", "environment", "export"} <= listed

@@ -81,7 +81,10 @@ def steps_trained(tmp_path: Path, steps_log: str) -> list[int]:
 
 
 def epoch_metrics(tmp_path: Path, run_id: str, key: str) -> list[tuple[int, float]]:
-    return sorted((m.step, m.value) for m in mlflow_client(tmp_path).get_metric_history(run_id, key))
+    """The run's curve of `key`, each epoch's value (Keras' figures under epoch/<key>, the clock's as they are)."""
+    from tfx_hydra.metrics import epoch_metric
+
+    return sorted((m.step, m.value) for m in mlflow_client(tmp_path).get_metric_history(run_id, epoch_metric(key)))
 
 
 @pytest.fixture

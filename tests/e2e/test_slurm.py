@@ -236,7 +236,7 @@ def test_a_job_cancelled_with_scancel_is_named_with_the_command_that_resumes_it_
         deadline = time.monotonic() + 240
         while not (training := [r for r in (mlflow_runs(tmp_path) if (tmp_path / "mlflow.db").exists() else [])
                                 if r.data.params.get("trainer.epochs") == "25" and r.info.status == "RUNNING"
-                                and r.data.metrics.get("loss") is not None]):
+                                and r.data.metrics.get("epoch/loss") is not None]):
             assert sweep.poll() is None and time.monotonic() < deadline, "the long job did not start training"
             time.sleep(0.5)
         (victim,) = training
@@ -265,7 +265,7 @@ def test_a_job_cancelled_with_scancel_is_named_with_the_command_that_resumes_it_
     parent = next(r for r in runs if r.info.run_id == parent.info.run_id)  # the same parent, counted again
     assert (parent.info.status, parent.data.tags["sweep.finished"], parent.data.tags["sweep.killed"]) == \
         ("FINISHED", "2", "0")
-    steps = [m.step for m in mlflow_client(tmp_path).get_metric_history(victim.info.run_id, "loss")]
+    steps = [m.step for m in mlflow_client(tmp_path).get_metric_history(victim.info.run_id, "epoch/loss")]
     assert sorted(steps) == list(range(25))  # every epoch logged once, across the cancel
 
 
@@ -295,7 +295,7 @@ def wait_for_training(launch: Path, count: int, timeout: float = 240) -> list:
     while time.monotonic() < deadline:
         runs = mlflow_runs(launch) if (launch / "mlflow.db").exists() else []
         training = [r for r in runs if r.info.status == "RUNNING" and "sweep.dir" not in r.data.tags
-                    and r.data.metrics.get("loss") is not None]
+                    and r.data.metrics.get("epoch/loss") is not None]
         if len(training) >= count:
             return training
         time.sleep(0.5)
@@ -370,7 +370,7 @@ def test_a_requeued_or_time_limited_job_resumes_its_own_run_from_its_backup_and_
         run = next(r for r in runs if r.info.run_id == victims[num].info.run_id)  # the same run, taken up again
         assert run.info.status == "FINISHED" and "error" not in run.data.tags
         assert run.data.tags["resume.interrupted_by"] == f"interrupted ({signal_name})"
-        steps = [m.step for m in client.get_metric_history(run.info.run_id, "loss")]
+        steps = [m.step for m in client.get_metric_history(run.info.run_id, "epoch/loss")]
         assert sorted(steps) == list(range(epochs))  # every epoch logged once, across the interruption
         log = (sweep_dir / num / "tfx_hydra.log").read_text()  # both attempts of the job write to it
         assert f"resuming MLflow run {run.info.run_id} from its backup" in log

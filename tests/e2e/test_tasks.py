@@ -187,7 +187,7 @@ def test_a_regression_sweep_minimises_untold_and_a_search_prunes_on_val_mae(tmp_
     client, parent, children = parent_and_children(search)
     for trial in study.trials:  # each epoch's val_mae reported to the pruner
         run = next(c for c in children if c.data.tags["optuna.trial"] == str(trial.number))
-        history = [m.value for m in client.get_metric_history(run.info.run_id, "val_mae")]
+        history = [m.value for m in client.get_metric_history(run.info.run_id, "epoch/val_mae")]
         assert list(trial.intermediate_values.values()) == pytest.approx(history)
     assert parent.data.tags["optuna.best_trial"] == str(min(
         (t for t in study.trials if t.value is not None), key=lambda t: t.value).number)

@@ -99,7 +99,7 @@ def test_a_hub_text_encoder_is_trained_frozen_then_fine_tuned_and_serves_raw_tex
     assert done.returncode == 0, done.stderr[-3000:]
     assert "fine-tuning: backbone unfrozen (5 trainable weights)" in done.stdout
     run = only_run(tmp_path)
-    assert len(mlflow_client(tmp_path).get_metric_history(run.info.run_id, "val_loss")) == 4  # 2 frozen + 2 tuned
+    assert len(mlflow_client(tmp_path).get_metric_history(run.info.run_id, "epoch/val_loss")) == 4  # 2 frozen + 2 tuned
     import tfx_hydra.models.layers  # noqa: F401  (registers HubLayer for loading)
 
     model = keras.models.load_model(run.data.tags["export.keras.path"])

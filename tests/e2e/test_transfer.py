@@ -43,7 +43,7 @@ def test_head_then_fine_tuning_in_one_tracked_run_from_converted_tfrecords(tmp_p
     client = mlflow_client(tmp_path)
     assert run.info.status == "FINISHED"
     assert run.data.params["data._target_"] == "tfx_hydra.data.tfrecord"
-    assert [m.step for m in client.get_metric_history(run.info.run_id, "val_loss")] == [0, 1, 2, 3]  # both phases
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "epoch/val_loss")] == [0, 1, 2, 3]  # both phases
     tags = run.data.tags
     head = 16 * 10 + 10  # the softmax head on 16 hub features
     assert tags["model.params.trainable"] == str(head)  # phase one: the hub backbone frozen
@@ -95,7 +95,7 @@ def test_a_run_interrupted_while_fine_tuning_resumes_in_that_phase(tmp_path):
     (resumed,) = mlflow_runs(tmp_path)
     assert resumed.info.run_id == killed.info.run_id and resumed.info.status == "FINISHED"
     assert "error" not in resumed.data.tags and resumed.data.tags["resume.interrupted_by"] == "interrupted (SIGINT)"
-    history = mlflow_client(tmp_path).get_metric_history(resumed.info.run_id, "val_loss")
+    history = mlflow_client(tmp_path).get_metric_history(resumed.info.run_id, "epoch/val_loss")
     assert sorted(m.step for m in history) == [0, 1, 2, 3, 4]  # each epoch once: the head's was not redone
     assert "train_seconds" in killed.data.metrics and "finetune_seconds" in resumed.data.metrics
     assert not (tmp_path / "out" / "backup").exists()  # both phases' backups gone after success

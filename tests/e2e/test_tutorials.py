@@ -97,7 +97,8 @@ def test_data_larger_than_memory_streams_a_table_resumes_it_at_the_step_and_cach
     (run,) = mlflow_runs(project)
     assert run.info.status == "FINISHED" and "test_r2" in run.data.metrics
     client = mlflow_client(project)
-    for key in ("loss", "mae", "val_loss"):  # each epoch once, epoch 1's training figures from the backup
+    # each epoch once, epoch 1's training figures from the backup
+    for key in ("epoch/loss", "epoch/mae", "epoch/val_loss"):
         assert [m.step for m in client.get_metric_history(run.info.run_id, key)] == [0, 1], key
     (first,) = [line for line in resumed.stdout.splitlines() if line.startswith("epoch 1/2 ")]
     assert "  loss " in first and "  val_loss " in first, first

@@ -60,7 +60,7 @@ def assert_pruned_trials_look_pruned(study, client, children, epochs: int = 3) -
         trained = int(run.data.tags["epochs_trained"])
         assert run.info.status == "FINISHED" and run.data.tags["optuna.state"] == "PRUNED"
         assert trained < epochs and trained == len(trial.intermediate_values)
-        assert len(client.get_metric_history(run.info.run_id, "val_accuracy")) == trained
+        assert len(client.get_metric_history(run.info.run_id, "epoch/val_accuracy")) == trained
         assert "objective" not in run.data.metrics and "test_accuracy" not in run.data.metrics
         assert not [a for a in client.list_artifacts(run.info.run_id) if a.path in ("export", "model")]
     for trial in study.trials:

@@ -61,7 +61,8 @@ def test_a_users_job_ends_training_with_its_callback_and_declines_the_artifacts(
     assert result == RunResult(None, ended.info.run_id, ended="ended after epoch 1")
     assert ending.calls == ["attending", "ended", "left"]  # neither evaluated, kept nor completed
     assert ended.info.status == "FINISHED" and "test_loss" not in ended.data.metrics
-    assert len(mlflow_client(tmp_path / "ends").get_metric_history(ended.info.run_id, "loss")) == 1  # its epoch stays
+    assert len(mlflow_client(tmp_path / "ends").get_metric_history(ended.info.run_id,
+                                                                   "epoch/loss")) == 1  # its epoch stays
 
     declining = OwnJob(keeps=False)
     result = run(compose([*TINY, "trainer.epochs=2"], launch_dir=tmp_path / "declines"), declining)

@@ -86,11 +86,11 @@ def export_model(model, datasets, export_cfg: DictConfig, tracker: Tracker, chie
             tracker.log_artifacts(result.path, where)
         for path in result.beside:  # its labels file: in MLflow beside the artifact, as on disk
             tracker.log_artifact(path, artifact_path(path, str(node.get("export_dir") or os.path.dirname(path))))
-        log.info(f"export: {name} written to {result.path}")
         # what the artifact is (its size, its parity with Keras, its version): tags, not charts beside the epochs'
         tracker.set_tags({key: figure_text(value) for key, value in result.figures.items()})
         tracker.set_tags({f"export.{name}.path": result.path})
         note_done(done_in, name, result, tracker)
+        log.info(f"export: {name} written to {result.path}")  # and noted: a stop from here on does not redo it
         results.append(result)
     if chief:
         tracker.set_tags({"model.weights_sha256": weights_sha256(model), "export.failed": len(failures)})

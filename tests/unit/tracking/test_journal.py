@@ -38,7 +38,8 @@ def test_when_mlflow_goes_away_the_run_goes_on_offline_and_sync_sends_the_rest(t
     assert replay_journal(str(out)) == 5  # 2 epochs, 1 tag batch, 1 artifact, the end
     run = client.get_run(run_id)
     assert run.info.status == "FINISHED" and run.data.tags["phase"] == "after the outage"
-    assert [(m.step, m.value) for m in client.get_metric_history(run_id, "epoch/loss")] == [(0, 1.0), (1, 0.5), (2, 0.25)]
+    history = client.get_metric_history(run_id, "epoch/loss")
+    assert [(m.step, m.value) for m in history] == [(0, 1.0), (1, 0.5), (2, 0.25)]
     assert [a.path for a in client.list_artifacts(run_id, "notes")] == ["notes/curve.txt"]
     assert replay_journal(str(out)) == 0  # a second sync sends nothing twice
 
