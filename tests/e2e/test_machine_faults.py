@@ -92,6 +92,48 @@ def test_a_run_killed_with_sigkill_is_closed_by_the_next_command_on_its_store(tm
     assert Path(closed.data.tags["resume.backup_dir"]).is_dir()  # still resumable by its own command
 
 
+@pytest.mark.fresh_store
+def test_a_kill_9_while_the_first_command_creates_the_store_leaves_no_half_made_store(tmp_path):
+    """The first command in a folder makes the store under another name and renames it whole into place: a kill -9
+    while it creates the tables (seen by the file it makes them in) leaves no mlflow.db, and the next command
+    makes a whole one."""
+    process = subprocess.Popen([sys.executable, "-m", "tfx_hydra", "trainer.epochs=1", "export=none"], cwd=tmp_path,
+                               env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not (tmp_path / "mlflow.db.creating").exists():
+        assert process.poll() is None and time.time() < deadline, "the store's creation was not seen"
+        time.sleep(0.01)
+    process.kill()
+    process.wait(timeout=60)
+    assert not (tmp_path / "mlflow.db").exists()
+    again = run_cli_in_process(["trainer.epochs=1", "data.limit=300", "export=none", "export.mlflow_model=false"],
+                               cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [r.info.status for r in mlflow_runs(tmp_path)] == ["FINISHED"]
+    assert not (tmp_path / "mlflow.db.creating").exists()
+
+
+@pytest.mark.fresh_store
+def test_a_half_made_store_an_older_version_left_is_named_with_its_fix(tmp_path):
+    """Planted (an older tfx_hydra created the store in place, and a kill -9 cut its tables' creation short: the
+    moment cannot be hit from outside): a whole store with tables taken away, as such a kill leaves it. MLflow
+    then fails on every open ('table experiment_tags already exists'): one message, the file and the fix."""
+    import sqlite3
+
+    subprocess.run([sys.executable, "-c", "from mlflow.tracking import MlflowClient; MlflowClient(tracking_uri="
+                    f"'sqlite:///{tmp_path / 'mlflow.db'}').search_experiments()"], check=True, capture_output=True)
+    with sqlite3.connect(tmp_path / "mlflow.db") as db:
+        db.execute("DROP TABLE alembic_version")
+        db.execute("DROP TABLE metrics")
+    done = run_cli_in_process(["trainer.epochs=1", "export=none"], cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[0] == (
+        f"TrackingError: the MLflow store {tmp_path / 'mlflow.db'} is half-made: a command was stopped while it created "
+        "the store's tables ((sqlite3.OperationalError) table experiment_tags already exists); it holds no run.")
+    assert f"Fix: mv {tmp_path / 'mlflow.db'} {tmp_path / 'mlflow.db'}.broken, then run again" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 @pytest.fixture
 def small_disk(tmp_path):
     """A real 300 KB filesystem (tmpfs), mounted for the test: root only (CI runs as root)."""

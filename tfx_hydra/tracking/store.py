@@ -95,8 +95,12 @@ def open_store(uri: str, experiment: str, artifact_location: str | None):
 
     try:
         with one_opener_at_a_time(uri):
-            client = client_for(uri)
-            found = client.get_experiment_by_name(experiment)
+            created_whole(uri)
+            try:
+                client = client_for(uri)
+                found = client.get_experiment_by_name(experiment)
+            except Exception as err:  # noqa: BLE001 - SQLAlchemy's, or MLflow's around it
+                raise half_made(uri, err) or err
         if found is None:
             try:
                 return client, client.create_experiment(experiment, artifact_location=artifact_location,
@@ -148,6 +152,51 @@ def one_opener_at_a_time(uri: str) -> Iterator[None]:
                 yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def created_whole(uri: str) -> None:
+    """A new SQLite store is made under another name in its folder, its tables all created, then renamed into
+    place: a kill at any instant (kill -9 included, which no lock or signal handler stops) leaves no store or a
+    whole one, never the half-made file every later command would fail to open. Called with the opener's lock."""
+    if not uri.startswith("sqlite:///"):
+        return
+    path = uri[len("sqlite:///"):]
+    if os.path.exists(path):
+        return
+    from mlflow.store.tracking import DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    partial = f"{path}.creating"
+    for leftover in (partial, f"{partial}-journal"):  # an earlier creation killed half-way
+        if os.path.exists(leftover):
+            os.remove(leftover)
+    store = SqlAlchemyStore(f"sqlite:///{partial}", DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH)
+    store.engine.dispose()
+    os.replace(partial, path)
+
+
+def half_made(uri: str, err: Exception) -> TrackingError | None:
+    """An SQLite store whose creation was cut short by an older version (its tables partly there): MLflow
+    tries to create them again and fails ('table experiment_tags already exists'). Said with the file and
+    the fix, not SQLAlchemy's traceback; None for any other error."""
+    text = f"{err} {err.__cause__ or ''}"
+    if not uri.startswith("sqlite:///") or not re.search(r"already exists|no such table", text):
+        return None
+    import contextlib
+    import sqlite3
+
+    path = uri[len("sqlite:///"):]
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            runs = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+    except sqlite3.Error:
+        runs = 0
+    first = next((line.strip() for line in text.splitlines() if "already exists" in line or "no such" in line),
+                 text.strip().splitlines()[0])
+    held = f"it holds {runs} run(s): keep the moved file to read them" if runs else "it holds no run"
+    return TrackingError(f"the MLflow store {path} is half-made: a command was stopped while it created the store's "
+                         f"tables ({first[:160]}); {held}.",
+                         fix=f"mv {path} {path}.broken, then run again: the next command makes a whole new store")
 
 
 STORE_SETUP_LOGGER = "mlflow.store.db.utils"  # "Creating initial MLflow database tables...", "Updating database tables"
