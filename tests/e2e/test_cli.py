@@ -226,3 +226,28 @@ def test_several_exports_are_verified_and_logged(tmp_path):
     output_dir = Path(run.data.params["paths.output_dir"])
     assert all((output_dir / path).exists() for path in ("export/mlp.tflite", "export/mlp.onnx", "export/mlp.keras"))
     assert "FutureWarning" not in done.stderr  # tf2onnx's np.object notice: in the job log, not the terminal
+
+
+def test_the_runs_table_and_the_logged_model_show_the_kept_weights_figures_and_the_epochs_keep_their_curves(tmp_path):
+    """Early stopping keeps epoch 1's weights (mode=max on a falling val_loss: epoch 2 never improves on it; its
+    restore puts epoch 1 back). The runs table's val_* (what a search and a comparison sort by) and the logged
+    model's linked metrics are the summary's, those weights', not the last epoch's; the epochs' own figures are
+    the epoch/<name> curves."""
+    done = run_cli_in_process(["trainer.epochs=2", "trainer.early_stopping.enabled=true",
+                               "trainer.early_stopping.mode=max", "trainer.early_stopping.patience=0",
+                               "export=none"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "weights: kept epoch 1 of 2 (best val_loss" in done.stdout
+    summary = {row.split("│")[1].strip(): row.split("│")[2].strip() for row in done.stdout.splitlines()
+               if row.startswith("│")}
+    client = mlflow_client(tmp_path)
+    (run,) = client.search_runs([client.get_experiment_by_name("tfx_hydra").experiment_id])  # the runs table
+    curve = {m.step: m.value for m in client.get_metric_history(run.info.run_id, "epoch/val_loss")}
+    assert sorted(curve) == [0, 1] and curve[0] > curve[1]  # each epoch's, under its own name
+    for name in ("val_loss", "val_accuracy", "test_loss", "test_accuracy"):
+        assert f"{run.data.metrics[name]:.4f}" == summary[name], name
+    assert run.data.metrics["val_loss"] == pytest.approx(curve[0], abs=1e-6)  # epoch 1's: the weights kept
+    model = client.get_logged_model(run.data.tags["mlflow.logged_model_id"])
+    linked = {m.key: m.value for m in model.metrics}
+    assert {k: linked[k] for k in summary if k in linked} == {k: run.data.metrics[k] for k in summary if k in linked}
+    assert {"val_loss", "val_accuracy", "test_loss"} <= set(linked) and not any(k.startswith("epoch/") for k in linked)
