@@ -107,8 +107,7 @@ def run_folder(cfg: DictConfig, tracker: Tracker) -> str:
 
 def _link(path: str, target: str) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    if not os.path.lexists(path):
-        os.symlink(target, path, target_is_directory=True)
+    os.path.lexists(path) or os.symlink(target, path, target_is_directory=True)
 
 
 def record_launch(tracker: Tracker, cfg: DictConfig, output_dir: str, launch_dir: str) -> None:
@@ -246,9 +245,11 @@ def record_data(tracker: Tracker, datasets, fold_tags: dict[str, str] | None = N
     split as an MLflow dataset with its digest (the run page's Datasets). `fold_tags`: a cv=kfold job's fold."""
     spec, fold_tags, named = datasets.spec, fold_tags or {}, choice("data") or "data"
     fold = f" (cv fold {fold_tags['cv.fold']} of {fold_tags['cv.folds']})" if fold_tags else ""
+    read = {key: " (read from the file)" * (key in spec.read_from_file) for key in ("input_shape", "num_classes")}
     log.info(f"data: {named}, {counted(datasets.num_train)} train / {counted(datasets.num_validation)} "
-             f"validation{fold} / {counted(datasets.num_test)} test examples; inputs {tuple(spec.input_shape)}, "
-             f"{spec.task.describe(spec.num_classes)}" + (f"; {datasets.cache}" if datasets.cache else ""))
+             f"validation{fold} / {counted(datasets.num_test)} test examples; inputs {tuple(spec.input_shape)}"
+             f"{read['input_shape']}, {spec.task.describe(spec.num_classes)}{read['num_classes']}"
+             + (f"; {datasets.cache}" if datasets.cache else ""))
     if spec.class_names:
         log.info(f"classes: {shown_names(spec.class_names)}")
     sizes = {f"data.num_{split}": "?" if size is None else size for split, size in  # ? : a pipeline of unknown length

@@ -30,6 +30,7 @@ from tfx_hydra import cv, records, reports, task, tracking, trainer
 from tfx_hydra.console import print_summary, shown_names
 from tfx_hydra.data.pipeline import require_datasets
 from tfx_hydra.data.preflight import check_data_config, declared_input_values
+from tfx_hydra.data.spec import fill_in_config
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.export import check_exporters, evaluate_saved_model, export_model, resolve_export_source
 from tfx_hydra.export.source import record_evaluated_model, record_evaluated_split
@@ -81,6 +82,7 @@ def run(cfg: DictConfig, job: Job | None = None) -> RunResult:
         datasets = require_datasets(build(cfg.data, "data", batch_size=setup.plan.global_size,
                                           **cv.data_arguments(settings.cv, settings.seed)),  # a k-fold job's fold
                                     cfg.data._target_, task.from_config(settings.task))
+        fill_in_config(cfg.data, datasets.spec)  # data.input_shape / num_classes left unset: the file's
         cv.require_folded(datasets, settings.cv, cfg.data._target_)
         require_known_length(settings.lr_schedule, datasets.num_train)  # a schedule counts the epoch's updates
         setup = dataclasses.replace(setup, plan=steps_for_run(setup.plan, settings.trainer, datasets))

@@ -131,8 +131,8 @@ def test_a_kill_9_during_an_export_loses_no_training(tmp_path):
 
 def test_sigterm_during_the_test_evaluation_keeps_the_weights(tmp_path):
     (tmp_path / "watched.py").write_text(SIGNALS_IN_THE_TEST_EVALUATION)
-    args = ["data=synthetic", "data._target_=watched.source", "data.input_shape=[16]", "data.num_classes=3", *COMMAND[:2],
-            "export=savedmodel"]
+    args = ["data=synthetic", "data._target_=watched.source", "data.input_shape=[16]", "data.num_classes=3",
+            *COMMAND[:2], "export=savedmodel"]
     env = cli_env() | {"KILL_SIGNAL": "SIGTERM", "PYTHONPATH": f"{tmp_path}:{cli_env()['PYTHONPATH']}"}
     process = started(tmp_path, args, env)
     out, err = process.communicate(timeout=300)

@@ -333,3 +333,29 @@ def test_paths_that_cannot_be_created_are_one_error_naming_them_before_any_work(
     assert ("ConfigError: tfx-hydra init /proc/tfx_hydra_test/project: the folder /proc/tfx_hydra_test cannot be "
             "created (No such file or directory).") in init.stderr, init.stderr
     assert "Traceback" not in init.stderr
+
+
+def test_a_csv_excel_wrote_runs_with_nothing_but_its_path(tmp_path):
+    """A byte-order mark and CRLF ends (Excel's "CSV UTF-8"): it reads, and what the file says (its feature columns,
+    its classes) is not asked again."""
+    rng = np.random.default_rng(0)
+    rows = [f"{rng.uniform(30, 200):.1f},{i % 5 + 1},{['cheap', 'dear'][i % 2]}" for i in range(200)]
+    (tmp_path / "bom.csv").write_bytes(("\ufeffsize_m2,rooms,label\r\n" + "\r\n".join(rows) + "\r\n").encode())
+    done = run_cli_in_process(["data=csv", "data.path=bom.csv", "trainer.epochs=1", "export=none"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "inputs (2,) (read from the file), 2 classes (read from the file)" in done.stdout
+    (run,) = mlflow_runs(tmp_path)
+    assert run.data.tags["data.class_names"] == '["cheap", "dear"]' and run.data.tags["data.input_shape"] == "(2,)"
+
+
+def test_a_data_sources_unexpected_failure_is_one_data_error_not_hydras_wrapper(tmp_path):
+    """A table saved as UTF-16 ("Unicode text") is not what data=csv reads: the source fails where nothing
+    checked for it, and the user gets one DataError naming the file."""
+    (tmp_path / "wide.csv").write_bytes("a,b,label\n1,2,0\n3,4,1\n".encode("utf-16"))
+    done = run_cli_in_process(["data=csv", "data.path=wide.csv", "trainer.epochs=1", "export=none"], cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.startswith("DataError: data=csv reading data.path=wide.csv failed: UnicodeDecodeError: ")
+    assert "Error in call to target" not in done.stderr
+    assert_only_the_message(done.stderr)
+    (run,) = mlflow_runs(tmp_path)
+    assert run.info.status == "FAILED"

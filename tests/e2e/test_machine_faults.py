@@ -128,8 +128,9 @@ def test_a_half_made_store_an_older_version_left_is_named_with_its_fix(tmp_path)
     done = run_cli_in_process(["trainer.epochs=1", "export=none"], cwd=tmp_path)
     assert done.returncode == 1
     assert done.stderr.splitlines()[0] == (
-        f"TrackingError: the MLflow store {tmp_path / 'mlflow.db'} is half-made: a command was stopped while it created "
-        "the store's tables ((sqlite3.OperationalError) table experiment_tags already exists); it holds no run.")
+        f"TrackingError: the MLflow store {tmp_path / 'mlflow.db'} is half-made: a command was stopped while it "
+        "created the store's tables ((sqlite3.OperationalError) table experiment_tags already exists); it holds no "
+        "run.")
     assert f"Fix: mv {tmp_path / 'mlflow.db'} {tmp_path / 'mlflow.db'}.broken, then run again" in done.stderr
     assert "Traceback" not in done.stderr
 

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
@@ -55,25 +56,31 @@ def csv(path, label_column, input_shape, num_classes, batch_size, seed, feature_
     kind = get_task(task)
     rows = data_rows(path)
     why = streams(table, rows, options) if label_columns or task != "multilabel" else None  # tags: read whole
-    x, y, weights, names = read_checked(table, kind, int(num_classes), options.check_finite, label_delimiter,
-                                        limit=SAMPLE_ROWS if why else None, rows=rows)
+    x, y, weights, names, width = read_checked(table, kind, num_classes, options.check_finite, label_delimiter,
+                                               limit=SAMPLE_ROWS if why else None, rows=rows)
     named = os.path.splitext(os.path.basename(path))[0]
+    read = (*(["input_shape"] if input_shape is None else []), *(["num_classes"] if num_classes is None else []))
+    input_shape = [len(features)] if input_shape is None else input_shape
     if why:
-        spec = DataSpec(tuple(int(d) for d in input_shape), int(num_classes), task=kind, class_names=tuple(names or ()))
+        spec = DataSpec(tuple(int(d) for d in input_shape), width, task=kind, class_names=tuple(names or ()))
         check_against_spec("sample", x.shape[1:], len(x), spec)
-        return streamed_table(table, spec, options, {"x": x, "y": y, "names": names},
-                              split_pattern(test_split, validation_split, seed), rows, normalization, why, named)
-    splits = split_three_ways(x, y, test_split, validation_split, seed, weights=weights)
-    del x, y, weights  # the splits are copies: the whole table need not stay beside them
-    return from_arrays(splits, input_shape, num_classes, options, normalization, named=named,
-                       source=os.path.abspath(path), source_type="local", task=kind, class_names=names)
+        datasets = streamed_table(table, spec, options, {"x": x, "y": y, "names": names},
+                                  split_pattern(test_split, validation_split, seed), rows, normalization, why, named)
+    else:
+        splits = split_three_ways(x, y, test_split, validation_split, seed, weights=weights)
+        del x, y, weights  # the splits are copies: the whole table need not stay beside them
+        datasets = from_arrays(splits, input_shape, width, options, normalization, named=named,
+                               source=os.path.abspath(path), source_type="local", task=kind, class_names=names)
+    datasets.spec = dataclasses.replace(datasets.spec, feature_names=tuple(features), read_from_file=read)
+    return datasets
 
 
-def read_checked(table: Table, kind, width: int, check_finite: bool, label_delimiter: str | None,
+def read_checked(table: Table, kind, width: int | None, check_finite: bool, label_delimiter: str | None,
                  limit: int | None = None, rows: int | None = None,
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, list[str] | None]:
-    """(inputs, labels as the task takes them, weights or None, the classes' names or None) of the table's
-    `rows` (`limit`: its first rows), each cell checked: a bad one is a DataError naming its row and column."""
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, list[str] | None, int]:
+    """(inputs, labels as the task takes them, weights or None, the classes' names or None, the labels' width) of
+    the table's `rows` (`limit`: its first rows), each cell checked: a bad one is a DataError naming its row and
+    column. `width` None (data.num_classes unset): the labels' own (their classes, tags or columns)."""
     numbers = [*([table.weight] if table.weight else []), *(table.labels if table.label_columns else [])]
     x, columns = read_table("data.path", table.path, matrix=table.features, numeric=numbers,
                             text=[] if table.label_columns else table.labels, limit=limit, rows=rows)
@@ -81,7 +88,28 @@ def read_checked(table: Table, kind, width: int, check_finite: bool, label_delim
         require_finite_cells(table.path, x, table.features)
     values, names = label_values(table.path, columns, table.labels, kind.name, label_delimiter)
     weights = example_weights(table.path, columns[table.weight], table.weight) if table.weight else None
-    return x, kind.labels(values, table.path, width, first_row=2), weights, names
+    width = labels_width(kind.name, values, names, len(table.labels)) if width is None else int(width)
+    require_width_of_names(table.path, width, names, kind.name)
+    return x, kind.labels(values, table.path, width, first_row=2), weights, names, width
+
+
+def require_width_of_names(path: str, width: int, names: list[str] | None, task: str) -> None:
+    """data.num_classes, set, against the classes (or tags) the file names."""
+    if names and task in ("classification", "multilabel") and width != len(names):
+        what = "classes" if task == "classification" else "labels"
+        raise DataError(f"data.num_classes={width} does not match {path}: its labels name {len(names)} {what} "
+                        f"({', '.join(names[:8])}{', ...' if len(names) > 8 else ''}).",
+                        fix=f"data.num_classes={len(names)}, or data.num_classes=null to read it from the file")
+
+
+def labels_width(task: str, values: np.ndarray, names: list[str] | None, columns: int) -> int:
+    """data.num_classes as the file says it: its class names' count, or its largest class index + 1
+    (classification); its tags or 0/1 columns (multilabel); 1 (binary); its target columns (regression)."""
+    if task == "classification":
+        return len(names) if names else int(np.max(values)) + 1 if len(values) else 0
+    if task == "multilabel":
+        return len(names) if names else columns
+    return 1 if task == "binary" else columns
 
 
 def example_weights(path: str, weights: np.ndarray, column: str) -> np.ndarray:

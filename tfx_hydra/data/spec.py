@@ -31,6 +31,10 @@ class DataSpec:
     target_std: tuple[float, ...] | None = None   # where the source read them (in-memory sources do)
     class_names: tuple[str, ...] = ()  # the classes' (multilabel: the tags') names in index order, where the data
     # names them (class folders, a CSV's class strings, tags) or data.class_names does; () : numbered
+    feature_names: tuple[str, ...] = ()  # a table's feature columns, in the order the model takes them: served by
+    # name (export/served.py); () : the inputs have no names
+    read_from_file: tuple[str, ...] = ()  # the data.* settings left unset that the file answered (input_shape,
+    # num_classes): said on the data line, and set in the run's config for the model's interpolations
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -78,3 +82,10 @@ def with_class_names(spec: DataSpec, found: Sequence[str] | None, configured: Se
         raise DataError(f"the class name {bad!r} is empty or spans lines: a served model answers with it.",
                         fix="data.class_names=[...] with a name per class on one line")
     return dataclasses.replace(spec, class_names=names)
+
+
+def fill_in_config(data_cfg, spec: DataSpec) -> None:
+    """The data.* settings left unset that the file answered (spec.read_from_file), written into the run's
+    config: the model's `${data.input_shape}` and `${data.num_classes}` then mean the file's."""
+    for key in spec.read_from_file:
+        data_cfg[key] = list(spec.input_shape) if key == "input_shape" else spec.num_classes

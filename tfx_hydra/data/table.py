@@ -26,7 +26,7 @@ NOT_A_NUMBER_FIX = "fix the file, or leave the column out with data.feature_colu
 def read_header(key: str, path: str, delimiter: str = ",") -> list[str]:
     """The column names: a CSV/TSV's first row, or a JSON Lines file's first object's keys."""
     require_path(key, path, fix=f"{key}=/abs/path/table.csv (with a header row)", file=True)
-    with open(path, newline="", encoding="utf-8") as file:
+    with open(path, newline="", encoding="utf-8-sig") as file:  # a spreadsheet's byte-order mark is no column's
         if path.endswith(".jsonl"):
             first = next((line for line in file if line.strip()), None)
             if first is None:
@@ -89,7 +89,7 @@ def read_table(key: str, path: str, matrix: Sequence[str] = (), numeric: Sequenc
                 coded.add(filled, batch.column(name))
             filled = end
     except pa.ArrowInvalid as err:
-        raise _bad_cell(key, path, header, str(err), delimiter) from None
+        raise _bad_cell(key, path, header, str(err), delimiter, [*matrix, *numeric]) from None
     if filled == 0:
         raise DataError(f"{key}={path} has no header or no rows.", fix="a header row, then one row per example")
     columns = {name: kept[:filled] for name, kept in numbers.items()} | {
@@ -161,13 +161,19 @@ def stacked(columns: dict[str, np.ndarray], names: Sequence[str]) -> np.ndarray:
     return x
 
 
-def _bad_cell(key: str, path: str, header: list[str], message: str, delimiter: str) -> DataError:
-    """pyarrow's error as the row and column a user opens the file at."""
+def _bad_cell(key: str, path: str, header: list[str], message: str, delimiter: str,
+              numeric: Sequence[str] = ()) -> DataError:
+    """pyarrow's error as the rows and columns a user opens the file at: every cell that is not a number, up
+    to BAD_CELLS_SAID of them, in one message (the next run does not find the next one)."""
     found = re.search(r"In CSV column #(\d+): CSV conversion error to float: invalid value '(.*)'", message)
     if found and int(found.group(1)) < len(header):
-        column = header[int(found.group(1))]
-        row, value = first_non_number(path, column, delimiter)
-        return DataError(f"{path}, row {row}, column {column}: '{value}' is not a number.", fix=NOT_A_NUMBER_FIX)
+        cells, total = bad_cells(path, list(numeric) or [header[int(found.group(1))]], delimiter)
+        if len(cells) == 1:
+            row, column, value = cells[0]
+            return DataError(f"{path}, row {row}, column {column}: '{value}' is not a number.", fix=NOT_A_NUMBER_FIX)
+        listed = "; ".join(f"row {row}, column {column}: '{value}'" for row, column, value in cells)
+        more = f"; and {total - len(cells):,} more" if total > len(cells) else ""
+        return DataError(f"{path}: {total:,} cells are not numbers: {listed}{more}.", fix=NOT_A_NUMBER_FIX)
     if message.startswith("Empty CSV file"):
         return DataError(f"{key}={path} has no header or no rows.", fix="a header row, then one row per example")
     ragged = re.search(r"Expected (\d+) columns, got (\d+): (.*)", message)
@@ -177,6 +183,39 @@ def _bad_cell(key: str, path: str, header: list[str], message: str, delimiter: s
                          "that hold the delimiter)")
     return DataError(f"{path} cannot be read as a table: {message.splitlines()[0]}", fix="a header row, then one "
                      "row per example, cells separated by the delimiter")
+
+
+BAD_CELLS_SAID = 20  # a file's cells that are not numbers, named in its one error; the rest are counted
+
+
+def bad_cells(path: str, columns: Sequence[str], delimiter: str) -> tuple[list[tuple[int, str, str]], int]:
+    """([(file row, column, cell)] of the first BAD_CELLS_SAID cells of `columns` that float() cannot read, in
+    the file's order, and how many there are in all). The file streams in blocks as text; a block's column is
+    looked at cell by cell only when pyarrow cannot make it numbers."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as arrow_csv
+
+    reader = arrow_csv.open_csv(path, read_options=arrow_csv.ReadOptions(block_size=BLOCK_BYTES),
+                                parse_options=arrow_csv.ParseOptions(delimiter=delimiter),
+                                convert_options=arrow_csv.ConvertOptions(
+                                    column_types={name: pa.string() for name in columns}, include_columns=list(columns),
+                                    null_values=[], strings_can_be_null=False))
+    found, total, start = [], 0, 0
+    for batch in reader:
+        here = []
+        for name in columns:
+            cells = batch.column(name)
+            try:
+                pc.cast(cells, pa.float32())
+                continue
+            except pa.ArrowInvalid:
+                here += [(start + index + 2, name, value) for index, value in enumerate(cells.to_pylist())
+                         if not is_number(value)]
+        total += len(here)
+        found = (found + sorted(here))[:BAD_CELLS_SAID]
+        start += batch.num_rows
+    return found, total
 
 
 def first_non_number(path: str, column: str, delimiter: str) -> tuple[int, str]:

@@ -6,9 +6,10 @@ streamed from its file (table_stream.py). The label columns are read as data=csv
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
-from tfx_hydra.data.csv import label_values
+from tfx_hydra.data.csv import label_values, labels_width, require_width_of_names
 from tfx_hydra.data.options import options_from
 from tfx_hydra.data.pipeline import Datasets, from_arrays
 from tfx_hydra.data.spec import DataSpec
@@ -44,13 +45,19 @@ def text_table(path, text_column, label_column, num_classes, batch_size, seed, i
                             limit=SAMPLE_ROWS if why else None, rows=rows)
     texts = columns[text_column]
     values, names = label_values(path, columns, labels, task, label_delimiter)
-    y = kind.labels(values, path, int(num_classes), first_row=first_row)
+    width = labels_width(task, values, names, len(labels)) if num_classes is None else int(num_classes)
+    require_width_of_names(path, width, names, task)
+    y = kind.labels(values, path, width, first_row=first_row)
     named = os.path.splitext(os.path.basename(path))[0]
     if why:
-        spec = DataSpec(tuple(int(d) for d in input_shape), int(num_classes), task=kind, input_dtype="string",
+        spec = DataSpec(tuple(int(d) for d in input_shape), width, task=kind, input_dtype="string",
                         class_names=tuple(names or ()))
-        return streamed_table(table, spec, options, {"x": texts, "y": y, "names": names},
-                              split_pattern(test_split, validation_split, seed), rows, "none", why, named)
-    splits = split_three_ways(texts, y, test_split, validation_split, seed)
-    return from_arrays(splits, input_shape, num_classes, options, "none", named=named, source=os.path.abspath(path),
-                       source_type="local", task=kind, class_names=names)
+        datasets = streamed_table(table, spec, options, {"x": texts, "y": y, "names": names},
+                                  split_pattern(test_split, validation_split, seed), rows, "none", why, named)
+    else:
+        splits = split_three_ways(texts, y, test_split, validation_split, seed)
+        datasets = from_arrays(splits, input_shape, width, options, "none", named=named,
+                               source=os.path.abspath(path), source_type="local", task=kind, class_names=names)
+    if num_classes is None:
+        datasets.spec = dataclasses.replace(datasets.spec, read_from_file=("num_classes",))
+    return datasets

@@ -93,11 +93,26 @@ def instantiate_node(node: DictConfig, key: str, **kwargs: Any) -> Any:
                               + users_traceback(cause),
                               fix=f"fix {target} (the traceback above is its own), or the keys under '{key}'"
                               ) from None
+        if key == "data" and cause is not None and not isinstance(cause, TypeError):  # not a bad argument: the files
+            raise data_source_failed(node, target, cause) from None
         if isinstance(cause, (TypeError, ValueError)) or cause is None:  # a bad argument or value, bad _target_
             raise ConfigError(f"cannot build '{key}' from its config: {cause or err}",
                               fix=f"check the keys under '{key}' (python -m tfx_hydra --cfg job --package {key})"
                               ) from None
         raise
+
+
+def data_source_failed(node: Any, target: str, cause: BaseException) -> Exception:
+    """A data source's factory that failed unexpectedly: one DataError with what failed, where (data.path), and
+    how to see more, instead of Hydra's "Error in call to target" text."""
+    from tfx_hydra.errors import DataError
+
+    path = node.get("path") if isinstance(node, (DictConfig, dict)) else None
+    where = f" reading data.path={path}" if path else ""
+    return DataError(f"data={choice('data') or target}{where} failed: {type(cause).__name__}: "
+                     f"{str(cause).splitlines()[0][:300] if str(cause) else ''}",
+                     fix="check the file is what the data option reads (the data how-to lists each one's format: a "
+                     "table is UTF-8 text)")
 
 
 def raised_inside(error: BaseException) -> bool:
