@@ -49,6 +49,8 @@ class Raw:
     labels: np.ndarray | None = None
     names: list[str] = field(default_factory=list)
     every: np.ndarray | None = None  # every example of the file, where the input example must be among them
+    frame: object = None  # a table's rows of `inputs` as pandas.read_csv gives the file's (the label column too)
+    label: str | None = None  # that frame's label column
 
 
 @dataclass
@@ -103,6 +105,13 @@ def read_table(path: Path, columns: list[str]) -> np.ndarray:
         return np.asarray([[float(row[c]) for c in columns] for row in csv_module.DictReader(text)], "float32")
 
 
+def read_frame(path: Path, rows) -> object:
+    """The table's `rows` as the plainest Python client reads them: pandas.read_csv, every column."""
+    import pandas
+
+    return pandas.read_csv(path).iloc[rows].reset_index(drop=True)
+
+
 def csv_classification(folder: Path):
     """scikit-learn's iris, species by name: the names travel."""
     from sklearn.datasets import load_iris
@@ -113,7 +122,8 @@ def csv_classification(folder: Path):
     path = write_table(folder / "iris.csv", [*columns, "species"],
                        [[*map(float, x), s] for x, s in zip(iris.data, species)])
     every = read_table(path, columns)
-    raw = Raw(every[::4], np.asarray(species[::4]), sorted(set(species)), every)
+    raw = Raw(every[::4], np.asarray(species[::4]), sorted(set(species)), every, read_frame(path, slice(None, None, 4)),
+              "species")
     return (["data=csv", f"data.path={path}", "data.label_column=species", "data.input_shape=[4]",
              "data.num_classes=3", "trainer.epochs=15", "optimizer.learning_rate=0.01"], raw)
 
@@ -127,7 +137,8 @@ def csv_binary(folder: Path):
     path = write_table(folder / "cancer.csv", [*columns, "label"],
                        [[*map(float, x), int(t)] for x, t in zip(bunch.data, bunch.target)])
     every = read_table(path, columns)
-    raw = Raw(every[::10], bunch.target[::10], ["malignant", "benign"], every)
+    raw = Raw(every[::10], bunch.target[::10], ["malignant", "benign"], every, read_frame(path, slice(None, None, 10)),
+              "label")
     return (["data=csv", f"data.path={path}", "task=binary", f"data.input_shape=[{len(columns)}]",
              "data.num_classes=1", "data.class_names=[malignant,benign]", "trainer.epochs=4"], raw)
 
@@ -142,7 +153,8 @@ def csv_multilabel(folder: Path):
     path = write_table(folder / "tagged.csv", [*columns, "tags"], rows)
     return (["data=csv", f"data.path={path}", "task=multilabel", "data.label_column=tags",
              "data.label_delimiter=';'", "data.input_shape=[6]", "data.num_classes=3", "trainer.epochs=4"],
-            Raw(read_table(path, columns)[:40], None, ["big", "far", "red"]))
+            Raw(read_table(path, columns)[:40], None, ["big", "far", "red"], frame=read_frame(path, slice(0, 40)),
+                label="tags"))
 
 
 def csv_regression(folder: Path):
@@ -155,7 +167,7 @@ def csv_regression(folder: Path):
     return (["data=csv", f"data.path={path}", "task=regression", "data.label_column=target",
              "data.input_shape=[10]", "data.num_classes=1", "trainer.epochs=10", "optimizer.learning_rate=0.01"],
             Raw(read_table(path, bunch.feature_names)[:40], bunch.target[:40], [],
-                read_table(path, bunch.feature_names)))
+                read_table(path, bunch.feature_names), read_frame(path, slice(0, 40)), "target"))
 
 
 SHAPES = ("bars", "dots", "plain")
@@ -379,17 +391,19 @@ def onnx_answers(path: str, raw: np.ndarray) -> tuple[np.ndarray, dict]:
     return answer, session.get_modelmeta().custom_metadata_map
 
 
-def mlflow_answers(run_id: str, launch: Path, raw: np.ndarray) -> tuple[dict, object]:
-    """The MLflow model's answers through MLflow's pyfunc (what `mlflow models serve` runs), and its input example."""
+def mlflow_model(run_id: str, launch: Path):
+    """The MLflow model through MLflow's pyfunc (what `mlflow models serve` runs), and its input example."""
     import mlflow
     from mlflow.models import Model
 
-    mlflow.set_tracking_uri(f"sqlite:///{launch / 'mlflow.db'}")
+
+    mlflow.set_tracking_uri(f"sqlite:///{launch / 'mlflow.db'}")  # runs:/ resolves through it (put back after the test)
     local = mlflow.artifacts.download_artifacts(f"runs:/{run_id}/model", dst_path=str(launch / "mlflow_model"))
-    answered = mlflow.pyfunc.load_model(local).predict(raw)
-    answers = {k: np.asarray(v) for k, v in answered.items()} if isinstance(answered, dict) \
-        else {"": np.asarray(answered)}
-    return answers, Model.load(local).load_input_example(local)
+    return mlflow.pyfunc.load_model(local), Model.load(local).load_input_example(local)
+
+
+def answers_of(answered) -> dict:
+    return {k: np.asarray(v) for k, v in answered.items()} if isinstance(answered, dict) else {"": np.asarray(answered)}
 
 
 def tfjs_answers(folder: str, raw: np.ndarray, tmp: Path) -> tuple[dict, dict]:
@@ -476,16 +490,24 @@ def check_every_format(row: Row, raw: Raw, run, tmp_path: Path, tfjs: bool, over
         answer, metadata = onnx_answers(tags["export.onnx.path"], raw.inputs)
         assert_same("ONNX", answer, expected)
         assert json.loads(metadata["class_names"]) == raw.names if raw.names else "class_names" not in metadata
+        if raw.frame is not None:  # a positional format: its input's column order in its metadata
+            assert json.loads(metadata["feature_names"]) == [c for c in raw.frame.columns if c != raw.label]
     if tfjs:
         answers, metadata = tfjs_answers(tags["export.tfjs.path"], raw.inputs, tmp_path)
         assert_same("TF.js", answers[main], expected)
         assert metadata.get("class_names", []) == raw.names
-    mlflow, example = mlflow_answers(run.info.run_id, tmp_path, raw.inputs)
+        if raw.frame is not None:
+            assert metadata.get("feature_names") == [c for c in raw.frame.columns if c != raw.label]
+    model, example = mlflow_model(run.info.run_id, tmp_path)
+    mlflow = answers_of(model.predict(raw.inputs if raw.frame is None else raw.frame))  # a table: its rows as read
     assert_same("the MLflow model", mlflow[main], expected)
     if raw.names:
         assert_names("the MLflow model", mlflow, row.task, raw.names)
+    if raw.frame is not None:
+        check_table_by_name(model, raw, tags["export.savedmodel.path"], main, expected)
     if raw.every is not None:  # the MLflow model's input example: rows of the file as written, not scaled ones
         every = raw.every.reshape(len(raw.every), -1)
+        example = example[[c for c in raw.frame.columns if c in example]] if raw.frame is not None else example
         for values in np.asarray(example, "float32").reshape(-1, every.shape[1]):
             nearest = np.min(np.max(np.abs(every - values), axis=1) / np.maximum(1.0, np.abs(values).max()))
             assert nearest < 1e-4, f"the input example {values[:4]}... is no row of the file"
@@ -498,11 +520,16 @@ def check_every_format(row: Row, raw: Raw, run, tmp_path: Path, tfjs: bool, over
     for name in ("test_loss", "test_mae") if row.task == "regression" else ("test_loss", "test_accuracy"):
         assert evaluation.data.metrics[name] == pytest.approx(run.data.metrics[name], rel=1e-4, abs=1e-5), name
 
-    if row.serve:
-        bodies = [json.dumps({"inputs": raw.inputs[:3].tolist()})]
-        if row.id == "csv-regression":  # the docs' request: the diabetes file's first row as the file has it
-            bodies.append(readme_body("[[59.0, 2.0, 32.1"))
-            np.testing.assert_allclose(json.loads(bodies[1])["inputs"], raw.inputs[:1], rtol=1e-6)
+    if row.serve:  # a table's rows by column name, in another order than the file's, its label column sent too
+        frame = raw.frame[list(reversed(raw.frame.columns))].head(3) if raw.frame is not None else None
+        bodies = [json.dumps({"inputs": raw.inputs[:3].tolist()} if frame is None else
+                             {"dataframe_split": json.loads(frame.to_json(orient="split", index=False))})]
+        if row.id == "csv-regression":  # the docs' request: the diabetes file's first row, by its columns' names
+            bodies.append(readme_body('"data": [[32.1, 59.0'))
+            asked = json.loads(bodies[1])["dataframe_split"]
+            first = raw.frame.iloc[0]
+            assert {name: value for name, value in zip(asked["columns"], asked["data"][0])} == pytest.approx(
+                {name: float(first[name]) for name in asked["columns"]}, rel=1e-6)
         served, *readme = ask_mlflow_server(starting.result()[1], bodies)
         assert_same("mlflow models serve", served[main], expected[:3])
         if raw.names:
@@ -510,8 +537,34 @@ def check_every_format(row: Row, raw: Raw, run, tmp_path: Path, tfjs: bool, over
         if readme:  # ... answered as the SavedModel answers it, and as the docs show (+-5%: another CPU's sums)
             (answer,), = readme[0]["predictions"]
             assert answer == pytest.approx(float(expected[0][0]), rel=1e-5)
-            shown = float(readme_answer("[[59.0, 2.0, 32.1"))
+            shown = float(readme_answer('"data": [[32.1, 59.0'))
             assert answer == pytest.approx(shown, rel=0.05), f"the docs show {shown}, the served model says {answer}"
+
+
+def check_table_by_name(model, raw: Raw, savedmodel: str, main: str, expected: np.ndarray) -> None:
+    """A table model takes its rows by column name, in every form that can hold names: the MLflow model (its
+    columns in any order, the label column left out or sent; a missing column refused, named) and the
+    SavedModel's by_name signature as TF Serving binds a row of named values; the positional formats record the
+    order beside them (their .features.txt, ONNX's metadata)."""
+    import mlflow
+
+    from tfx_hydra.export.requests import answer_rest
+
+    features = [c for c in raw.frame.columns if c != raw.label]
+    for kind, frame in (("columns reordered", raw.frame[list(reversed(raw.frame.columns))]),
+                        ("the label column left out", raw.frame[features])):
+        assert_same(f"the MLflow model ({kind})", answers_of(model.predict(frame))[main], expected)
+    with pytest.raises(mlflow.exceptions.MlflowException, match=rf"Model is missing inputs \['{features[1]}'\]"):
+        model.predict(raw.frame.drop(columns=[features[1]]))
+    rows = json.loads(raw.frame[features[::-1]].head(5).to_json(orient="records"))  # {"size_m2": 190.4, ...} each
+    named = answer_rest(savedmodel, {"signature_name": "by_name", "instances": rows})["predictions"]
+    assert_same("the SavedModel by name", [answer[main] for answer in named] if isinstance(named[0], dict) else named,
+                expected[:5])
+    missing = answer_rest(savedmodel, {"signature_name": "by_name", "instances": [
+        {k: v for k, v in row.items() if k != features[1]} for row in rows]})
+    assert features[1] in missing["error"]
+    beside = Path(savedmodel).parents[1] / "mlp.features.txt"
+    assert beside.read_text().splitlines() == features
 
 
 SERVED_PAGE = REPO / "docs" / "how-to" / "tasks.md"  # where the MLflow model is asked over HTTP

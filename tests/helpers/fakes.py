@@ -60,7 +60,8 @@ class RecordingTracker:
     def log_datasets(self, reads) -> None:
         self.datasets = list(reads)
 
-    def log_model(self, model, example_inputs, register_as: str | None = None, metadata: dict | None = None) -> None:
+    def log_model(self, model, example_inputs, register_as: str | None = None, metadata: dict | None = None,
+                  columns: list[tuple[str, str]] | None = None) -> None:
         self.models.append(model)
 
     def flush(self) -> None:

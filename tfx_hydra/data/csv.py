@@ -14,7 +14,7 @@ from tfx_hydra.data.options import options_from
 from tfx_hydra.data.pipeline import Datasets, check_against_spec, from_arrays
 from tfx_hydra.data.spec import DataSpec
 from tfx_hydra.data.splits import split_three_ways
-from tfx_hydra.data.table import read_header, read_table, stacked
+from tfx_hydra.data.table import column_dtypes, read_header, read_table, stacked
 from tfx_hydra.data.table_stream import SAMPLE_ROWS, Table, data_rows, split_pattern, streamed_table, streams
 from tfx_hydra.errors import DataError
 from tfx_hydra.settings.checks import require_choice
@@ -71,7 +71,8 @@ def csv(path, label_column, input_shape, num_classes, batch_size, seed, feature_
         del x, y, weights  # the splits are copies: the whole table need not stay beside them
         datasets = from_arrays(splits, input_shape, width, options, normalization, named=named,
                                source=os.path.abspath(path), source_type="local", task=kind, class_names=names)
-    datasets.spec = dataclasses.replace(datasets.spec, feature_names=tuple(features), read_from_file=read)
+    datasets.spec = dataclasses.replace(datasets.spec, feature_names=tuple(features),
+                                        feature_dtypes=column_dtypes(path, features), read_from_file=read)
     return datasets
 
 

@@ -33,6 +33,7 @@ class DataSpec:
     # names them (class folders, a CSV's class strings, tags) or data.class_names does; () : numbered
     feature_names: tuple[str, ...] = ()  # a table's feature columns, in the order the model takes them: served by
     # name (export/served.py); () : the inputs have no names
+    feature_dtypes: tuple[str, ...] = ()  # each one's type as a reader of the file gets it: "int64" | "float64"
     read_from_file: tuple[str, ...] = ()  # the data.* settings left unset that the file answered (input_shape,
     # num_classes): said on the data line, and set in the run's config for the model's interpolations
 

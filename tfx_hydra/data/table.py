@@ -97,6 +97,20 @@ def read_table(key: str, path: str, matrix: Sequence[str] = (), numeric: Sequenc
     return x[:filled], columns
 
 
+def column_dtypes(path: str, columns: Sequence[str], delimiter: str = ",", rows: int = 1_000) -> tuple[str, ...]:
+    """Each column's type as a reader of the file gets it (pandas.read_csv, pyarrow): "int64" where the first
+    `rows` rows write whole numbers without a point, else "float64". A served table model declares its columns so
+    (export/served.py): a client reading the file sends those types."""
+    import pyarrow as pa
+    import pyarrow.csv as arrow_csv
+
+    if path.endswith(".jsonl"):
+        return tuple("float64" for _ in columns)
+    table = arrow_csv.read_csv(_first_lines(path, rows + 1), parse_options=arrow_csv.ParseOptions(delimiter=delimiter),
+                               convert_options=arrow_csv.ConvertOptions(include_columns=list(columns)))
+    return tuple("int64" if pa.types.is_integer(table.schema.field(name).type) else "float64" for name in columns)
+
+
 BLOCK_BYTES = 1 << 19  # what pyarrow parses at a time (about 2,700 rows of 20 numbers): larger blocks cost more
 # memory held while streaming (measured: 4 MiB blocks held 120 MiB more than 512 KiB ones) and read no faster
 

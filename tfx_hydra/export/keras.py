@@ -10,7 +10,15 @@ from __future__ import annotations
 
 import os
 
-from tfx_hydra.export.result import PARITY, ExportResult, labels_beside, make_parent, output_difference, require_parity
+from tfx_hydra.export.result import (
+    PARITY,
+    ExportResult,
+    features_beside,
+    labels_beside,
+    make_parent,
+    output_difference,
+    require_parity,
+)
 from tfx_hydra.export.served import raw_batches, served_model
 
 
@@ -38,7 +46,8 @@ class KerasExport:
         require_parity("keras", diff, PARITY)
         return ExportResult(self.kind, self.path, {"export.keras.max_abs_diff": diff,
                                                    "export.keras.size_bytes": float(os.path.getsize(self.path))},
-                            beside=labels_beside(os.path.dirname(self.path), self.model_name, datasets.spec))
+                            beside=labels_beside(os.path.dirname(self.path), self.model_name, datasets.spec)
+                            + features_beside(os.path.dirname(self.path), self.model_name, datasets.spec))
 
 
 def compiled_as(served, model) -> None:

@@ -10,6 +10,7 @@ from tfx_hydra.export.result import (
     PARITY,
     ExportResult,
     compare_on_validation,
+    features_beside,
     labels_beside,
     make_parent,
     quality_keys,
@@ -44,8 +45,8 @@ class OnnxExport:
             raise ExportError(f"ONNX conversion failed ({type(err).__name__}: {err}).",
                               fix="try another export.onnx.opset, or export=[savedmodel] and convert with "
                               "python -m tf2onnx.convert --saved-model") from None
-        if datasets.spec.names:
-            name_classes(self.path, datasets.spec.names)
+        write_metadata(self.path, {CLASS_NAMES_KEY: list(datasets.spec.names),
+                                   FEATURE_NAMES_KEY: list(datasets.spec.feature_names)})
         try:
             session = onnxruntime.InferenceSession(self.path, providers=["CPUExecutionProvider"])
         except Exception as err:
@@ -59,20 +60,26 @@ class OnnxExport:
         return ExportResult(self.kind, self.path, {
             **dict(zip(quality_keys(self.kind, datasets.spec.task), (accuracy, keras_accuracy))),
             "export.onnx.max_abs_diff": diff, "export.onnx.size_bytes": float(os.path.getsize(self.path))},
-            beside=labels_beside(os.path.dirname(self.path), self.model_name, datasets.spec))
+            beside=labels_beside(os.path.dirname(self.path), self.model_name, datasets.spec)
+            + features_beside(os.path.dirname(self.path), self.model_name, datasets.spec))
 
 
-CLASS_NAMES_KEY = "class_names"  # the ONNX model's metadata entry: a JSON list of the classes' names
+CLASS_NAMES_KEY = "class_names"  # the ONNX model's metadata entries: JSON lists of the classes' names...
+FEATURE_NAMES_KEY = "feature_names"  # ...and of a table's columns, in the order its one input takes them
 
 
-def name_classes(path: str, names) -> None:
-    """The classes' names into the ONNX file's own metadata (`metadata_props`, which ONNX Runtime reads back
-    as `session.get_modelmeta().custom_metadata_map`), as a JSON list in index order."""
+def write_metadata(path: str, entries: dict[str, list]) -> None:
+    """Names into the ONNX file's own metadata (`metadata_props`, which ONNX Runtime reads back as
+    `session.get_modelmeta().custom_metadata_map`), each a JSON list in index order; empty ones left out."""
     import json
 
     import onnx
 
+    entries = {key: names for key, names in entries.items() if names}
+    if not entries:
+        return
     model = onnx.load(path)
-    entry = model.metadata_props.add()
-    entry.key, entry.value = CLASS_NAMES_KEY, json.dumps(list(names))
+    for key, names in entries.items():
+        entry = model.metadata_props.add()
+        entry.key, entry.value = key, json.dumps(names)
     onnx.save(model, path)

@@ -32,6 +32,18 @@ def labels_beside(export_dir: str, model_name: str, spec) -> list[str]:
     return [write_labels(os.path.join(export_dir, f"{model_name}.labels.txt"), spec.names)]
 
 
+def features_beside(export_dir: str, model_name: str, spec) -> list[str]:
+    """`<export_dir>/<model_name>.features.txt`, a table's feature columns one per line in the order the model's
+    one input takes them, for the formats that take a row by position (.keras, TFLite, ONNX); [] for inputs
+    without names."""
+    if not spec.feature_names:
+        return []
+    path = os.path.join(export_dir, f"{model_name}.features.txt")
+    with open(path, "w", encoding="utf-8") as out:
+        out.write("".join(f"{name}\n" for name in spec.feature_names))
+    return [path]
+
+
 def folder_size(folder: str) -> int:
     return sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(folder) for name in names)
 

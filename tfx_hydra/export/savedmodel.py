@@ -12,7 +12,16 @@ import tempfile
 
 from tfx_hydra.errors import ConfigError, ExportError
 from tfx_hydra.export.result import PARITY, ExportResult, folder_size, output_difference, require_parity
-from tfx_hydra.export.served import LABELS_FILE, answering_model, raw_batches, raw_examples, served_model, write_labels
+from tfx_hydra.export.served import (
+    BY_NAME,
+    LABELS_FILE,
+    answering_model,
+    input_names,
+    raw_batches,
+    raw_examples,
+    served_model,
+    write_labels,
+)
 from tfx_hydra.export.serving_config import FIRST_LABEL, labels_of, read_config, versions_of, write_models_config
 from tfx_hydra.export.warmup import MAX_WARMUP_REQUESTS, write_warmup_requests
 
@@ -124,6 +133,12 @@ def write_serving_archive(served, spec, path: str, named: bool = True) -> None:
     dtype = tf.string if spec.text else tf.float32  # text: raw strings, tokenized by the model's own layers
     archive.add_endpoint("serving_default", serve,
                          input_signature=[tf.TensorSpec((None, *spec.input_shape), dtype, name="inputs")])
+    if input_names(spec):  # a table: each column by its name, as a client holds a row ({"size_m2": 190.4, ...})
+        def serve_by_name(*columns):
+            return answering(tf.stack([tf.cast(column, tf.float32) for column in columns], axis=-1), training=False)
+
+        archive.add_endpoint(BY_NAME, serve_by_name,
+                             input_signature=[tf.TensorSpec((None,), tf.float32, name=n) for n in input_names(spec)])
     archive.write_out(path, verbose=False)
     if spec.names:
         write_labels(os.path.join(path, LABELS_FILE), spec.names)
@@ -143,10 +158,16 @@ def check_serving_signature(served, path: str, datasets) -> float:
         raise ExportError(f"serving_default has inputs {sorted(signature.inputs)} and outputs "
                           f"{sorted(signature.outputs)}, not inputs -> {', '.join(sorted(wanted))}.")
     raw, _ = next(raw_batches(datasets))
-    answered = tf.saved_model.load(path).signatures["serving_default"](inputs=tf.constant(raw))
+    loaded = tf.saved_model.load(path)
+    answered = loaded.signatures["serving_default"](inputs=tf.constant(raw))
     expected = np.asarray(served(raw, training=False))
     diff = output_difference(answered[task.output].numpy(), expected)
     require_parity("SavedModel", diff, PARITY)
+    if input_names(datasets.spec):  # the by-name signature answers as the tensor one
+        by_name = loaded.signatures[BY_NAME](**{name: tf.constant(raw[:, i])
+                                                for i, name in enumerate(input_names(datasets.spec))})
+        require_parity(f"SavedModel's {BY_NAME} signature", output_difference(by_name[task.output].numpy(), expected),
+                       PARITY)
     decided = task.decided(expected)
     if decided is not None and not np.array_equal(answered[task.decision].numpy(), decided):
         raise ExportError(f"the SavedModel's `{task.decision}` differ from the Keras model's decisions.")

@@ -12,6 +12,9 @@ user's own model holds (a `Normalization`, a tokenizer) is inside the network al
 classes' names beside the indices (`{"probabilities": ..., "class": ["sports"], "class_index": [1]}`): the
 SavedModel's serving_default and the MLflow model answer through it.
 
+A table's model is served by column name too: `input_names` are its columns as the SavedModel's `by_name`
+signature and the MLflow model's named-column signature take them (positional formats record the order).
+
 `raw_batches` gives a split back in raw values (each exporter checks its artifact on them, against the
 served model), and `raw_examples` a few of them (the MLflow model's input example, TF Serving's warm-up
 records).
@@ -25,6 +28,7 @@ from typing import Iterator
 import numpy as np
 
 RAW_INPUTS_LAYER = "raw_inputs"  # the served model's first layer: raw values -> what the network was trained on
+BY_NAME = "by_name"  # a table model's SavedModel signature of one input per column, beside serving_default's tensor
 
 
 def served_model(model, spec):
@@ -53,6 +57,19 @@ def answering_model(served, spec, named: bool = True):
 
     inputs = keras.Input(shape=tuple(spec.input_shape), dtype="string" if spec.text else "float32", name="inputs")
     return keras.Model(inputs, spec.task.answers(served(inputs), spec.names if named else ()), name=served.name)
+
+
+def input_names(spec) -> tuple[str, ...]:
+    """A table's columns as a signature's input names (BY_NAME): the column's name where it is a Python name,
+    else with each other character as `_` (`size (m2)` -> `size__m2_`); () for inputs without names, or names
+    that would collide."""
+    import keyword
+    import re
+
+    names = [re.sub(r"\W", "_", name) for name in spec.feature_names]
+    names = tuple(f"f_{name}" if name[:1].isdigit() else f"{name}_" if keyword.iskeyword(name) else name
+                  for name in names)
+    return names if len(set(names)) == len(names) else ()
 
 
 def normalizes(spec) -> bool:

@@ -95,9 +95,11 @@ def export_model(model, datasets, export_cfg: DictConfig, tracker: Tracker, chie
     if chief:
         tracker.set_tags({"model.weights_sha256": weights_sha256(model), "export.failed": len(failures)})
         if (export_cfg or {}).get("mlflow_model", True) and MLFLOW_MODEL not in done:  # raw inputs in, as every export
-            tracker.log_model(answering_model(served_model(model, datasets.spec), datasets.spec),
-                              raw_examples(datasets, 5), register_as=(export_cfg or {}).get("register_as"),
-                              metadata={"class_names": list(datasets.spec.names)} if datasets.spec.names else None)
+            spec = datasets.spec
+            tracker.log_model(answering_model(served_model(model, spec), spec), raw_examples(datasets, 5),
+                              register_as=(export_cfg or {}).get("register_as"),
+                              metadata={"class_names": list(spec.names)} if spec.names else None,
+                              columns=list(zip(spec.feature_names, spec.feature_dtypes)) or None)  # a table's
             note_done(done_in, MLFLOW_MODEL, None, tracker)
     if failures and (export_cfg or {}).get("strict", False):
         raise ExportError(f"{len(failures)} export(s) failed: " + "; ".join(f"{k}: {v}" for k, v in failures.items()),

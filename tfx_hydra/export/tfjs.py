@@ -49,11 +49,13 @@ class TfjsExport:
             saved_model = os.path.join(scratch, "saved_model")
             # numbers only: the converter takes no string lookup (the names go into model.json's metadata)
             write_serving_archive(served_model(model, datasets.spec), datasets.spec, saved_model, named=False)
-            metadata = []
-            if datasets.spec.names:  # model.json's userDefinedMetadata.class_names: the names in index order
-                with open(os.path.join(scratch, "class_names.json"), "w", encoding="utf-8") as names:
-                    json.dump(list(datasets.spec.names), names)
-                metadata = [f"--metadata=class_names:{os.path.join(scratch, 'class_names.json')}"]
+            metadata = []  # model.json's userDefinedMetadata: the classes' names, a table's columns, in their order
+            for key, names in (("class_names", datasets.spec.names), ("feature_names", datasets.spec.feature_names)):
+                if names:
+                    with open(os.path.join(scratch, f"{key}.json"), "w", encoding="utf-8") as out:
+                        json.dump(list(names), out)
+                    metadata.append(f"{key}:{os.path.join(scratch, f'{key}.json')}")
+            metadata = [f"--metadata={','.join(metadata)}"] if metadata else []
             done = subprocess.run([executable, "--input_format=tf_saved_model", "--signature_name=serving_default",
                                    "--saved_model_tags=serve", *metadata, saved_model, self.path],
                                   capture_output=True, text=True, check=False)

@@ -12,6 +12,7 @@ from tfx_hydra.export.result import (
     PARITY,
     ExportResult,
     compare_on_validation,
+    features_beside,
     labels_beside,
     make_parent,
     quality_keys,
@@ -75,7 +76,8 @@ class TFLiteExport:
         return ExportResult(self.kind, self.path, {
             **dict(zip(quality_keys(self.kind, datasets.spec.task), (accuracy, keras_accuracy))),
             "export.tflite.max_abs_diff": diff, "export.tflite.size_bytes": float(len(flatbuffer))},
-            beside=labels_beside(os.path.dirname(self.path), self.model_name, datasets.spec))
+            beside=labels_beside(os.path.dirname(self.path), self.model_name, datasets.spec)
+            + features_beside(os.path.dirname(self.path), self.model_name, datasets.spec))
 
     def _configure(self, converter, tf, datasets) -> None:
         ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8 if self.quantization == "int8" else tf.lite.OpsSet.TFLITE_BUILTINS]

@@ -52,12 +52,43 @@ def answers_loader(folder: str) -> str:
     return path
 
 
-def load_through_answers(model_dir: str) -> None:
+def load_through_answers(model_dir: str, columns: list[tuple[str, str]] | None = None) -> None:
     """The saved model's MLmodel: its python_function flavor loads through the copied loader (which calls
-    MLflow's own), so `mlflow.pyfunc` and `mlflow models serve` answer names as text."""
-    from mlflow.models import Model
+    MLflow's own), so `mlflow.pyfunc` and `mlflow models serve` answer names as text. A table model's (`columns`:
+    its columns' names and types, in its input's order) signature becomes one named column each, which MLflow's
+    tensorflow flavor does not write (its check wants one tensor; the loader is ours and takes the columns), so
+    MLflow matches a request's columns by name, in any order."""
+    from mlflow.models import Model, ModelSignature
+    from mlflow.types import ColSpec, Schema
 
     path = os.path.join(model_dir, "MLmodel")
     model = Model.load(path)
     model.flavors["python_function"]["loader_module"] = pyfunc_answers.MODULE
+    if columns:
+        model.signature = ModelSignature(inputs=Schema([ColSpec(COLUMN_TYPES[dtype], name) for name, dtype in columns]),
+                                         outputs=model.signature.outputs)
+        model.metadata = {**(model.metadata or {}), pyfunc_answers.FEATURE_NAMES: [name for name, _ in columns]}
     model.save(path)
+
+
+COLUMN_TYPES = {"int64": "long", "float64": "double"}  # a column's type as a file's reader gets it -> MLflow's
+
+
+def table_rows(values, columns: list[tuple[str, str]]):
+    """A table model's example rows as a DataFrame of its named columns, each of the type its file's reader gets."""
+    import numpy as np
+    import pandas
+
+    return pandas.DataFrame({name: np.round(values[:, i]).astype(dtype) if dtype == "int64" else
+                             values[:, i].astype(dtype) for i, (name, dtype) in enumerate(columns)})
+
+
+def as_example(values):
+    """Raw inputs as an MLflow input example holds them: text as str (MLflow's schema reads it as string), numbers
+    as float32."""
+    import numpy as np
+
+    values = np.asarray(values)
+    if values.dtype.kind in "OSU":
+        return np.asarray([v.decode() if isinstance(v, bytes) else str(v) for v in values], dtype=object)
+    return values.astype("float32")

@@ -19,9 +19,9 @@ from typing import Any
 from tfx_hydra.metrics import EPOCH, PARAMETERS, epoch_metric
 from tfx_hydra.process.faults import full_disk_path
 from tfx_hydra.process.signals import uninterrupted
+from tfx_hydra.tracking import logged_model
 from tfx_hydra.tracking.datasets import described, send_datasets
 from tfx_hydra.tracking.journal import OFFLINE_DIR, OfflineJournal
-from tfx_hydra.tracking.logged_model import answers_loader, code_paths, load_through_answers, register_model
 from tfx_hydra.tracking.pyfunc_answers import as_text
 from tfx_hydra.tracking.secrets import mask_secrets, mask_uri
 from tfx_hydra.tracking.store import (
@@ -132,14 +132,15 @@ class MlflowTracker:
         if descriptions and not self._try(lambda: send_datasets(self.client, self.run_id, descriptions)):
             self._keep(lambda: self.journal.append({"op": "log_inputs", "datasets": descriptions}))
 
-    def log_model(self, model, example_inputs, register_as: str | None = None, metadata: dict | None = None) -> str:
-        """Log `model` as an MLflow 3 logged model (signature and input example included) output by
-        this run, with the run's final metrics linked to it and to the split they were measured
-        on, so the run page lists it under *Logged models* and `mlflow models serve -m
-        runs:/<run id>/model` (or `models:/<model id>`) answers /invocations; with `register_as`,
-        also as a new version of that registered model; `metadata` goes into its MLmodel file (the classes'
-        names). MLflow unreachable: the model is kept as the run's `model/` artifacts in the offline journal
-        (runs:/ serves those too)."""
+    def log_model(self, model, example_inputs, register_as: str | None = None, metadata: dict | None = None,
+                  columns: list[tuple[str, str]] | None = None) -> str:
+        """Log `model` as an MLflow 3 logged model (signature and input example included) output by this run, with
+        the run's final metrics linked to it and to the split they were measured on, so the run page lists it under
+        *Logged models* and `mlflow models serve -m runs:/<run id>/model` (or `models:/<model id>`) answers
+        /invocations; with `register_as`, also as a new version of that registered model; `metadata` goes into its
+        MLmodel file (the classes' names); `columns`: a table's (name, type) in its input's order, for a signature
+        of named columns. MLflow unreachable: the model is kept as the run's `model/` artifacts in the offline
+        journal (runs:/ serves those too)."""
         import tempfile
 
         import keras
@@ -149,15 +150,12 @@ class MlflowTracker:
         from mlflow.models import Model, infer_signature
 
         self.flush()  # the logged model links the run's metrics, read back from the store
-        example_inputs = np.asarray(example_inputs)
-        if example_inputs.dtype.kind in "OSU":  # text: the strings as str, which MLflow's schema reads as string
-            example_inputs = np.asarray([v.decode() if isinstance(v, bytes) else str(v) for v in example_inputs],
-                                        dtype=object)
-        else:
-            example_inputs = example_inputs.astype("float32")
+        example_inputs = logged_model.as_example(example_inputs)
         outputs = model(example_inputs, training=False)  # one array, or named ones (a task's decision beside it)
         outputs = {k: np.asarray(v) for k, v in outputs.items()} if isinstance(outputs, dict) else np.asarray(outputs)
         signature = infer_signature(example_inputs, as_text(outputs))  # names as strings, as the loader answers
+        if columns:  # the rows as a DataFrame of the file's columns (load_through_answers names the signature's)
+            example_inputs = logged_model.table_rows(example_inputs, columns)
         logged = None if self.journal is not None else self._try_value(self._create_logged_model)
         with tempfile.TemporaryDirectory(prefix="tfx_hydra-mlflow-model-") as folder:
             path = os.path.join(folder, "model")
@@ -166,10 +164,11 @@ class MlflowTracker:
             # Pinned requirements instead of MLflow's inference, which imports the model in a subprocess.
             mlflow.tensorflow.save_model(model, path, signature=signature, input_example=example_inputs,
                                          mlflow_model=mlmodel, metadata=metadata,
-                                         code_paths=[*code_paths(model), answers_loader(folder)],
+                                         code_paths=[*logged_model.code_paths(model),
+                                                     logged_model.answers_loader(folder)],
                                          pip_requirements=[f"tensorflow=={tf.__version__}",
                                                            f"keras=={keras.version()}"])
-            load_through_answers(path)
+            logged_model.load_through_answers(path, columns)
             if logged is None or not self._try(lambda: self._upload_logged_model(logged.model_id, path)):
                 self.log_artifacts(path, "model")
         uri = f"runs:/{self.run_id}/model"
@@ -215,7 +214,7 @@ class MlflowTracker:
         return made[0] if self._try(lambda: made.append(make())) else None
 
     def _register(self, name: str) -> str:
-        return register_model(self.client, self.run_id, name)
+        return logged_model.register_model(self.client, self.run_id, name)
 
     def end(self, status: str, error: str | None = None) -> None:
         with uninterrupted():  # a second Ctrl-C must not leave the run RUNNING
@@ -296,3 +295,4 @@ def _is_number(value: Any) -> bool:
         return True
     except (TypeError, ValueError):
         return False
+

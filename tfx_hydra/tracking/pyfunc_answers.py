@@ -19,23 +19,36 @@ MODULE = "tfx_hydra_answers"  # the name the copy is imported by
 
 
 def _load_pyfunc(path):
-    """What `mlflow.pyfunc.load_model` calls with the model's data folder."""
-    import mlflow.tensorflow
+    """What `mlflow.pyfunc.load_model` calls with the model's data folder (`<model>/data`, beside its MLmodel)."""
+    import os
 
-    return Answers(mlflow.tensorflow._load_pyfunc(path))
+    import mlflow.tensorflow
+    from mlflow.models import Model
+
+    metadata = Model.load(os.path.join(os.path.dirname(path), "MLmodel")).metadata or {}
+    return Answers(mlflow.tensorflow._load_pyfunc(path), metadata.get(FEATURE_NAMES))
+
+
+FEATURE_NAMES = "feature_names"  # the MLmodel metadata's entry: a table model's columns, in its input's order
 
 
 class Answers:
-    """MLflow's Keras wrapper, its predictions with text as str and no progress bar."""
+    """MLflow's Keras wrapper, its predictions with text as str and no progress bar. A table model (`columns`)
+    takes a DataFrame by column name: MLflow's schema check has matched the request's columns to the signature's
+    by name (extra ones, such as the label column, dropped; a missing one refused, named) and checked their
+    types; they are put in the model's order here and fed as one float32 row each."""
 
-    def __init__(self, wrapped) -> None:
+    def __init__(self, wrapped, columns=None) -> None:
         self._wrapped = wrapped
+        self._columns = list(columns or [])
 
     def get_raw_model(self):
         return self._wrapped.get_raw_model()
 
     def predict(self, data, params=None):
         model = getattr(self._wrapped, "keras_model", None)
+        if model is not None and self._columns and hasattr(data, "columns"):  # a pandas DataFrame
+            data = data[self._columns].to_numpy(dtype="float32")
         if model is None or not isinstance(data, (np.ndarray, list, tuple, dict)):
             return as_text(self._wrapped.predict(data, params=params))
         return as_text(model.predict(data, verbose=0))

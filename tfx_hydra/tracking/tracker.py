@@ -36,8 +36,8 @@ class Tracker(Protocol):
     def log_artifacts(self, local_dir: str, artifact_path: str | None = None) -> None: ...
     def log_artifact(self, local_path: str, artifact_path: str | None = None) -> None: ...
     def log_datasets(self, reads) -> None: ...
-    def log_model(self, model, example_inputs, register_as: str | None = None,
-                  metadata: dict | None = None) -> str | None: ...
+    def log_model(self, model, example_inputs, register_as: str | None = None, metadata: dict | None = None,
+                  columns: list[tuple[str, str]] | None = None) -> str | None: ...
     def flush(self) -> None: ...  # what was recorded reaches the store now, not with the next epoch
     def end(self, status: str, error: str | None = None) -> None: ...
 
@@ -80,7 +80,8 @@ class NullTracker:
     def log_datasets(self, reads) -> None:
         pass
 
-    def log_model(self, model, example_inputs, register_as: str | None = None, metadata: dict | None = None) -> None:
+    def log_model(self, model, example_inputs, register_as: str | None = None, metadata: dict | None = None,
+                  columns: list[tuple[str, str]] | None = None) -> None:
         pass
 
     def flush(self) -> None:
