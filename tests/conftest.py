@@ -20,9 +20,11 @@ pytest_plugins = ["tests.helpers.global_state", "pytester"]
 
 
 def pytest_configure(config):
-    """A user cache of the tests' own (tfx_hydra keeps TFRecord counts there, record_index.py): the suite
+    """A user cache and state folder of the tests' own (tfx_hydra keeps TFRecord counts in the one,
+    record_index.py, and the stores runs were recorded in in the other, tracking/known_stores.py): the suite
     leaves nothing in the home folder, and no test finds what an earlier run of the suite kept."""
     os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="tfx_hydra-tests-cache-")
+    os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="tfx_hydra-tests-state-")
 
 
 @pytest.hookimpl(wrapper=True)

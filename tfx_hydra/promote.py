@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     use_terminal()
     quiet_libraries()
     try:
-        promote(args.run_id, args.label, tracking.store_to_read(args.tracking_uri), args.model, args.alias)
+        promote(args.run_id, args.label, tracking.store_to_read(args.tracking_uri, args.run_id), args.model, args.alias)
     except TfxHydraError as err:
         print(str(err), file=sys.stderr)
         return 1

@@ -133,8 +133,8 @@ def test_promote_refuses_what_cannot_go_live_with_one_clear_error(tmp_path):
         "another model": promote(tmp_path, run.info.run_id, "--label", "stable", "--model", "resnet"),
         "a bad label": promote(tmp_path, run.info.run_id, "--label", "not a label"),
     }
-    assert "ExportError: there is no run '00000000000000000000000000000000' in this store." in \
-        refused["no such run"].stderr
+    assert "TrackingError: run 00000000000000000000000000000000 is in no MLflow store this machine knows: not in " \
+        f"{tmp_path / 'mlflow.db'}" in refused["no such run"].stderr
     assert re.search(r"ExportError: run \w+ exported model '\w+' \(.*\), not 'resnet'\.\n  Fix: promote a run of "
                      r"'resnet', or --model \w+", refused["another model"].stderr)
     assert "--label='not a label' is not a version label TF Serving takes" in refused["a bad label"].stderr
@@ -144,5 +144,10 @@ def test_promote_refuses_what_cannot_go_live_with_one_clear_error(tmp_path):
     assert all(done.returncode != 0 and "Traceback" not in done.stderr for done in refused.values())
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    nowhere = promote(elsewhere, run.info.run_id, "--label", "stable")
-    assert nowhere.returncode == 1 and "there is no MLflow store here" in nowhere.stderr
+    nowhere = promote(elsewhere, "0" * 32, "--label", "stable")  # a run no store this machine knows holds
+    assert nowhere.returncode == 1 and "is in no MLflow store this machine knows" in nowhere.stderr
+    found = promote(elsewhere, run.info.run_id, "--label", "stable")  # from another folder: its store is known
+    assert f"run {run.info.run_id}: in the MLflow store at sqlite:///{tmp_path / 'mlflow.db'}" in found.stderr + \
+        found.stdout
+    assert f"ExportError: run {run.info.run_id}'s SavedModel is no longer at" in found.stderr
+    assert list(elsewhere.iterdir()) == []  # looking created nothing there

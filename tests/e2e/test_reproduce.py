@@ -60,8 +60,9 @@ def test_a_deterministic_run_is_reproduced_bit_identically_with_the_differences_
     # table.csv is still not committed: the tree has uncommitted changes now as well
     assert (f"git commit: {first_commit} with uncommitted changes then, {second_commit} with uncommitted changes now "
             "(to run the same code: "
-            f"git checkout {first_commit[:12]} && mlflow artifacts download -r {original.info.run_id} -a "
-            "environment/git.diff -d . && git apply environment/git.diff)") in out.replace("\n", "")
+            f"git checkout {first_commit[:12]} && MLFLOW_TRACKING_URI=sqlite:///{tmp_path / 'mlflow.db'} mlflow "
+            f"artifacts download -r {original.info.run_id} -a environment/git.diff -d . && git apply "
+            "environment/git.diff)") in out.replace("\n", "")
     assert out.index("difference(s)") < out.index("epoch 1/2")  # listed before the re-run starts
     assert "results are bit-identical" in out and "the data changed" not in out
     assert "weights sha256" in out  # the weights' hash is a result too
@@ -86,3 +87,17 @@ def test_a_deterministic_run_is_reproduced_bit_identically_with_the_differences_
     changed = [line for line in dry.stdout.splitlines() if "the data changed" in line]
     assert len(changed) == 1 and "split (table-" in changed[0], dry.stdout[-3000:]
     assert dry.stdout.index("the data changed") < dry.stdout.index("would run:")
+
+    # from any folder, as the README `tfx-hydra init` writes promises: the run's store is found by its id alone
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    there = run_in_process(reproduce.main, ["tfx-hydra-reproduce", original.info.run_id, "--dry-run"], cwd=elsewhere)
+    assert there.returncode == 0, there.stdout[-3000:] + there.stderr[-3000:]
+    assert f"run {original.info.run_id}: in the MLflow store at sqlite:///{tmp_path / 'mlflow.db'}" in there.stdout
+    advice = there.stdout.replace("\n", "").split("(to run the same code: ", 1)[1].split(")", 1)[0]
+    assert advice.startswith(f"cd {tmp_path} && git checkout {first_commit[:12]} && MLFLOW_TRACKING_URI=")
+    download = advice.split(" && ")[2]  # the advice's download, pasted where it was printed: it names its store
+    done = subprocess.run(download, shell=True, cwd=elsewhere, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "+uncommitted line" in (elsewhere / "git.diff").read_text()
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["git.diff"]  # no store made in a folder that has none

@@ -43,11 +43,16 @@ def test_a_sweep_parent_points_at_its_jobs(store, capsys):
 
 
 @pytest.mark.fresh_store
-def test_no_store_in_this_directory(tmp_path, monkeypatch, capsys):
+def test_a_run_no_known_store_holds_is_one_error_and_no_file(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     assert reproduce.main(["abc"]) == 1
-    assert f"there is no MLflow store here ({tmp_path}/mlflow.db does not exist)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"run abc is in no MLflow store this machine knows: not in {tmp_path}/mlflow.db, nor in the " in out
+    assert "Fix: pass --tracking-uri sqlite:////abs/path/mlflow.db" in out
+    assert reproduce.main(["abc", "--tracking-uri", f"sqlite:///{tmp_path / 'nowhere.db'}"]) == 1
+    assert f"there is no MLflow store at {tmp_path / 'nowhere.db'}" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []  # looking created nothing
 
 
 def test_package_differences_list_changed_new_and_gone_packages():

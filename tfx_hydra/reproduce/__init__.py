@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     use_terminal()
     quiet_libraries()  # TensorFlow (the data check) and MLflow (its downloads) say less, here and in the re-run
     try:
-        uri = tracking.store_to_read(args.tracking_uri)
+        uri = tracking.store_to_read(args.tracking_uri, args.run_id)
         client = _client(uri)
         tracking.close_lost_runs(client, [e.experiment_id for e in client.search_experiments()])  # before reading
         source = fetch_run(client, args.run_id, uri)
@@ -82,7 +82,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description="Re-run a tracked tfx_hydra run from its MLflow record and compare the results.")
     parser.add_argument("run_id", help="the MLflow run id (the run page's URL and the run summary show it)")
     parser.add_argument("--tracking-uri", default=None,
-                        help="the store holding the run (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
+                        help="the store holding the run (default: $MLFLOW_TRACKING_URI, else ./mlflow.db or the "
+                        "store this machine recorded the run in)")
     parser.add_argument("--project", default=None,
                         help="the user's project the run's options and code come from (default: the folder it "
                         "recorded, project.root)")

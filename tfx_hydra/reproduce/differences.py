@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 
 from omegaconf import OmegaConf
 
@@ -42,11 +43,14 @@ def environment_differences(source: SourceRun) -> list[str]:
 
 
 def same_code_command(source: SourceRun, commit: str, dirty: bool) -> str:
-    """How to get back the code the run ran: its commit, and its recorded diff (new files included) on top."""
+    """How to get back the code the run ran: its commit, and its recorded diff (new files included) on top; a
+    command that works pasted where reproduce runs (in the run's folder, with its store named)."""
+    here = "" if os.path.abspath(os.getcwd()) == os.path.abspath(source.launch_dir) else f"cd {source.launch_dir} && "
     if not dirty:
-        return f"git checkout {commit[:12]} to run the same code"
-    return (f"to run the same code: git checkout {commit[:12]} && mlflow artifacts download -r {source.run_id} -a "
-            f"environment/git.diff -d . && git apply environment/git.diff")
+        return f"{here}git checkout {commit[:12]} to run the same code"
+    store = f"MLFLOW_TRACKING_URI={shlex.quote(source.uri)} " if source.uri else ""
+    return (f"to run the same code: {here}git checkout {commit[:12]} && {store}mlflow artifacts download -r "
+            f"{source.run_id} -a environment/git.diff -d . && git apply environment/git.diff")
 
 
 def code_differences(source: SourceRun) -> list[str]:

@@ -29,6 +29,7 @@ class SourceRun:
     packages: str | None = None
     hydra_overrides: list[str] = field(default_factory=list)  # of Hydra's own config: hydra.searchpath=...
     project: str | None = None  # the user's project folder it found its options and code in
+    uri: str = ""  # the store it was found in
     differences: list[str] = field(default_factory=list)
 
 
@@ -58,7 +59,7 @@ def fetch_run(client, run_id: str, uri: str) -> SourceRun:
                      overrides=[str(o) for o in overrides], config=config, tags=dict(tags),
                      metrics=dict(run.data.metrics), datasets=tracking.recorded_digests(run),
                      data_config=data_config, packages=packages, project=tags.get("project.root"),
-                     hydra_overrides=rerun_hydra_overrides(hydra))
+                     hydra_overrides=rerun_hydra_overrides(hydra), uri=uri)
 
 
 def rerun_hydra_overrides(hydra: dict) -> list[str]:

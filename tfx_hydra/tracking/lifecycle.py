@@ -17,6 +17,7 @@ from tfx_hydra.metrics import EPOCH
 from tfx_hydra.process import signals
 from tfx_hydra.process.faults import as_disk_full, describe_error, disk_full_said
 from tfx_hydra.settings.schemas import TrackingConfig
+from tfx_hydra.tracking.known_stores import remember_store
 from tfx_hydra.tracking.lost_runs import close_lost_runs, process_is_gone, process_tags
 from tfx_hydra.tracking.mlflow_tracker import MlflowTracker
 from tfx_hydra.tracking.secrets import mask_secrets
@@ -52,6 +53,7 @@ def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str], r
         return
     with disk_full_said(uri_path(config, launch_dir)):
         client, experiment_id, uri = connect(config, launch_dir)
+    remember_store(uri)  # a run id alone then finds its store (reproduce, promote)
     tags = {**tags, **config.tags, "resume.key": resume_key or "none"}
     # tracking.run_name, else a sweep job's own name (its values), else the caller's
     run_name = config.run_name or (sweep_job.name if sweep_job is not None else name)

@@ -7,6 +7,7 @@ opens it with `connect` and sends records with `send_batch`.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import time
@@ -20,7 +21,10 @@ from tfx_hydra.errors import TrackingError
 from tfx_hydra.process import held_signals
 from tfx_hydra.settings.checks import require_sqlite_file
 from tfx_hydra.settings.schemas import TrackingConfig
+from tfx_hydra.tracking.known_stores import known_stores, list_path, store_holding
 from tfx_hydra.tracking.secrets import mask_uri
+
+log = logging.getLogger(__name__)
 
 MAX_PARAMS_PER_CALL = 100  # MLflow's log_batch limits
 MAX_TAGS_PER_CALL = 100
@@ -40,16 +44,28 @@ def resolve_tracking_uri(config: TrackingConfig, launch_dir: str) -> str:
     return config.uri
 
 
-def store_to_read(given: str | None) -> str:
-    """The store a command that reads runs (reproduce, promote) opens: its --tracking-uri, then
-    MLFLOW_TRACKING_URI, then the default store of the directory it runs in, which must exist."""
+def store_to_read(given: str | None, run_id: str | None = None) -> str:
+    """The store a command that reads a run (reproduce, promote) opens: its --tracking-uri, then
+    MLFLOW_TRACKING_URI, then, for `run_id`, the store of the directory it runs in or the first of the stores
+    this machine recorded runs in that holds it (known_stores.py). Nothing is created by looking: a SQLite
+    store that is not there is an error, not a new empty file."""
     uri = given or os.environ.get("MLFLOW_TRACKING_URI")
     resolved = resolve_tracking_uri(TrackingConfig(uri=uri) if uri else TrackingConfig(), os.getcwd())
-    if not uri and not os.path.exists(resolved.removeprefix("sqlite:///")):
-        raise TrackingError(f"there is no MLflow store here ({resolved.removeprefix('sqlite:///')} does not exist).",
-                            fix="run this in the directory the run was launched from, or pass --tracking-uri "
-                            "sqlite:////abs/path/mlflow.db (or http://host:5000)")
-    return resolved
+    where = resolved.removeprefix("sqlite:///")
+    if uri:
+        if resolved.startswith("sqlite:///") and not os.path.isfile(where):
+            raise TrackingError(f"there is no MLflow store at {where}.", fix="point --tracking-uri (or "
+                                "MLFLOW_TRACKING_URI) at the store the run was recorded in")
+        return resolved
+    found = store_holding(run_id, resolved) if run_id else (resolved if os.path.isfile(where) else None)
+    if found is None:
+        held = f"run {run_id} is in no MLflow store this machine knows" if run_id else "there is no MLflow store here"
+        raise TrackingError(f"{held}: not in {where}, nor in the {len(known_stores())} store(s) tfx_hydra recorded "
+                            f"runs in ({list_path()}).", fix="pass --tracking-uri sqlite:////abs/path/mlflow.db (or "
+                            "http://host:5000), or set MLFLOW_TRACKING_URI")
+    if found != resolved:
+        log.info(f"run {run_id}: in the MLflow store at {mask_uri(found)}")
+    return found
 
 
 def resolve_artifact_location(config: TrackingConfig, launch_dir: str, uri: str) -> str | None:
