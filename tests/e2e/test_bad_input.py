@@ -43,6 +43,9 @@ CASES = {
     # In a list Hydra names the bad option but does not list the others; tfx_hydra lists them.
     "unknown export in a list": (["export=[savedmodel,coreml]"], ["export=coreml is not an option of 'export'; its "
                                                                   "options are: keras, none, onnx, savedmodel"]),
+    "a group set as one value": (["trainer.early_stopping=null"], [
+        "ConfigError: trainer.early_stopping is a group of settings (enabled, monitor, patience, mode, "
+        "restore_best_weights), not one value", "Fix: trainer.early_stopping.enabled=false to turn it off"]),
     "misspelt key": (["trainer.epoch=3"], ["ConfigError: trainer.epoch is not a key of 'trainer' (its keys: epochs,",
                                            "Fix: trainer.epochs=3"]),
     # wrong types and ranges, caught before TensorFlow is imported
@@ -145,7 +148,8 @@ CASES = {
         "Fix: a source read into memory (digits, synthetic, keras (mnist, ..., a .npz), csv, text_folder, "
         "text_table), or cv=none"]),
 }
-BEFORE_ANY_RUN = {"text into a numeric model", "numbers into a text model", "k-fold on a streamed source"}
+BEFORE_ANY_RUN = {"text into a numeric model", "numbers into a text model", "k-fold on a streamed source",
+                  "a group set as one value"}
 
 
 # The test process splits its CPU into two logical devices (tests/conftest.py), so in it mirrored has two to

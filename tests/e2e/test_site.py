@@ -30,9 +30,11 @@ SEARCHED = {"cache_budget": ["Data", "Every key of data"], "promote": ["Exports"
 
 
 def build_site(site: Path, source: Path = REPO) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)], cwd=source,
-                          capture_output=True, text=True, timeout=300, env={"NO_MKDOCS_2_WARNING": "1",
-                                                                             "PATH": "/usr/bin:/bin"})
+    """`mkdocs build -f <source>/mkdocs.yml`, started from the folder the site goes into: the docs build from
+    whatever folder a user is in, the README's and the changelog's parts included."""
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(source / "mkdocs.yml"),
+                           "-d", str(site)], cwd=site.parent, capture_output=True, text=True, timeout=300,
+                          env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"})
 
 
 @pytest.fixture(scope="module")

@@ -228,3 +228,21 @@ def test_hub_text_loads_its_encoder_and_preprocessor_urls_from_tfhub_cache_dir(t
     outputs = model(tf.constant(["a great film", "dull and sad"]))
     assert outputs.shape == (2, 2) and np.allclose(np.sum(outputs, axis=-1), 1.0, atol=1e-5)
     assert model.get_layer(BACKBONE).trainable is False  # frozen until the fine-tuning phase
+
+
+@pytest.mark.slow
+def test_hub_text_names_the_preprocessor_s_key_when_its_handle_cannot_be_loaded(tmp_path):
+    """The preprocessing model is model.preprocess_handle's: a handle of it that cannot be loaded is named with that
+    key, not model.handle (the encoder's), as experiment=reviews_bert offline said."""
+    from omegaconf import OmegaConf
+
+    from tfx_hydra.settings.compose import build
+
+    cfg = compose(["model=hub_text", "data=text_folder", "data.directory=/data/reviews", "data.num_classes=2"])
+    with pytest.raises(ConfigError) as said:
+        HubLayer(str(tmp_path / "no-preprocessor"), key="model.preprocess_handle")
+    assert said.value.message.startswith(f"model.preprocess_handle={tmp_path / 'no-preprocessor'} is neither")
+    assert said.value.fix.startswith("model.preprocess_handle=")
+    with pytest.raises(ConfigError) as built:  # through the config, as a run builds it: the preprocessor comes first
+        build(OmegaConf.merge(cfg.model, {"preprocess_handle": str(tmp_path / "gone")}), "model")
+    assert built.value.message.startswith(f"model.preprocess_handle={tmp_path / 'gone'} ")

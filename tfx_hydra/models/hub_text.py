@@ -23,7 +23,8 @@ def hub_text(name, handle, preprocess_handle, num_classes, input_shape=(), freez
     require_range("model.dropout", dropout, 0.0, 1.0, 0.1, high_inclusive=False)
     import_text_ops()
     inputs = keras.Input(shape=(), dtype="string", name="inputs")
-    encoder_inputs = HubLayer(preprocess_handle, output_key="*", name="preprocess")(inputs)
+    encoder_inputs = HubLayer(preprocess_handle, output_key="*", key="model.preprocess_handle",
+                              name="preprocess")(inputs)
     x = HubLayer(handle, output_key=output_key, trainable=not freeze_backbone, name=BACKBONE)(encoder_inputs)
     if dropout:
         x = keras.layers.Dropout(dropout, name="head_dropout")(x)

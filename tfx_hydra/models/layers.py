@@ -29,13 +29,14 @@ class HubLayer(keras.layers.Layer):
     dict (None: the only one; "*": the whole dict, e.g. a text preprocessing model's input_word_ids,
     input_mask and input_type_ids for its encoder). `signature`: call a named signature (TF1-style hub
     models) instead of the model's __call__. `trainable=False` freezes the hub weights. Inputs may be
-    images, raw strings or a dict of tensors; floating inputs are given as float32."""
+    images, raw strings or a dict of tensors; floating inputs are given as float32. `key`: the config key that
+    set the handle, which an error names (a text model's preprocessor is model.preprocess_handle)."""
 
     def __init__(self, handle: str, output_key: str | None = None, signature: str | None = None,
-                 trainable: bool = False, **kwargs):
+                 trainable: bool = False, key: str = "model.handle", **kwargs):
         super().__init__(trainable=trainable, **kwargs)
-        self.handle, self.output_key, self.signature = handle, output_key, signature
-        self._module = load_module(handle)
+        self.handle, self.output_key, self.signature, self.key = handle, output_key, signature, key
+        self._module = load_module(handle, key)
         if signature is not None and signature not in self._module.signatures:
             raise ConfigError(f"model.signature={signature}: {handle} has signatures {list(self._module.signatures)}.",
                               fix=f"model.signature={next(iter(self._module.signatures), 'null')} or null")
@@ -92,22 +93,22 @@ class HubLayer(keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "handle": self.handle, "output_key": self.output_key,
-                "signature": self.signature}
+                "signature": self.signature, "key": self.key}
 
 
-def load_module(handle: str):
-    """hub.load, with the two ways it fails here said plainly."""
+def load_module(handle: str, key: str = "model.handle"):
+    """hub.load, with the two ways it fails here said plainly, naming `key` (the config key of the handle)."""
     import tensorflow_hub as hub
 
     is_url = handle.startswith(("http://", "https://", "gs://"))
     if not is_url and not os.path.isdir(os.path.expanduser(handle)):
-        raise ConfigError(f"model.handle={handle} is neither a URL nor a SavedModel folder.",
-                          fix="model.handle=https://tfhub.dev/... or the folder holding saved_model.pb")
+        raise ConfigError(f"{key}={handle} is neither a URL nor a SavedModel folder.",
+                          fix=f"{key}=https://tfhub.dev/... or the folder holding saved_model.pb")
     try:
         return hub.load(os.path.expanduser(handle) if not is_url else handle)
     except Exception as err:  # network errors, 404s, a folder without saved_model.pb
         if "Op type not registered" in str(err):  # a BERT preprocessor: TensorFlow Text's ops
-            raise ConfigError(f"model.handle={handle} needs ops TensorFlow does not have by itself "
+            raise ConfigError(f"{key}={handle} needs ops TensorFlow does not have by itself "
                               f"({str(err).splitlines()[0][:200]}).",
                               fix='pip install "tfx_hydra[text]" (TensorFlow Text, the version matching TensorFlow)'
                               ) from None
@@ -115,8 +116,8 @@ def load_module(handle: str):
         where = (f"TFHUB_CACHE_DIR={cache}" if cache
                  else "set TFHUB_CACHE_DIR to a folder: unset, TF Hub caches in a temporary folder")
         raise ConfigError(
-            f"model.handle={handle} could not be loaded ({type(err).__name__}: {str(err).splitlines()[0][:300]}).",
-            fix="on a machine without internet, download the model elsewhere and point model.handle at its "
+            f"{key}={handle} could not be loaded ({type(err).__name__}: {str(err).splitlines()[0][:300]}).",
+            fix=f"on a machine without internet, download the model elsewhere and point {key} at its "
             f"folder, or fill the TF Hub cache ({where}) and keep the URL",
         ) from None
 

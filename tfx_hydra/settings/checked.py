@@ -130,7 +130,9 @@ def validate_section(cfg: DictConfig, name: str, schema: type | None = None) -> 
         raise ConfigError(f"the config has no '{name}' section.", fix=f"add '{name}' to the defaults list")
     try:
         # resolved first: a section may read another (trainer.loss: ${task.loss}), which the schema cannot
-        merged = OmegaConf.merge(_typed_defaults(schema), OmegaConf.to_container(cfg[name], resolve=True))
+        given = OmegaConf.to_container(cfg[name], resolve=True)
+        require_groups_as_groups(name, schema, given)
+        merged = OmegaConf.merge(_typed_defaults(schema), given)
         return OmegaConf.to_object(merged)
     except ConfigError:
         raise
@@ -155,6 +157,31 @@ def _typed_defaults(schema: type) -> DictConfig:
     """The schema as OmegaConf's typed node, made once per process: a run validates the same six
     sections, and a search's trials do so each (merge copies it, which costs a fifth of making it)."""
     return OmegaConf.structured(schema)
+
+
+def require_groups_as_groups(name: str, schema: type, given: Any, prefix: str = "") -> None:
+    """A group of settings set as one value (trainer.early_stopping=null, trainer.keep_best=false) is one error
+    naming the switch the user meant (trainer.early_stopping.enabled=false), not OmegaConf's type error."""
+    import dataclasses
+    import typing
+
+    if not isinstance(given, dict):
+        return
+    for field in dataclasses.fields(schema):
+        hint = _field_type(schema, field.name)
+        if not dataclasses.is_dataclass(hint) or field.name not in given:
+            continue
+        value, key = given[field.name], f"{name}.{prefix}{field.name}"
+        if value is None and type(None) in getattr(typing.get_type_hints(schema)[field.name], "__args__", ()):
+            continue  # an optional group, left out
+        if isinstance(value, dict):
+            require_groups_as_groups(name, hint, value, f"{prefix}{field.name}.")
+            continue
+        group = [f.name for f in dataclasses.fields(hint)]
+        switch = "enabled" if "enabled" in group else group[0]
+        said = " to turn it off" if switch == "enabled" and value in (None, False, "false", "off", "none") else ""
+        raise ConfigError(f"{key} is a group of settings ({', '.join(group)}), not one value: {key}={show(value)} "
+                          "cannot set it.", fix=f"{key}.{switch}=" + ("false" if said else "...") + said)
 
 
 def _expected_type(schema: type, full_key: str) -> str:
