@@ -109,6 +109,9 @@ def test_the_projects_own_model_trains_exports_and_records_its_code(project, tra
         assert f"export/{exported}" in "\n".join(str(p) for p in project.glob("outputs/*/*/export/**/*")), exported
     tags, params = run.data.tags, run.data.params
     assert tags["project.root"] == str(project) and tags["project.config_dir"] == str(project / "conf")
+    # the project's runs are an MLflow experiment of their own, named after it (pyproject.toml's [project] name)
+    assert [r.info.run_id for r in mlflow_runs(project, experiment="acme")] == [run.info.run_id]
+    assert mlflow_runs(project, experiment="tfx_hydra") == []
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True).stdout.strip()
     assert tags["code.acme"] == f"git {commit[:12]} in {project}"
     assert tags["code.tfx_hydra"]  # ours, described the same way
@@ -378,8 +381,9 @@ def test_code_not_yet_committed_is_recorded_as_a_change_a_reproduce_restores(pro
     said = run_in_reproduce([run.info.run_id, "--tracking-uri", f"sqlite:///{copy / 'mlflow.db'}", "--dry-run"],
                             cwd=tmp_path)
     assert said.returncode == 0, said.stderr[-3000:]
-    advice = (f"to run the same code: git checkout {commit[:12]} && mlflow artifacts download -r {run.info.run_id} "
-              "-a environment/git.diff -d . && git apply environment/git.diff")
+    advice = (f"to run the same code: cd {copy} && git checkout {commit[:12]} && MLFLOW_TRACKING_URI=sqlite:///"
+              f"{copy / 'mlflow.db'} mlflow artifacts download -r {run.info.run_id} -a environment/git.diff -d . && "
+              "git apply environment/git.diff")  # from the folder reproduce ran in: it goes to the run's own
     assert advice in said.stdout, said.stdout
     restored = tmp_path / "restored"  # the advice, followed in a fresh clone
     subprocess.run(["git", "clone", "-q", str(copy), str(restored)], check=True)

@@ -81,13 +81,17 @@ def artifact_paths(client, run_id: str, path: str | None = None) -> set[str]:
     return found
 
 
-def mlflow_runs(launch_dir: Path | str, experiment: str = "tfx_hydra") -> list:
-    """Every run of `experiment` in the default store of `launch_dir` ([] when there is no store)."""
+def mlflow_runs(launch_dir: Path | str, experiment: str | None = None) -> list:
+    """Every run of `experiment` (None: of every experiment tfx_hydra made there: `tfx_hydra`, a project's) in the
+    default store of `launch_dir`, newest first ([] when there is no store)."""
     if not (Path(launch_dir) / "mlflow.db").exists():
         return []
     client = mlflow_client(launch_dir)
-    found = client.get_experiment_by_name(experiment)
-    return client.search_runs([found.experiment_id]) if found else []
+    if experiment is not None:
+        found = client.get_experiment_by_name(experiment)
+        return client.search_runs([found.experiment_id]) if found else []
+    ours = [e.experiment_id for e in client.search_experiments() if e.name != "Default"]
+    return client.search_runs(ours, order_by=["attributes.start_time DESC"]) if ours else []
 
 
 def compose(overrides: list[str] = (), launch_dir: Path | str = "/tmp") -> DictConfig:

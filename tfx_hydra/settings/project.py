@@ -39,6 +39,7 @@ class Project:
     root: str
     config_dir: str
     python_path: tuple[str, ...]
+    name: str = ""  # its pyproject.toml's [project] name, else its folder's: the MLflow experiment its runs go to
 
     @property
     def search_path(self) -> str:
@@ -78,6 +79,16 @@ def activate(project: Project | None) -> None:
     missing = [p for p in project.python_path if p not in inherited]
     if missing:
         os.environ["PYTHONPATH"] = os.pathsep.join([*missing, *inherited])
+
+
+def default_experiment() -> str:
+    """The MLflow experiment a run goes to when tracking.experiment is unset: its project's name (runs of two
+    projects do not share one list), else `tfx_hydra`."""
+    try:
+        project = find_project()
+    except ConfigError:  # a broken project is said where it is used; its runs' experiment is not the place
+        project = None
+    return project.name if project is not None and project.name else "tfx_hydra"
 
 
 def is_users(name: str) -> bool:
@@ -122,7 +133,8 @@ def _project(root: str, settings: dict) -> Project:
         if not os.path.isdir(folder):
             raise ConfigError(f"python_path in {where} [{TABLE}] names {folder}, which does not exist.",
                               fix="list the folders the project's packages are in (relative to the project)")
-    return Project(root=root, config_dir=config_path, python_path=folders)
+    return Project(root=root, config_dir=config_path, python_path=folders,
+                   name=str(settings.get("__project_name__") or os.path.basename(os.path.normpath(root))))
 
 
 def _read_table(path: str) -> dict | None:
@@ -145,4 +157,7 @@ def _read_table(path: str) -> dict | None:
             return None  # someone else's broken pyproject.toml is not ours to judge
         raise ConfigError(f"{path} cannot be read: {err}.", fix="fix the TOML syntax of the file") from None
     table = data.get("tool", {}).get("tfx_hydra")
-    return table if isinstance(table, dict) else None
+    if not isinstance(table, dict):
+        return None
+    name = data.get("project", {}).get("name") if isinstance(data.get("project"), dict) else None
+    return {**table, "__project_name__": name} if name else table

@@ -24,6 +24,7 @@ from tfx_hydra.settings.checks import (
     require_range,
     require_target,
 )
+from tfx_hydra.settings.project import default_experiment
 
 JIT_CHOICES = ("auto", True, False)
 ALLOCATORS = (None, "cuda_malloc_async")
@@ -160,10 +161,8 @@ class HardwareConfig:
         require_choice("hardware.allocator", self.allocator, ALLOCATORS)
         for index in self.gpus or []:
             if index < 0:
-                raise ConfigError(
-                    f"hardware.gpus={list(self.gpus)} holds a negative index.",
-                    fix="hardware.gpus=[0] (indices as nvidia-smi lists them)",
-                )
+                raise ConfigError(f"hardware.gpus={list(self.gpus)} holds a negative index.",
+                                  fix="hardware.gpus=[0] (indices as nvidia-smi lists them)")
 
 
 @dataclass
@@ -197,26 +196,27 @@ class TrackingConfig:
     enabled: bool = True
     uri: Optional[str] = None
     artifact_location: Optional[str] = None
-    experiment: str = "tfx_hydra"
+    experiment: Optional[str] = None  # None: the project's name (settings.project.default_experiment), else tfx_hydra
     run_name: Optional[str] = None
     connect_timeout: float = 5.0
     tags: dict[str, str] = field(default_factory=dict)
     system_metrics: SystemMetricsConfig = field(default_factory=SystemMetricsConfig)
 
     def __post_init__(self) -> None:
-        if not self.experiment or not self.experiment.strip():
+        self.experiment = default_experiment() if self.experiment is None else self.experiment  # a project's name
+        if not self.experiment.strip():
             raise ConfigError("tracking.experiment is empty.", fix="tracking.experiment=tfx_hydra")
         if self.uri is not None and not self.uri.startswith(STORE_SCHEMES):
-            raise ConfigError(f"tracking.uri={self.uri} is not a store URI MLflow takes (a bare path would be "
-                              "MLflow's retired file store).",
-                              fix="tracking.uri=sqlite:///mlflow.db (a SQLite file; relative paths start in the launch "
-                              "dir), tracking.uri=http://host:5000 (a server), or drop it for the default store")
-        if self.uri is not None and self.uri.startswith("file:") and os.environ.get("MLFLOW_ALLOW_FILE_STORE",
-                                                                                   "").lower() != "true":
+            raise ConfigError(f"tracking.uri={self.uri} is not a store URI MLflow takes (a bare path would be MLflow's "
+                              "retired file store).", fix="tracking.uri=sqlite:///mlflow.db (a SQLite file; relative "
+                              "paths start in the launch dir), tracking.uri=http://host:5000 (a server), or drop it "
+                              "for the default store")
+        file_store = os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() == "true"
+        if self.uri is not None and self.uri.startswith("file:") and not file_store:
             raise ConfigError(f"tracking.uri={self.uri} is MLflow's retired file store, which MLflow refuses unless "
-                              "MLFLOW_ALLOW_FILE_STORE=true is set.",
-                              fix="tracking.uri=sqlite:///mlflow.db (MLflow's `mlflow migrate-filestore` moves old "
-                              "runs), or export MLFLOW_ALLOW_FILE_STORE=true")
+                              "MLFLOW_ALLOW_FILE_STORE=true is set.", fix="tracking.uri=sqlite:///mlflow.db "
+                              "(MLflow's `mlflow migrate-filestore` moves old runs), or export "
+                              "MLFLOW_ALLOW_FILE_STORE=true")
         require_positive("tracking.connect_timeout", self.connect_timeout, "5", integer=False, unit="seconds")
 
 
