@@ -31,13 +31,14 @@ def new_user_env() -> dict[str, str]:
 
 
 def run_on_a_terminal(args: list[str], cwd: Path, columns: int = 60, module: str = "tfx_hydra",
-                      timeout: float = 300, interrupt_after: str | None = None) -> tuple[int, str]:
+                      timeout: float = 300, interrupt_after: str | None = None,
+                      env: dict[str, str] | None = None) -> tuple[int, str]:
     """`python -m MODULE ARGS` with a pseudo-terminal of `columns` columns as stdin, stdout and
     stderr: what the user's terminal receives (colour codes removed). `interrupt_after`: a second
     after the terminal has shown that text, Ctrl-C (SIGINT to the command, as the terminal sends it)."""
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
-    child = subprocess.Popen([sys.executable, "-m", module, *args], cwd=cwd, env=new_user_env(),
+    child = subprocess.Popen([sys.executable, "-m", module, *args], cwd=cwd, env=new_user_env() | (env or {}),
                              stdin=follower, stdout=follower, stderr=follower, close_fds=True)
     os.close(follower)
     received, seen = b"", None

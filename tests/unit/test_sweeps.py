@@ -180,6 +180,21 @@ def test_a_job_is_named_by_what_the_sweep_varies():
                            trial=True) == "trial 7: lr 5.2e-4, units 512"
 
 
+def test_one_keys_numbers_are_written_one_way_in_every_job_of_a_sweep():
+    """`lr 0.01` beside `lr 1e-3` in one table reads as two scales: a key whose sweep reaches below 0.01 (or to
+    1e5) is written 1e-2 in every job, 1e-2 and 1e-3 alike; a key that stays in between keeps 0.5."""
+    space = {"optimizer.weight_decay": "tag(log, interval(1e-5, 0.1))"}
+    grid = ["optimizer.learning_rate=0.01,1e-3", "model.dropout=0.1,0.5"]
+    config = OmegaConf.create({"hydra": {"overrides": {"task": grid}, "sweeper": {"params": space}}})
+    scientific = launch.scientific_keys(config)
+    assert scientific == ["optimizer.learning_rate", "optimizer.weight_decay"]
+    keys = launch.swept_keys(config)
+    names = [launch.job_name(n, [f"optimizer.learning_rate={lr}", f"model.dropout={d}", f"optimizer.weight_decay={w}"],
+                             keys, scientific=scientific) for n, (lr, d, w) in enumerate([("0.01", "0.1", "0.05"),
+                                                                                         ("0.001", "0.5", "0.002")])]
+    assert names == ["job 0: lr 1e-2, dropout 0.1, wd 5e-2", "job 1: lr 1e-3, dropout 0.5, wd 2e-3"]
+
+
 @pytest.mark.parametrize(("written", "shown"), [
     ("0.0005180169728534583", "5.2e-4"), ("0.01", "0.01"), ("0.001", "1e-3"), ("0.123456", "0.12"), ("0.0", "0"),
     ("1e30", "1e30"), ("-0.004", "-4e-3"), ("512", "512"), ("cnn", "cnn"), ("inf", "inf")])

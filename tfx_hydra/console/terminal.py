@@ -17,7 +17,7 @@ HARMLESS_WARNINGS = ("triggered tf.function retracing",  # every job of a sweep 
                      "In the future `np.object` will be defined")  # Keras' ONNX exporter asks NumPy an old question
 # absl's INFO lines: TF Hub's "Using /tmp/tfhub_modules to cache modules.", keras.datasets' "Downloading
 # data from ..." and its progress (data/keras.py routes Keras' prints there for the download)
-QUIET_LIBRARY_INFO = ("absl",)
+QUIET_LIBRARY_INFO = ("absl", "matplotlib.font_manager")  # downloads; a machine's first font cache
 log = logging.getLogger("tfx_hydra")
 
 

@@ -100,7 +100,7 @@ class SweepCallback(Callback):
                 run_id = study_parent(client, experiment_id, tags[STUDY_TAG], made=run_id)
         resume = tracking.mask_text(launch.resume_command(tags["command"], sweep_dir))
         write_parent_record(sweep_dir, {"run_id": run_id, "uri": uri, "swept_keys": launch.swept_keys(config),
-                                        "resume_command": resume})
+                                        "scientific": launch.scientific_keys(config), "resume_command": resume})
         self._parent = Parent(client, run_id, sweep_dir, *launch.primary_objective(config),
                               planned=launch.planned_jobs(config),
                               resume=resume, ui=tracking.ui_command(uri, launch_dir), shared=search is not None)
@@ -124,7 +124,8 @@ class SweepCallback(Callback):
             return
         trial = search.get("trial")  # a search's job: named by its trial
         num = int(config.hydra.job.num) if trial is None else int(trial)
-        name = launch.job_name(num, list(config.hydra.overrides.task), record["swept_keys"], trial=trial is not None)
+        name = launch.job_name(num, list(config.hydra.overrides.task), record["swept_keys"], trial=trial is not None,
+                               scientific=record.get("scientific", []))
         announce_job(SweepJob(record["run_id"], num, name, record.get("resume_command", ""), trial=trial is not None))
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:

@@ -126,14 +126,37 @@ def swept_keys(config: DictConfig) -> list[str]:
 SHORT_KEYS = {"learning_rate": "lr", "batch_size": "batch", "weight_decay": "wd"}
 
 
-def job_name(num: int, overrides: list[str], keys: list[str], trial: bool = False) -> str:
-    """'job 3: units 128, lr 0.01' or, for a search, 'trial 7: lr 5.2e-4, units 512': what sets this job
+def job_name(num: int, overrides: list[str], keys: list[str], trial: bool = False,
+             scientific: list[str] = ()) -> str:
+    """'job 3: units 128, lr 1e-2' or, for a search, 'trial 7: lr 5.2e-4, units 512': what sets this job
     apart, short enough for the MLflow UI's run list (numbers rounded for display; the exact values are
-    the run's params)."""
+    the run's params). The `scientific` keys' numbers are written as 1e-2 in every job of the sweep (its
+    values reach below 0.01 or to 1e5: scientific_keys), so one table writes one key's numbers one way."""
     own = [o.split("=", 1) for o in overrides if "=" in o and o.split("=", 1)[0].lstrip("+~") in keys]
     label = f"{'trial' if trial else 'job'} {num}"
-    shown = ", ".join(f"{short_key(key.lstrip('+~'))} {short_value(value)}" for key, value in own)
+    shown = ", ".join(f"{short_key(key.lstrip('+~'))} {short_value(value, key.lstrip('+~') in scientific)}"
+                      for key, value in own)
     return f"{label}: {shown}"[:200] if shown else label
+
+
+def scientific_keys(config: DictConfig) -> list[str]:
+    """The swept keys whose values (a grid's, a search space's bounds) reach below 0.01 or to 1e5: each job's
+    name writes that key's numbers in one notation, 1e-3 and 1e-2 alike."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
+
+    parser = OverridesParser.create()
+    params = [parser.parse_override(f"{k}={v}") for k, v in (config.hydra.sweeper.get("params") or {}).items()]
+    keys = []
+    for override in [*sweeping_overrides(config), *params]:
+        value = override.value()
+        found = (value.list if isinstance(value, ChoiceSweep) else [value.start, value.end]
+                 if isinstance(value, IntervalSweep) else [value.start, value.stop] if isinstance(value, RangeSweep)
+                 else [])
+        numbers = [float(v) for v in found if isinstance(v, float)]
+        if any(v != 0 and not 1e-2 <= abs(v) < 1e5 for v in numbers):
+            keys.append(override.get_key_element().lstrip("+~"))
+    return keys
 
 
 def short_key(key: str) -> str:
@@ -142,16 +165,16 @@ def short_key(key: str) -> str:
     return SHORT_KEYS.get(last, last)
 
 
-def short_value(text: str) -> str:
-    """A float with two significant digits ('0.0005180169728534583' -> '5.2e-4', '0.01', '0.12'), an
-    integer and anything that is not a number as written ('512', 'cnn')."""
+def short_value(text: str, scientific: bool = False) -> str:
+    """A float with two significant digits ('0.0005180169728534583' -> '5.2e-4', '0.01', '0.12'; `scientific`:
+    '1e-2', '1.2e-1' too), an integer and anything that is not a number as written ('512', 'cnn')."""
     try:
         number = float(text)
     except ValueError:
         return text
     if not any(mark in text.lower() for mark in (".", "e", "inf", "nan")):
         return text  # an integer
-    if number != 0 and math.isfinite(number) and not 1e-2 <= abs(number) < 1e5:
+    if number != 0 and math.isfinite(number) and (scientific or not 1e-2 <= abs(number) < 1e5):
         mantissa, exponent = f"{number:.1e}".split("e")
         return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
     return f"{number:.2g}"
