@@ -72,7 +72,7 @@ class MlflowTracker:
 
     def log_config(self, resolved: dict[str, Any]) -> None:
         """The resolved config (records.resolved_config: a plain container), flattened to dotted params."""
-        self.log_params(flatten(resolved))
+        self.log_params(flatten(resolved, leave_unset=True))
 
     def log_params(self, params: dict[str, str]) -> None:
         self._held.params += mask_secrets(params).items()

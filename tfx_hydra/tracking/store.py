@@ -283,14 +283,15 @@ def send_artifacts(client, run_id: str, local_path: str, artifact_path: str | No
         client.log_artifact(run_id, local_path, artifact_path)
 
 
-def flatten(node: Any, prefix: str = "") -> dict[str, str]:
+def flatten(node: Any, prefix: str = "", leave_unset: bool = False) -> dict[str, str]:
     """{'a': {'b': 1}} -> {'a.b': '1'}: MLflow params are flat strings. A list of nodes (trainer.callbacks)
-    is flattened by position, `trainer.callbacks.0._target_`; a list of values stays one param."""
+    is flattened by position, `trainer.callbacks.0._target_`; a list of values stays one param. `leave_unset`:
+    keys whose value is null are left out (a run's params are what it was set to, not placeholders)."""
     if isinstance(node, list) and any(isinstance(value, dict) for value in node):
         node = {str(index): value for index, value in enumerate(node)}
     if isinstance(node, dict):
         flat: dict[str, str] = {}
         for key, value in node.items():
-            flat.update(flatten(value, f"{prefix}{key}."))
+            flat.update(flatten(value, f"{prefix}{key}.", leave_unset))
         return flat
-    return {prefix.rstrip("."): str(node)[:MAX_PARAM_LENGTH]}
+    return {} if node is None and leave_unset else {prefix.rstrip("."): str(node)[:MAX_PARAM_LENGTH]}
