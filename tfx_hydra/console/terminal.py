@@ -14,7 +14,9 @@ from rich.markup import escape
 NATIVE_LOGGER = "tfx_hydra.native"  # what TensorFlow's C++ side wrote while it started (native_lines.py)
 # Library warnings known to be harmless here (Python's warnings reach logging: see TerminalHandler).
 HARMLESS_WARNINGS = ("triggered tf.function retracing",  # every job of a sweep traces its model's functions anew
-                     "In the future `np.object` will be defined")  # Keras' ONNX exporter asks NumPy an old question
+                     "In the future `np.object` will be defined",  # Keras' ONNX exporter asks NumPy an old question
+                     # TensorFlow, saving the graph the ONNX converter reads: a class-name lookup's initializer
+                     "Issue encountered when serializing table_initializer")
 # absl's INFO lines: TF Hub's "Using /tmp/tfhub_modules to cache modules.", keras.datasets' "Downloading
 # data from ..." and its progress (data/keras.py routes Keras' prints there for the download)
 QUIET_LIBRARY_INFO = ("absl", "matplotlib.font_manager")  # downloads; a machine's first font cache
