@@ -8,6 +8,7 @@ import logging
 import os
 import shutil
 import sys
+import time
 
 import keras
 import numpy as np
@@ -15,7 +16,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from tfx_hydra.data import csv, digits, image_folder, keras_dataset, record_index, tfds, tfrecord
+from tfx_hydra.data import csv, digits, image_folder, keras_dataset, record_index, table_stream, tfds, tfrecord
 from tfx_hydra.data.pipeline import DataSpec, PipelineOptions, streamed_datasets
 from tfx_hydra.data.to_tfrecord import main as to_tfrecord
 from tfx_hydra.errors import ConfigError, DataError
@@ -94,7 +95,10 @@ def test_tfrecord_order_is_deterministic_and_seeded(digits_tfrecords):
     first = tfrecord(pattern, None, [8, 8], 10, batch_size=64, seed=1, deterministic=True)
     again = tfrecord(pattern, None, [8, 8], 10, batch_size=64, seed=1, deterministic=True)
     assert np.array_equal(labels(first.train), labels(again.train))
-    assert (first.num_train, first.num_validation, first.num_test) == (905, 129, 259)  # carved off the train files
+    # carved off the training files' records by the seeded pattern of their positions (record_splits.py)
+    shares = table_stream.split_counts(1293, table_stream.split_pattern(0.2, 0.1, 1))
+    assert (first.num_train, first.num_validation, first.num_test) == (shares["train"], shares["validation"],
+                                                                      shares["test"]) == (938, 99, 256)
     assert np.array_equal(labels(first.test), labels(again.test))  # held-out splits never shuffle
 
 
@@ -132,12 +136,17 @@ def test_tfrecord_empty_glob(tmp_path):
     assert "to_tfrecord" in str(caught.value)
 
 
-def test_a_corrupt_tfrecord_is_named(digits_tfrecords, tmp_path):
+def test_a_corrupt_tfrecord_is_named_by_the_epoch_that_reads_it(digits_tfrecords, tmp_path):
+    """Nothing reads the files through before training (record_splits.py): a truncated file is met, and named
+    with its file and record, where an epoch reads it."""
     good = (digits_tfrecords / "train-00000-of-00003.tfrecord").read_bytes()
     (tmp_path / "a.tfrecord").write_bytes(good)
     (tmp_path / "b.tfrecord").write_bytes(good[: len(good) // 2])  # truncated mid-record, as by a full disk
-    with pytest.raises(DataError, match=r"the TFRecord file .*b.tfrecord is corrupt or truncated"):
-        tfrecord(str(tmp_path / "*.tfrecord"), None, [8, 8], 10, batch_size=32, seed=0)
+    data = tfrecord(str(tmp_path / "*.tfrecord"), None, [8, 8], 10, batch_size=32, seed=0)
+    with pytest.raises(DataError, match=r"the TFRecord file .*b.tfrecord is corrupt or truncated after record 215"):
+        with data.named_errors():
+            for _ in data.train:
+                pass
 
 
 def test_tfrecord_keys_or_shape_that_do_not_match_the_files(digits_tfrecords):
@@ -386,8 +395,8 @@ def test_tfrecord_nan_is_named_by_file_and_record_within_the_checked_batches(tmp
                                         r"inputs at \[2, 3\]; the inputs must be finite numbers"):
         tfrecord(pattern, None, [8, 8], 10, batch_size=16, seed=0)  # default: 10 batches of 16 = 160 records
     # opt-in depth: the first 3 batches (48 records) do not reach record 57; off checks nothing
-    assert tfrecord(pattern, None, [8, 8], 10, batch_size=16, seed=0, check_finite_batches=3).num_train == 105
-    assert tfrecord(pattern, None, [8, 8], 10, batch_size=16, seed=0, check_finite=False).num_train == 105
+    assert tfrecord(pattern, None, [8, 8], 10, batch_size=16, seed=0, check_finite_batches=3).spec.input_shape == (8, 8)
+    assert tfrecord(pattern, None, [8, 8], 10, batch_size=16, seed=0, check_finite=False).spec.input_shape == (8, 8)
     with pytest.raises(ConfigError, match=r"data.check_finite_batches=0 is out of range: expected a positive integer, "
                                           r"or null \(every batch\)"):
         tfrecord(pattern, None, [8, 8], 10, batch_size=16, seed=0, check_finite_batches=0)
@@ -420,24 +429,39 @@ def test_to_tfrecord_writes_the_index_its_readers_count_from(digits_tfrecords):
     assert record_index.known_counts(files) == {f: index[os.path.basename(f)]["records"] for f in files}
 
 
-def test_files_without_an_index_are_counted_once_then_read_from_the_cache(digits_tfrecords, tmp_path, caplog):
+def counted_in_the_background(files: list[str], timeout: float = 60) -> dict[str, int]:
+    """What the count cache holds for `files` once the run's background count has kept them all."""
+    deadline = time.monotonic() + timeout
+    while len(known := record_index.known_counts(files)) < len(files):
+        assert time.monotonic() < deadline, "the background count did not finish"
+        time.sleep(0.1)
+    return known
+
+
+def test_files_without_an_index_are_not_counted_before_training_and_the_next_start_knows_them(digits_tfrecords,
+                                                                                               tmp_path, caplog):
+    """No pass over the files before the first step: the first start's epochs are of unknown length while a
+    thread counts the files; the next start reads the counts from the cache (the same split either way)."""
     caplog.set_level(logging.INFO, logger="tfx_hydra")
     for shard in digits_tfrecords.glob("train-*.tfrecord"):
         shutil.copy(shard, tmp_path / shard.name)  # a user's own files: no index beside them
     pattern = str(tmp_path / "train-*.tfrecord")
+    files = sorted(str(p) for p in tmp_path.glob("train-*.tfrecord"))
     first = tfrecord(pattern, None, [8, 8], 10, batch_size=32, seed=0, raw_scale=1 / 16)
-    assert "counted the records of 3 TFRecord files once (1,293 records); kept in " \
-           f"{record_index.cache_path()} for the next start" in caplog.text
+    assert "data: 3 TFRecord files without an index: the epochs' length is learned as they are read" in caplog.text
+    assert (first.num_train, first.num_validation, first.num_test) == (None, None, None)
+    read = {name: len(labels(getattr(first, name))) for name in ("train", "validation", "test")}
+    assert counted_in_the_background(files) == {f: 431 for f in files}  # counted while the first start read
     caplog.clear()
     again = tfrecord(pattern, None, [8, 8], 10, batch_size=32, seed=0, raw_scale=1 / 16)
-    assert "counted the records" not in caplog.text  # read from the cache: no pass over the files
-    assert (again.num_train, again.num_validation, again.num_test) == (first.num_train, first.num_validation,
-                                                                       first.num_test)
+    assert "without an index" not in caplog.text  # read from the cache: no pass over the files
+    assert {"train": again.num_train, "validation": again.num_validation, "test": again.num_test} == read
+    assert {name: again.reads[name].digest for name in read} == {name: first.reads[name].digest for name in read}
     shard = tmp_path / "train-00000-of-00003.tfrecord"
     shard.write_bytes(shard.read_bytes() * 2)  # written again: its size and time changed, so it is counted again
     grown = tfrecord(pattern, None, [8, 8], 10, batch_size=32, seed=0, raw_scale=1 / 16)
-    assert "counted the records of 1 TFRecord file once (862 records)" in caplog.text
-    assert grown.num_train + grown.num_validation + grown.num_test == 1293 + 431
+    assert "data: 1 TFRecord file without an index" in caplog.text and grown.num_train is None
+    assert counted_in_the_background(files)[str(shard)] == 862
 
 
 def test_an_index_entry_edited_into_nonsense_is_no_entry_the_file_is_counted(digits_tfrecords, tmp_path, caplog):
@@ -450,6 +474,6 @@ def test_an_index_entry_edited_into_nonsense_is_no_entry_the_file_is_counted(dig
         "train-00000-of-00003.tfrecord": {"records": "many", "bytes": sizes["train-00000-of-00003.tfrecord"]},
         "train-00001-of-00003.tfrecord": "431",
         "train-00002-of-00003.tfrecord": {"records": 431, "bytes": sizes["train-00002-of-00003.tfrecord"]}}}))
-    data = tfrecord(str(tmp_path / "train-*.tfrecord"), None, [8, 8], 10, batch_size=32, seed=0, raw_scale=1 / 16)
-    assert "counted the records of 2 TFRecord files once" in caplog.text  # the third read from its good entry
-    assert data.num_train + data.num_validation + data.num_test == 1293
+    tfrecord(str(tmp_path / "train-*.tfrecord"), None, [8, 8], 10, batch_size=32, seed=0, raw_scale=1 / 16)
+    assert "data: 2 TFRecord files without an index" in caplog.text  # the third read from its good entry
+    assert counted_in_the_background(files) == {f: 431 for f in files}

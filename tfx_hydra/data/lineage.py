@@ -118,12 +118,15 @@ def array_reads(named: str, source: str, splits: dict[str, Any], num_classes: in
             for split, arrays in splits.items()}
 
 
-def files_read(split: str, named: str, source: str, paths: Sequence[str], num_examples: int,
-               input_shape: Sequence[int], num_classes: int, *also: object) -> DataRead:
-    """The DataRead of a split streamed from `paths` (`also`: e.g. the record range it takes; the
-    example count always enters the digest: data.limit reads less of the same files)."""
+def files_read(split: str, named: str, source: str, paths: Sequence[str], num_examples: int | None,
+               input_shape: Sequence[int], num_classes: int, *also: object, count_in_digest: bool = True) -> DataRead:
+    """The DataRead of a split streamed from `paths` (`also`: e.g. which of their records it takes). The example
+    count enters the digest (data.limit reads less of the same files), unless `count_in_digest=False`: a source
+    whose count may be known on one start and not on another (TFRecords without an index) says what it reads in
+    `also` instead, so its digest is the same on both."""
+    counted = (num_examples,) if count_in_digest else ()
     return DataRead(split=split, name=f"{named}-{split}", source=source, source_type="local",
-                    num_examples=int(num_examples), input_shape=tuple(int(d) for d in input_shape),
-                    input_dtype="float32", num_classes=int(num_classes),
-                    digest=files_digest(paths, num_examples, *also),
+                    num_examples=None if num_examples is None else int(num_examples),
+                    input_shape=tuple(int(d) for d in input_shape), input_dtype="float32",
+                    num_classes=int(num_classes), digest=files_digest(paths, *counted, *also),
                     digested=FILES_DIGESTED, details={"files": len(paths)})

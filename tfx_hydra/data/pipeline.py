@@ -202,7 +202,8 @@ def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spe
                       reads: Callable[[str, int], Any] | None = None,
                       explain: Callable[[Exception], Exception | None] | None = None) -> Datasets:
     """Parsed, limited, cached, shuffled, batched: the three splits of a streamed source (TFRecords,
-    image files, TFDS, tables), each of a known size (`parse`: None where the source parsed them).
+    image files, TFDS, tables), each of a known size or None: unknown, read to its end (`parse`: None where the
+    source parsed them).
     `check_finite_as` (the source's name, for the message) checks the first data.check_finite_batches
     batches of each split for NaN/inf before training; sources that check their own way, or whose inputs
     cannot be NaN, pass None.
@@ -216,8 +217,10 @@ def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spe
         if counts[name] == 0:
             raise DataError(f"the {name} split is empty.", fix="use more data or smaller split fractions")
     if options.limit is not None:
-        splits["train"], counts["train"] = splits["train"].take(options.limit), min(options.limit, counts["train"])
-    require_a_batch(counts["train"], options.batch_size)
+        splits["train"] = splits["train"].take(options.limit)
+        counts["train"] = None if counts["train"] is None else min(options.limit, counts["train"])
+    if counts["train"] is not None:  # of unknown length (files no index knows): the first epoch reads to its end
+        require_a_batch(counts["train"], options.batch_size)
     parsed_splits = {}
     for name, dataset in splits.items():
         if parse is None:  # parsed by the source (table_stream: a batch of lines at a time)
@@ -228,8 +231,8 @@ def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spe
         else:
             parsed = dataset.map(parse, num_parallel_calls=options.parallel_calls,
                                  deterministic=options.deterministic)
-        # the count is known (counted or listed): telling tf.data lets Keras size epochs and progress
-        parsed = parsed.apply(tf.data.experimental.assert_cardinality(counts[name]))
+        if counts[name] is not None:  # known (listed, cached): telling tf.data lets Keras size epochs and progress
+            parsed = parsed.apply(tf.data.experimental.assert_cardinality(counts[name]))
         if check_finite_as and options.check_finite:
             require_finite_stream(parsed, name, check_finite_as, checked_examples(options))
         parsed_splits[name] = parsed

@@ -1,21 +1,25 @@
 """record_index: how many records each TFRecord file holds, without reading the files at every start.
 
 A TFRecord file does not say how many records it holds: counting them reads it whole (100 GB took ~40
-minutes). The counts size the splits and the epochs, so they come, in order, from
+minutes). The counts give the epochs their length, so they come, in order, from
     1. the index to_tfrecord writes beside its shards (tfrecord-index.json: each file's records and bytes);
     2. this user's count cache ($XDG_CACHE_HOME/tfx_hydra/record_counts.json, else ~/.cache/...), keyed by
        the file's path, size and modification time: a file written again is counted again;
-    3. a count of the file, once, kept in that cache for the next start (said on the terminal).
-A file counted from an index is not read before training: a truncated or corrupt record is met in the
-epoch that reads it, and named there (tfrecord.corrupt_record).
+    3. nowhere yet: the run trains without them (an epoch of unknown length), and the files are counted in a
+       thread of its own while it trains (`count_in_background`), kept in that cache for the next start.
+No file is read through before training: a truncated or corrupt record is met in the epoch that reads it, and
+named there (tfrecord.corrupt_record).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import tempfile
+
+log = logging.getLogger(__name__)
 
 INDEX_FILE = "tfrecord-index.json"
 CACHE_FILE = "record_counts.json"
@@ -89,3 +93,29 @@ def _write_json(path: str, value: dict) -> None:
     with os.fdopen(handle, "w", encoding="utf-8") as file:
         json.dump(value, file, indent=1, sort_keys=True)
     os.replace(temporary, path)
+
+
+def count_in_background(files: list[str], count_file, what: str) -> None:
+    """Count `files` (`count_file(path, stopped) -> records | None`) in a daemon thread at the lowest CPU
+    priority, each count kept in the cache as it is made; the process stops it at exit (its TensorFlow reads must
+    not outlive the interpreter)."""
+    import atexit
+    import threading
+
+    stop = threading.Event()
+
+    def count_each() -> None:
+        with contextlib.suppress(OSError, AttributeError):  # a lower priority where the OS gives one per thread
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        counted = {}
+        for path in files:
+            records = count_file(path, stop.is_set)
+            if records is None:
+                return
+            counted[path] = records
+            remember({path: records})
+        log.debug(f"counted {sum(counted.values()):,} records of {len(counted)} {what} file(s) while training")
+
+    thread = threading.Thread(target=count_each, name="tfx_hydra-record-count", daemon=True)
+    atexit.register(lambda: (stop.set(), thread.join(timeout=10)))
+    thread.start()

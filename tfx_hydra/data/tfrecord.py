@@ -3,8 +3,8 @@
 They stream (interleaved across files, parsed in parallel) and never need to fit in memory,
 which is the point of converting to them (`python -m tfx_hydra.data.to_tfrecord`). Splits without files
 of their own are whole training files where there are 10 or more (drawn by data.seed), else the training
-files' first records. The records per file come from an index or a cache (record_index.py), not from a
-pass over the files at every start.
+files' records by a seeded pattern of their positions (record_splits.py). The records per file come from an
+index or a cache (record_index.py); nothing is read through before the first step.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import dataclasses
 import glob
 import logging
 import os
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from tfx_hydra.data import record_index
+from tfx_hydra.data import record_index, record_splits
 from tfx_hydra.data.finite import checked_examples, first_non_finite, non_finite_example
 from tfx_hydra.data.lineage import DataRead, common_folder, files_read
 from tfx_hydra.data.options import options_from
@@ -31,7 +31,7 @@ from tfx_hydra.data.pipeline import (
     streamed_datasets,
 )
 from tfx_hydra.errors import DataError
-from tfx_hydra.settings.checks import require_choice, require_fraction
+from tfx_hydra.settings.checks import require_choice
 from tfx_hydra.task import get as get_task
 
 log = logging.getLogger(__name__)
@@ -47,8 +47,9 @@ def tfrecord(train_files, test_files, input_shape, num_classes, batch_size, seed
     the targets), as data.to_tfrecord writes them. The first record's label is checked against the task.
     `weight_key`: a float feature, each example's weight in the training loss (the other splits unweighted).
 
-    Splits without files of their own are carved off the training files' first records
-    (validation_split / test_split of them), in file order, before shuffling.
+    Splits without files of their own are whole training files (10 or more), else the training files' records
+    by a seeded pattern of their positions (record_splits.py): nothing is counted or read through before
+    training, and the split is the same on every start.
     """
     import tensorflow as tf
 
@@ -60,50 +61,50 @@ def tfrecord(train_files, test_files, input_shape, num_classes, batch_size, seed
     sources = {"train": expand_globs("data.train_files", train_files),
                "validation": expand_globs("data.validation_files", validation_files) if validation_files else None,
                "test": expand_globs("data.test_files", test_files) if test_files else None}
-    per_file = {name: record_counts(files) for name, files in sources.items() if files}
-    carve_whole_files(sources, per_file, validation_split, test_split, options.seed)
-    counts = {name: sum(files) for name, files in per_file.items()}
+    record_splits.carve_whole_files(sources, validation_split, test_split, options.seed)
+    pattern = record_splits.carving(sources, validation_split, test_split, options.seed)
+    counts = record_splits.split_sizes(sources, pattern)
     parse = example_parser(kind, inputs_key, label_key, spec, weight_key)
     check_first_example(sources["train"][0], parse, spec, inputs_key, label_key, weight_key)
     if options.check_finite and kind == "dense":  # decoded images are integers: never NaN
         for name, files in sources.items():
             if files:
-                require_finite_records(files, per_file[name], parse, f"data.{name}_files", options)
+                require_finite_records(files, parse, f"data.{name}_files", options)
 
     def records(files: list[str], training: bool):
         names = tf.data.Dataset.from_tensor_slices(files)
         if training and options.seed is not None and len(files) > 1:
             names = names.shuffle(len(files), seed=options.seed, reshuffle_each_iteration=True)
         return names.interleave(tf.data.TFRecordDataset, cycle_length=min(len(files), 16),
-                                num_parallel_calls=tf.data.AUTOTUNE, deterministic=options.deterministic)
+                                num_parallel_calls=tf.data.AUTOTUNE,
+                                deterministic=options.deterministic or pattern is not None)  # a pattern: in order
 
-    carved = carve_splits(counts, validation_split, test_split)
-    if carved and options.shard_policy == "auto":  # sharding by file would carve each worker's own records
+    if pattern is not None and options.shard_policy == "auto":  # sharding by file would carve each worker's own
         options = dataclasses.replace(options, shard_policy="data")
-    train_records = records(sources["train"], training=not carved)
-    splits: dict[str, Any] = {}
-    first = {"train": 0}  # where each split starts in its files' records
-    for name in ("test", "validation"):
-        if sources[name]:
-            splits[name] = records(sources[name], training=False)
-            first[name] = 0
-        else:
-            splits[name] = train_records.take(carved[name])
-            train_records = train_records.skip(carved[name])
-            counts[name] = carved[name]
-            first[name], first["train"] = first["train"], first["train"] + carved[name]
-    counts["train"] -= carved.get("test", 0) + carved.get("validation", 0)
-    splits["train"] = train_records
+    splits = {name: records(files, training=name == "train" and pattern is None)
+              for name, files in sources.items() if files}
+    for name in ("train", "validation", "test"):
+        if pattern is not None and (name == "train" or not sources[name]):
+            splits[name] = record_splits.by_pattern(records(sources["train"], training=False), pattern, name)
     globs = {"train": train_files, "validation": validation_files, "test": test_files}
 
-    def read(name: str, count: int) -> DataRead:
-        """A carved split is a record range of the training files: the range enters its digest."""
-        files, pattern = (sources[name], globs[name] or train_files) if sources[name] else (sources["train"],
-                                                                                           train_files)
+    def read(name: str, count: int | None) -> DataRead:
+        """A carved split is a share of the training files' records: the pattern enters its digest."""
+        files, pattern_of = (sources[name], globs[name] or train_files) if sources[name] else (sources["train"],
+                                                                                              train_files)
+        carved = f"the {name} records by the split pattern of seed {options.seed}, test {test_split}, validation " \
+                 f"{validation_split}" if pattern is not None and (name == "train" or not sources[name]) else "all"
         return files_read(name, os.path.basename(common_folder(files)) or "tfrecord",
-                          ", ".join([pattern] if isinstance(pattern, str) else list(pattern)), files, count,
-                          spec.input_shape, spec.num_classes, f"records {first[name]}..{first[name] + count}")
+                          ", ".join([pattern_of] if isinstance(pattern_of, str) else list(pattern_of)), files, count,
+                          spec.input_shape, spec.num_classes, carved, f"limit {options.limit}", count_in_digest=False)
 
+    unknown = sorted({path for files in sources.values() if files for path in files}
+                     - set(record_index.known_counts([p for files in sources.values() if files for p in files])))
+    if unknown:  # the next start knows them; this one reads each epoch to its end
+        log.info(f"data: {len(unknown)} TFRecord file{'s' if len(unknown) > 1 else ''} without an index: the epochs' "
+                 "length is learned as they are read (counted while training, kept for the next start; "
+                 "python -m tfx_hydra.data.to_tfrecord writes an index)")
+        record_index.count_in_background(unknown, record_splits.tfrecord_count, "TFRecord")
     every = [path for files in sources.values() if files for path in files]
     return streamed_datasets(splits, counts, parse, spec, options, reads=read,
                              to_inputs=scaled_pixels(scale) if kind == "image" else None,
@@ -122,29 +123,6 @@ def expand_globs(key: str, patterns: str | Sequence[str]) -> list[str]:
                             "python -m tfx_hydra.data.to_tfrecord writes such files")
         files += matched
     return files
-
-
-def record_counts(files: list[str]) -> list[int]:
-    """Records per file: from to_tfrecord's index or the count cache (record_index.py), read from
-    nothing; a file neither knows is counted once (a truncated or corrupt one fails here, named) and
-    its count kept for the next start."""
-    import tensorflow as tf
-
-    counts = record_index.known_counts(files)
-    unknown = [path for path in files if path not in counts]
-    for path in unknown:
-        try:
-            counts[path] = int(tf.data.TFRecordDataset(path).reduce(np.int64(0), lambda count, _: count + 1))
-        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as err:
-            raise DataError(f"the TFRecord file {path} is corrupt or truncated ({err.message.splitlines()[0]}).",
-                            fix="write it again (python -m tfx_hydra.data.to_tfrecord), or leave it out of the glob"
-                            ) from None
-    if unknown:
-        record_index.remember({path: counts[path] for path in unknown})
-        log.info(f"data: counted the records of {len(unknown)} TFRecord file{'s' if len(unknown) > 1 else ''} once "
-                 f"({sum(counts[p] for p in unknown):,} records); kept in {record_index.cache_path()} for the next "
-                 "start")
-    return [counts[path] for path in files]
 
 
 def corrupt_record(err: Exception, files: list[str]) -> Exception | None:
@@ -167,62 +145,21 @@ def corrupt_record(err: Exception, files: list[str]) -> Exception | None:
     return None
 
 
-def require_finite_records(files: list[str], counts: list[int], parse, key: str, options) -> None:
+def require_finite_records(files: list[str], parse, key: str, options) -> None:
     """The first data.check_finite_batches x batch_size records of `files`, in file order, hold
     finite inputs: a NaN is named by its file and record, before training."""
     import tensorflow as tf
 
-    records = tf.data.TFRecordDataset(files).batch(PARSE_BATCH).map(parse).unbatch()
-    bad = first_non_finite(records, checked_examples(options))
+    names = tf.data.Dataset.from_tensor_slices(files)
+    records = names.flat_map(lambda path: tf.data.TFRecordDataset(path).enumerate().map(
+        lambda index, record: (path, index, record)))
+    bad = first_non_finite(records.map(lambda path, index, record: record).batch(PARSE_BATCH).map(parse).unbatch(),
+                           checked_examples(options))
     if bad is None:
         return
-    index, position, value = bad
-    file_number = int(np.searchsorted(np.cumsum(counts), index, side="right"))
-    record = index - sum(counts[:file_number])
-    raise non_finite_example(f"{key}: record {record} of {files[file_number]}", value, position)
-
-
-WHOLE_FILES = 10  # training files from which the splits without files of their own are carved as whole files
-
-
-def carve_whole_files(sources: dict, per_file: dict, validation_split: float, test_split: float, seed) -> None:
-    """The splits without files of their own as whole training files, where there are WHOLE_FILES or more:
-    test_split of the files (at least one), then validation_split of the rest, drawn by `seed` (`sources` and
-    `per_file` updated in place). Carved by records instead (carve_splits), the training split would start by
-    reading past them: 30 % of the records before the first step."""
-    files, missing = sources["train"], [name for name in ("test", "validation") if not sources[name]]
-    if len(files) < WHOLE_FILES or not missing:
-        return
-    count = dict(zip(files, per_file["train"]))
-    order = [files[i] for i in np.random.default_rng(seed or 0).permutation(len(files))]
-    for name, fraction in (("test", test_split), ("validation", validation_split)):
-        if name in missing:
-            require_fraction(f"data.{name}_split", fraction)
-            take = max(1, int(round(len(order) * fraction)))
-            sources[name], order = sorted(order[:take]), order[take:]
-            per_file[name] = [count[f] for f in sources[name]]
-    if not order:
-        raise DataError(f"the training files ({len(files)}) are too few to carve validation and test files from.",
-                        fix="more files, or data.validation_files=... data.test_files=...")
-    kept = set(order)
-    sources["train"] = [f for f in files if f in kept]
-    per_file["train"] = [count[f] for f in sources["train"]]
-    log.info("data: " + " and ".join(f"{name} is {len(sources[name])} whole file{'s' * (len(sources[name]) > 1)}"
-                                     for name in missing) + f" of the {len(files)} training files (drawn by data.seed)")
-
-
-def carve_splits(counts: dict[str, int], validation_split: float, test_split: float) -> dict[str, int]:
-    """How many of the training files' records go to the splits that have no files of their own."""
-    carved = {}
-    for name, fraction, key in (("test", test_split, "data.test_split"),
-                                ("validation", validation_split, "data.validation_split")):
-        if name not in counts:
-            require_fraction(key, fraction)
-            carved[name] = max(1, int(round(counts["train"] * fraction)))
-    if sum(carved.values()) >= counts["train"]:
-        raise DataError(f"the training files hold {counts['train']} records, too few to carve validation and "
-                        "test splits from.", fix="more data, or data.validation_files=... data.test_files=...")
-    return carved
+    position_in_all, position, value = bad
+    path, index, _ = next(iter(records.skip(position_in_all).take(1)))
+    raise non_finite_example(f"{key}: record {int(index)} of {path.numpy().decode()}", value, position)
 
 
 def example_parser(kind: str, inputs_key: str, label_key: str, spec: DataSpec, weight_key: str | None = None):
