@@ -62,6 +62,8 @@ def test_each_example_project_runs_its_readme_end_to_end(example, tmp_path):
     assert run.data.tags["project.root"] == str(project)  # found from its own folder, no flags
     if example == "text_classifier":
         a_bert_from_tf_hub(project, tmp_path)
+    if example == "tabular_regression":
+        the_tutorials_rows_by_name(project, run, tutorial)
 
 
 def a_bert_from_tf_hub(project: Path, tmp_path: Path) -> None:
@@ -75,3 +77,25 @@ def a_bert_from_tf_hub(project: Path, tmp_path: Path) -> None:
     bert_run = next(r for r in mlflow_runs(project) if r.data.params.get("model.handle") == encoder)
     assert bert_run.info.status == "FINISHED" and "test_accuracy" in bert_run.data.metrics
     assert "fine-tuning: backbone unfrozen" in done.stdout
+
+
+def the_tutorials_rows_by_name(project: Path, run, tutorial: str) -> None:
+    """The tutorial's served model, asked as it shows: the body of its curl (columns in another order than the
+    file's) and a DataFrame read from the file itself, price column and all, through MLflow's pyfunc (what
+    `mlflow models serve` runs), each answered as the SavedModel's by_name signature answers the same rows."""
+    import json
+
+    import mlflow
+    import numpy as np
+    import pandas
+    import tensorflow as tf
+
+    body = json.loads(tutorial.split("-d '", 1)[1].split("'", 1)[0])["dataframe_split"]
+    asked = pandas.DataFrame(body["data"], columns=body["columns"])
+    table = pandas.read_csv(project / "data" / "houses.csv").head(5)
+    mlflow.set_tracking_uri(f"sqlite:///{project / 'mlflow.db'}")  # put back after the test
+    served = mlflow.pyfunc.load_model(f"runs:/{run.info.run_id}/model")
+    by_name = tf.saved_model.load(run.data.tags["export.savedmodel.path"]).signatures["by_name"]
+    for rows in (asked, table):
+        expected = by_name(**{c: tf.constant(rows[c].to_numpy("float32")) for c in asked.columns})["predictions"]
+        np.testing.assert_allclose(served.predict(rows)["predictions"], expected.numpy(), rtol=1e-5)
