@@ -65,9 +65,11 @@ def require_known_length(config: LrScheduleConfig | None, num_train: int | None)
     if num_train is None and config is not None and (config.name != "constant" or config.warmup_epochs
                                                      or config.warmup_steps):
         raise DataError(f"lr_schedule={config.name} follows the phase's updates, and the training pipeline does not "
-                        "know its length (a filter, files read by TFRecordDataset).",
-                        fix="give the pipeline its length: dataset.apply(tf.data.experimental.assert_cardinality(N)); "
-                        "or lr_schedule=constant")
+                        "know its length yet (your pipeline: a filter, TFRecordDataset; data=tfrecord: files no index "
+                        "or count cache knows, which a first run counts while it trains).",
+                        fix="data=tfrecord: python -m tfx_hydra.data.to_tfrecord writes an index, or run once with "
+                        "lr_schedule=constant (the counts are kept for the next start); your pipeline: "
+                        "dataset.apply(tf.data.experimental.assert_cardinality(N)); or lr_schedule=constant")
 
 
 def warmup_updates(config: LrScheduleConfig, updates_per_epoch: int, total: int) -> int:
