@@ -129,3 +129,26 @@ def test_a_table_that_would_stream_is_refused_by_a_k_fold_job_before_training(tm
                                  "stream.\n  Fix: a data.cache_budget of 3.5 KiB or more (if memory holds it), or "
                                  "cv=none")
     assert csv(str(path), "label", [2], 2, batch_size=16, seed=0, fold=fold).folded  # in memory: folded
+
+
+def test_a_streamed_tables_first_start_reads_nothing_through_and_the_next_knows_its_rows(tmp_path):
+    """The first start estimates the table's size from its bytes (it streams), trains with epochs of unknown
+    length while a thread counts its lines, and the next start reads the count from the cache: the same splits,
+    the same digests."""
+    import time
+
+    from tfx_hydra.data import record_index
+
+    path = tmp_path / "t.csv"
+    write_table(path, 3_000)
+    first = csv(str(path), "label", [2], 2, batch_size=16, seed=0, cache_budget="1KiB")
+    assert (first.num_train, first.num_validation, first.num_test) == (None, None, None)
+    read = {name: len(examples(getattr(first, name))[1]) for name in ("train", "validation", "test")}
+    assert sum(read.values()) == 3_000  # every row once, though nothing counted them before
+    deadline = time.monotonic() + 60
+    while str(path) not in record_index.known_counts([str(path)]):  # counted while the first start read
+        assert time.monotonic() < deadline, "the table's rows were not counted in the background"
+        time.sleep(0.1)
+    again = csv(str(path), "label", [2], 2, batch_size=16, seed=0, cache_budget="1KiB")
+    assert {"train": again.num_train, "validation": again.num_validation, "test": again.num_test} == read
+    assert {name: again.reads[name].digest for name in read} == {name: first.reads[name].digest for name in read}

@@ -15,7 +15,15 @@ from tfx_hydra.data.pipeline import Datasets, check_against_spec, from_arrays
 from tfx_hydra.data.spec import DataSpec
 from tfx_hydra.data.splits import split_three_ways
 from tfx_hydra.data.table import column_dtypes, read_header, read_table, stacked
-from tfx_hydra.data.table_stream import SAMPLE_ROWS, Table, data_rows, split_pattern, streamed_table, streams
+from tfx_hydra.data.table_stream import (
+    SAMPLE_ROWS,
+    Table,
+    data_rows,
+    split_pattern,
+    streamed_table,
+    streams,
+    table_rows,
+)
 from tfx_hydra.errors import DataError
 from tfx_hydra.settings.checks import require_choice
 from tfx_hydra.task import get as get_task
@@ -54,8 +62,9 @@ def csv(path, label_column, input_shape, num_classes, batch_size, seed, feature_
                         fix="list columns the file has, or data.feature_columns=null for all but the label")
     table = Table(path, header, features, labels, bool(label_columns), weight_column)
     kind = get_task(task)
-    rows = data_rows(path)
+    rows, counted = table_rows(path)  # counted, or estimated from the file's size: nothing read through yet
     why = streams(table, rows, options) if label_columns or task != "multilabel" else None  # tags: read whole
+    rows = rows if counted else None if why else data_rows(path)  # read whole: counted as it is read anyway
     x, y, weights, names, width = read_checked(table, kind, num_classes, options.check_finite, label_delimiter,
                                                limit=SAMPLE_ROWS if why else None, rows=rows)
     named = os.path.splitext(os.path.basename(path))[0]

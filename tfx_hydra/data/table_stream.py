@@ -2,8 +2,9 @@
 training goes instead of into memory (data=csv, and data=text_table's CSV and TSV files).
 
 What reading the whole table gave an in-memory source, a stream takes from elsewhere:
-    - the row count (epochs, splits, schedules): the file's lines, counted once from its bytes (no cell is
-      parsed) and kept in the count cache beside the TFRecord counts, keyed by path, size and mtime;
+    - the row count (epochs, schedules): the count cache's (beside the TFRecord counts, keyed by path, size and
+      mtime); on the first start, an estimate from the file's size decides that it streams, its epochs are of
+      unknown length, and its lines are counted from its bytes in a thread while it trains, for the next start;
     - the splits: each row's split is drawn from a seeded pattern of ROW_PATTERN rows repeated down the file
       (test_split of each block, then validation_split of the rest), so every split spans the whole file and
       its size follows from the row count; not stratified by class, as an in-memory table's are;
@@ -16,6 +17,7 @@ read names it before training. A cell holding a newline inside quotes is not sup
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import re
 from typing import Sequence
@@ -70,6 +72,30 @@ def data_rows(path: str) -> int:
     return rows
 
 
+def table_rows(path: str) -> tuple[int, bool]:
+    """(the table's rows, whether that is their count): the count cache's, else an estimate from the file's size
+    and its first lines' (ESTIMATE_LINES), so nothing reads the file through before it is known to stay in
+    memory (then data_rows counts it, as it is read whole anyway) or to stream (then a thread counts it while the
+    run trains, for the next start: count_in_background)."""
+    known = record_index.known_counts([path])
+    if path in known:
+        return known[path], True
+    with open(path, "rb") as file:
+        head = [line for line in itertools.islice(file, ESTIMATE_LINES + 1)]
+    lines = [line for line in head[1:] if line.strip()]
+    if len(head) <= ESTIMATE_LINES or not lines:  # a small file: its count is its head's
+        return data_rows(path), True
+    return int((os.path.getsize(path) - len(head[0])) / (sum(map(len, lines)) / len(lines))), False
+
+
+def count_while_training(path: str) -> None:
+    """A streamed table's rows counted in a thread while the run trains, kept for the next start."""
+    record_index.count_in_background([path], lambda file, stopped: count_rows(file), "table")
+
+
+ESTIMATE_LINES = 1_000  # a table's first lines, whose mean length estimates its rows
+
+
 def streams(table: Table, rows: int, options) -> str | None:
     """Why the table streams (its float32 size is more than the cache budget), or None: it is read whole."""
     allowed, how = budget(options.cache_budget)
@@ -114,19 +140,22 @@ def streamed_table(table: Table, spec: DataSpec, options, sample: dict, pattern:
         scale = tuple(1.0 / max(value, 1e-7) for value in std)
     spec = dataclasses.replace(spec, input_offset=offset, input_scale=scale,
                                **target_figures(kind, sample["y"][train]))
-    counts = split_counts(rows, pattern)
+    counts = split_counts(rows, pattern) if rows is not None else dict.fromkeys(PARTS)  # None: counted meanwhile
     parse = _line_parser(table, spec, sample["names"], offset, scale)
     splits = {name: _rows_of(table.path, pattern, index).map(parse, num_parallel_calls=options.parallel_calls,
                                                              deterministic=True).unbatch()
               for index, name in enumerate(PARTS)}
-    def read(name: str, count: int):
+    def read(name: str, count: int | None):  # the same digest whether the rows are counted yet or not
         return files_read(name, named, table.path, [table.path], count, spec.input_shape, spec.num_classes,
-                          f"rows of split {name} by a pattern seeded {options.seed}")
+                          f"rows of split {name} by a pattern seeded {options.seed}", f"limit {options.limit}",
+                          count_in_digest=False)
 
     datasets = streamed_datasets(splits, counts, None, spec, options, reads=read,
                                  check_finite_as=None if table.text_inputs else f"data.path={table.path}",
                                  explain=lambda err: bad_cell_met(err, table))
-    sampled = min(SAMPLE_ROWS, rows)
+    if rows is None:
+        count_while_training(table.path)
+    sampled = len(sample["y"])
     return dataclasses.replace(datasets, cache=f"{datasets.cache}; {why}; figures and classes from its first "
                                f"{sampled:,} rows")
 

@@ -15,7 +15,15 @@ from tfx_hydra.data.pipeline import Datasets, from_arrays
 from tfx_hydra.data.spec import DataSpec
 from tfx_hydra.data.splits import split_three_ways
 from tfx_hydra.data.table import read_header, read_table
-from tfx_hydra.data.table_stream import SAMPLE_ROWS, Table, data_rows, split_pattern, streamed_table, streams
+from tfx_hydra.data.table_stream import (
+    SAMPLE_ROWS,
+    Table,
+    data_rows,
+    split_pattern,
+    streamed_table,
+    streams,
+    table_rows,
+)
 from tfx_hydra.data.text_folder import TEXT_INPUTS
 from tfx_hydra.errors import DataError
 from tfx_hydra.settings.checks import require_choice
@@ -38,8 +46,9 @@ def text_table(path, text_column, label_column, num_classes, batch_size, seed, i
     kind = get_task(task)
     first_row = 1 if path.endswith(".jsonl") else 2
     table = Table(path, header, [text_column], labels, bool(label_columns), delimiter=delimiter, text_inputs=True)
-    rows = None if path.endswith(".jsonl") else data_rows(path)  # JSON Lines are read whole
+    rows, counted = (None, True) if path.endswith(".jsonl") else table_rows(path)  # JSON Lines are read whole
     why = streams(table, rows, options) if rows is not None and (label_columns or task != "multilabel") else None
+    rows = rows if counted or rows is None else None if why else data_rows(path)
     _, columns = read_table("data.path", path, numeric=labels if label_columns else [],
                             text=[text_column, *([] if label_columns else labels)], delimiter=delimiter,
                             limit=SAMPLE_ROWS if why else None, rows=rows)
