@@ -97,7 +97,7 @@ def test_a_search_prunes_survives_kill_9_and_resumes_in_its_study_and_parent(tmp
     for child in children:
         line = next(line for line in drawn if line.startswith(f"{child.info.run_name}: "))
         if child.data.tags.get("optuna.state") == "PRUNED":  # its bar: what it last reported, not a blank FINISHED
-            assert f": PRUNED, {child.data.metrics['val_accuracy']:.4g} (last reported)" in line, line
+            assert f": PRUNED, {child.data.metrics['epoch/val_accuracy']:.4g} (last reported)" in line, line
         else:
             assert ": PRUNED" not in line, line
 

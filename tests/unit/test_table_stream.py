@@ -131,16 +131,17 @@ def test_a_table_that_would_stream_is_refused_by_a_k_fold_job_before_training(tm
     assert csv(str(path), "label", [2], 2, batch_size=16, seed=0, fold=fold).folded  # in memory: folded
 
 
-def test_a_streamed_tables_first_start_reads_nothing_through_and_the_next_knows_its_rows(tmp_path):
-    """The first start estimates the table's size from its bytes (it streams), trains with epochs of unknown
-    length while a thread counts its lines, and the next start reads the count from the cache: the same splits,
-    the same digests."""
+def test_a_streamed_tables_first_start_reads_nothing_through_and_the_next_knows_its_rows(tmp_path, monkeypatch):
+    """The first start of a table too large to count at once (over table_stream.COUNTED_FIRST bytes) estimates
+    its size from its bytes (it streams), trains with epochs of unknown length while a thread counts its lines,
+    and the next start reads the count from the cache: the same splits, the same digests."""
     import time
 
     from tfx_hydra.data import record_index
 
     path = tmp_path / "t.csv"
     write_table(path, 3_000)
+    monkeypatch.setattr(table_stream, "COUNTED_FIRST", 1024)  # a small table plays a large one: counted meanwhile
     first = csv(str(path), "label", [2], 2, batch_size=16, seed=0, cache_budget="1KiB")
     assert (first.num_train, first.num_validation, first.num_test) == (None, None, None)
     read = {name: len(examples(getattr(first, name))[1]) for name in ("train", "validation", "test")}

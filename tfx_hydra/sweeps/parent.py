@@ -18,7 +18,7 @@ from typing import Any
 
 from tfx_hydra import tracking
 from tfx_hydra.cv import fold_statistics
-from tfx_hydra.metrics import OBJECTIVE
+from tfx_hydra.metrics import OBJECTIVE, epoch_metric
 from tfx_hydra.process import describe_error, held_signals
 from tfx_hydra.sweeps.summary import (
     LOST,
@@ -207,7 +207,8 @@ class Parent:
 
 def summarize_jobs(client, parent_run_id: str, metric: str) -> list[dict[str, Any]]:
     """One row per child run: its job number, name, status, objective and error, and the last value of
-    `metric` it logged (what a pruned trial last reported: it has no objective)."""
+    `metric` it logged (what a pruned trial last reported, its last epoch's `epoch/<metric>`: it has no
+    objective, nor the end-of-run figures)."""
     rows = []
     for child in children(client, parent_run_id):
         tags = child.data.tags
@@ -217,7 +218,7 @@ def summarize_jobs(client, parent_run_id: str, metric: str) -> list[dict[str, An
                      "error": tags.get("error", ""),
                      # an Optuna search's trials: PRUNED or COMPLETE, and how many epochs each trained
                      "state": tags.get("optuna.state", ""), "epochs": tags.get("epochs_trained", ""),
-                     "last": child.data.metrics.get(metric)})
+                     "last": child.data.metrics.get(metric, child.data.metrics.get(epoch_metric(metric)))})
     return sorted(rows, key=lambda row: row["job"])
 
 
