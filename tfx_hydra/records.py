@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from omegaconf import DictConfig, OmegaConf
 
 from tfx_hydra.console import counted, shown_names, terminal_columns
+from tfx_hydra.models.presets import preset_record
 from tfx_hydra.settings.compose import choice, single_run_hydra_overrides
 from tfx_hydra.tracking import OUTPUTS_TAG, Tracker, backed_up_at, mask_files
 
@@ -92,9 +93,8 @@ def resolved_config(cfg: DictConfig) -> dict:
 
 
 def run_folder(cfg: DictConfig, tracker: Tracker) -> str:
-    """The run's folder: this command's; for a run resumed from an earlier command, that command's, so the run's
-    files (backup, exports, TensorBoard, plots) are in one place. This command's folder keeps its log and Hydra's
-    record; the two link to each other (`run` here, `resumed/<date>_<time>` there); paths.output_dir names the first."""
+    """The run's folder: a resumed run's first command's (its backup, exports and plots in one place; this command's
+    keeps its log, the two linked: `run` here, `resumed/<date>_<time>` there; paths.output_dir), else this one's."""
     own, first = str(cfg.paths.output_dir), tracker.output_dir
     if not first or os.path.abspath(first) == os.path.abspath(own) or not os.path.isdir(first):
         return own
@@ -277,8 +277,7 @@ def class_names_tag(names: tuple[str, ...]) -> dict[str, str]:
 
 
 def record_model(tracker: Tracker, model, output_dir: str) -> None:
-    """The model summary (model_summary/summary.txt, in the output dir and in MLflow, where
-    `model/` is the MLflow model) and its parameter counts as tags: what a reader compares first."""
+    """The model summary (model_summary/summary.txt here and in MLflow) and its parameter counts as tags."""
     from tfx_hydra.models import count_params
 
     folder = os.path.join(output_dir, "model_summary")
@@ -290,10 +289,11 @@ def record_model(tracker: Tracker, model, output_dir: str) -> None:
     with open(os.path.join(folder, "summary.txt"), "w", encoding="utf-8") as summary:
         summary.write("\n".join(lines) + "\n")
     trainable, frozen = count_params(model.trainable_weights), count_params(model.non_trainable_weights)
+    preset, preset_tags = preset_record(model)  # model=keras_hub: the preset it was built from, for reproduce
     log.info(f"model: {choice('model') or model.name}, {trainable + frozen:,} parameters"
-             + (f" ({trainable:,} trainable)" if frozen else ""))
+             + (f" ({trainable:,} trainable)" if frozen else "") + preset)
     tracker.set_tags({"model.params.total": trainable + frozen, "model.params.trainable": trainable,
-                      "model.params.non_trainable": frozen})
+                      "model.params.non_trainable": frozen, **preset_tags})
     tracker.log_artifacts(folder, "model_summary")
 
 

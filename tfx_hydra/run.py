@@ -41,6 +41,7 @@ from tfx_hydra.metrics import record_objective, require_known_metric
 from tfx_hydra.models.adapt import adapt_to_training_split
 from tfx_hydra.models.contract import require_fits_data, require_keras_model, require_model_takes_the_inputs
 from tfx_hydra.models.heads import in_target_units
+from tfx_hydra.models.presets import require_preset_here
 from tfx_hydra.precision import resolve_policy, set_precision
 from tfx_hydra.settings.checked import validate, validate_section
 from tfx_hydra.settings.compose import build, choice, require_importable_targets
@@ -128,6 +129,7 @@ def preflight(cfg: DictConfig) -> Settings:
     cv.require_foldable(cfg.get("cv"), cfg.data, choice("data"))
     require_importable_targets(OmegaConf.to_container(cfg, resolve=False))
     require_model_takes_the_inputs(cfg.model, cfg.data)
+    require_preset_here(cfg.model, cfg.data)  # model=keras_hub: the preset is data, on this machine
     if cfg.mode == "train":
         require_known_metric(settings)
         check_exporters(cfg.export, text_inputs=cfg.data.get("inputs") == "text")

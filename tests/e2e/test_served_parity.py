@@ -38,6 +38,7 @@ pytestmark = pytest.mark.slow
 
 NUMERIC = ("savedmodel", "keras", "tflite", "onnx", "mlflow")  # text rows: savedmodel, keras, mlflow (the others
 TEXT = ("savedmodel", "keras", "mlflow")                       # refuse string ops before training)
+TRANSFORMER = ("savedmodel", "keras", "tflite", "mlflow")  # tf2onnx cannot convert a transformer's exact GELU (Erfc)
 PARITY = 1e-5
 FAST = ["trainer.tensorboard=false", "trainer.batch_size=16", "export.savedmodel.warmup_requests=0"]
 
@@ -61,10 +62,11 @@ class Row:
     formats: tuple[str, ...] = NUMERIC
     tfjs: bool = False  # also through TF.js (one row per task: each conversion runs the converter's own TensorFlow)
     serve: bool = False  # also through `mlflow models serve` over HTTP (one row per task)
+    model: str = ""  # a model whose served forms carry more than its network (keras_hub: the preset's preprocessor)
 
     @property
     def id(self) -> str:
-        return f"{self.source}-{self.task}"
+        return "-".join(part for part in (self.model, self.source, self.task) if part)
 
 
 # --- the rows: each writes its files and reads them back ----------------------------------------------
@@ -251,6 +253,31 @@ def text_folder_classification(folder: Path):
             Raw(np.asarray(texts, dtype=object), None, sorted(words)))
 
 
+def keras_hub_text_classification(folder: Path):
+    """A tiny BERT-shaped preset the test saves with keras-hub (its vocabulary the texts' words), fine-tuned whole:
+    raw strings in, the preset's tokenizer inside every served form."""
+    from tests.helpers.presets import save_tiny_text_preset
+
+    overrides, raw = text_folder_classification(folder)
+    words = [w for text in (folder / "texts").rglob("*.txt") for w in text.read_text(encoding="utf-8").split()]
+    preset = save_tiny_text_preset(folder / "preset", words)
+    return ([o for o in overrides if not o.startswith(("experiment=", "export="))]
+            + ["model=keras_hub", f"model.preset={preset}", "model.freeze_backbone=false",
+               "optimizer.learning_rate=0.01"]), raw
+
+
+def keras_hub_image_classification(folder: Path):
+    """A tiny vision transformer preset: the files' 12x12 pixels in, the preset's converter resizing them to 16x16
+    and scaling them inside every served form."""
+    from tests.helpers.presets import save_tiny_image_preset
+
+    overrides, raw = image_folder_classification(folder)
+    preset = save_tiny_image_preset(folder / "preset")
+    return ([o for o in overrides if o != "model=cnn"]
+            + ["model=keras_hub", f"model.preset={preset}", "model.freeze_backbone=false",
+               "optimizer.learning_rate=0.01"]), raw
+
+
 def text_table_multilabel(folder: Path):
     rng = np.random.default_rng(6)
     lines = []
@@ -345,6 +372,9 @@ ROWS = [
     Row("text_table", "multilabel", text_table_multilabel, formats=TEXT),
     Row("tfds", "classification", tfds_classification),
     Row("from_pipelines", "binary", from_pipelines_binary),
+    Row("text_folder", "classification", keras_hub_text_classification, formats=TEXT, serve=True, model="keras_hub"),
+    Row("image_folder", "classification", keras_hub_image_classification, formats=TRANSFORMER, serve=True,
+        model="keras_hub"),
 ]
 INHERITING = {"mnist", "fashion_mnist", "cifar10", "cifar100"}  # conf/data options that are data=keras presets
 

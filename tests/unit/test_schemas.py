@@ -33,6 +33,7 @@ REQUIRED = {
     ("data", "text_folder"): ["data.directory=/data/reviews", "data.num_classes=2"],
     ("data", "text_table"): ["data.path=/data/texts.jsonl", "data.num_classes=2"],
     ("model", "hub"): ["model.handle=/models/feature_vector"],
+    ("model", "keras_hub"): ["model.preset=/models/bert_tiny_en_uncased"],
 }
 
 
@@ -70,6 +71,8 @@ PRESET_NEEDS = {
                                            "data.input_shape=[10]"],
     ("experiment", "text_classification"): ["data.directory=/data/reviews", "data.num_classes=2"],
     ("experiment", "bert_text"): ["data.directory=/data/reviews", "data.num_classes=2"],
+    ("experiment", "keras_hub_text"): ["model.preset=/data/bert_tiny_en_uncased", "data.directory=/data/reviews",
+                                       "data.num_classes=2"],
     ("experiment", "multilabel_images"): ["data.directory=/data/images", "data.labels_csv=/data/tags.csv",
                                           "data.num_classes=5"],
     ("experiment", "tfrecord_multi_worker"): ["data.train_files=/data/train-*.tfrecord", "data.input_shape=[28,28]",

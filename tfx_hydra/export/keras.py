@@ -69,5 +69,5 @@ def register_keras_classes() -> None:
     """Make every Keras class of tfx_hydra's known to `keras.models.load_model` (each module registers its
     own on import): the layers, the label-smoothed loss, the warmup schedule."""
     import tfx_hydra.lr_schedule.warmup  # noqa: F401
-    import tfx_hydra.models.layers  # noqa: F401
+    import tfx_hydra.models.layers  # noqa: F401  (a keras-hub preset's layers import keras-hub as they load)
     import tfx_hydra.trainer.losses  # noqa: F401

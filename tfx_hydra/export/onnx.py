@@ -50,9 +50,7 @@ class OnnxExport:
         try:
             session = onnxruntime.InferenceSession(self.path, providers=["CPUExecutionProvider"])
         except Exception as err:
-            raise ExportError(f"ONNX Runtime cannot load the exported model ({str(err).splitlines()[0][:300]}).",
-                              fix="export.onnx.opset=null (the converter's default) or a recent opset such as 17"
-                              ) from None
+            raise unloadable(str(err)) from None
         name = session.get_inputs()[0].name
         accuracy, keras_accuracy, diff = compare_on_validation(
             served, datasets, lambda inputs: session.run(None, {name: inputs})[0])
@@ -62,6 +60,23 @@ class OnnxExport:
             "export.onnx.max_abs_diff": diff, "export.onnx.size_bytes": float(os.path.getsize(self.path))},
             beside=labels_beside(os.path.dirname(self.path), self.model_name, datasets.spec)
             + features_beside(os.path.dirname(self.path), self.model_name, datasets.spec))
+
+
+def unloadable(error: str) -> ExportError:
+    """ONNX Runtime's refusal said: a TensorFlow op tf2onnx passed through unconverted (keras-hub's transformers
+    compute their exact GELU with Erfc, which no opset has) is named as such, else the opset is the suspect."""
+    import re
+
+    import onnx.defs
+
+    kept = re.search(r'In Node, \("[^"]*", (\w+), "",', error)
+    if kept and not onnx.defs.has(kept.group(1)):
+        return ExportError(f"ONNX Runtime cannot load the exported model: the converter (tf2onnx) left TensorFlow's "
+                           f"{kept.group(1)} op in it, which no ONNX operator computes.",
+                           fix="leave onnx out for this model (e.g. export=[savedmodel,keras,tflite]): no opset "
+                           "adds the op")
+    return ExportError(f"ONNX Runtime cannot load the exported model ({error.splitlines()[0][:300]}).",
+                       fix="export.onnx.opset=null (the converter's default) or a recent opset such as 17")
 
 
 CLASS_NAMES_KEY = "class_names"  # the ONNX model's metadata entries: JSON lists of the classes' names...

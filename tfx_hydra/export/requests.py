@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfx_hydra.errors import RequestError
+from tfx_hydra.export.served import load_saved_model
 from tfx_hydra.export.warmup import SIGNATURE
 
 
@@ -148,7 +149,7 @@ def predict_request(signature: Signature, examples, model_name: str, version: in
 def _run(saved_model_dir: str, signature: Signature, batch: dict[str, Any]) -> dict[str, Any]:
     import tensorflow as tf
 
-    function = tf.saved_model.load(saved_model_dir).signatures[signature.name]
+    function = load_saved_model(saved_model_dir).signatures[signature.name]
     return {name: tensor.numpy() for name, tensor in function(**{k: tf.constant(v) for k, v in batch.items()}).items()}
 
 

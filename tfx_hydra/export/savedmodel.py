@@ -17,6 +17,7 @@ from tfx_hydra.export.served import (
     LABELS_FILE,
     answering_model,
     input_names,
+    load_saved_model,
     raw_batches,
     raw_examples,
     served_model,
@@ -158,7 +159,7 @@ def check_serving_signature(served, path: str, datasets) -> float:
         raise ExportError(f"serving_default has inputs {sorted(signature.inputs)} and outputs "
                           f"{sorted(signature.outputs)}, not inputs -> {', '.join(sorted(wanted))}.")
     raw, _ = next(raw_batches(datasets))
-    loaded = tf.saved_model.load(path)
+    loaded = load_saved_model(path)
     answered = loaded.signatures["serving_default"](inputs=tf.constant(raw))
     expected = np.asarray(served(raw, training=False))
     diff = output_difference(answered[task.output].numpy(), expected)

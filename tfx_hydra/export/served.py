@@ -59,6 +59,22 @@ def answering_model(served, spec, named: bool = True):
     return keras.Model(inputs, spec.task.answers(served(inputs), spec.names if named else ()), name=served.name)
 
 
+def load_saved_model(path: str):
+    """tf.saved_model.load, with TensorFlow Text imported first where the graph holds ops TensorFlow alone does not
+    register ('Op type not registered'): a text model's tokenizer (a keras-hub preset's, TF Hub's BERT
+    preprocessing) is made of them."""
+    import tensorflow as tf
+    from tensorflow.python.framework import op_def_registry
+    from tensorflow.python.tools import saved_model_utils
+
+    graph = saved_model_utils.get_meta_graph_def(path, "serve")
+    if any(op_def_registry.get(op.name) is None for op in graph.meta_info_def.stripped_op_list.op):
+        from tfx_hydra.models.text import import_text_ops
+
+        import_text_ops()
+    return tf.saved_model.load(path)
+
+
 def input_names(spec) -> tuple[str, ...]:
     """A table's columns as a signature's input names (BY_NAME): the column's name where it is a Python name,
     else with each other character as `_` (`size (m2)` -> `size__m2_`); () for inputs without names, or names

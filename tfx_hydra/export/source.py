@@ -9,7 +9,7 @@ import os
 from tfx_hydra.console import native_lines_streamed
 from tfx_hydra.errors import DataError, ExportError
 from tfx_hydra.export.savedmodel import next_version
-from tfx_hydra.export.served import LABELS_FILE, read_labels
+from tfx_hydra.export.served import LABELS_FILE, load_saved_model, read_labels
 from tfx_hydra.settings.compose import choice
 from tfx_hydra.tracking import Tracker
 
@@ -69,9 +69,8 @@ def evaluate_saved_model(path: str, datasets, data: str = "the data") -> dict[st
     serving_default on the test split (raw inputs). A model that cannot take `data`'s examples (another
     shape, another number of outputs) is a DataError naming both, before any batch runs."""
     import numpy as np
-    import tensorflow as tf
 
-    serve = tf.saved_model.load(path).signatures["serving_default"]
+    serve = load_saved_model(path).signatures["serving_default"]
     task = datasets.spec.task
     input_name = require_model_fits_data(serve, datasets.spec, path, data)
     values, labels = [], []

@@ -6,12 +6,14 @@ One option, one module, named as the option is typed (model=cnn -> cnn.py):
     hub.py            a TF Hub backbone (hub, hub_efficientnet_b0, hub_mobilenet_v3 are its presets)
     text_baseline.py  TextVectorization + embeddings on raw strings
     hub_text.py       a TF Hub text encoder and its preprocessing model (the BERT family)
+    keras_hub.py      a keras-hub preset's backbone behind its own preprocessor (text and image classifiers)
 What they share:
     blocks.py      image inputs, conv and residual blocks
     backbone.py    what the fine-tuning phase needs (the backbone layer, unfreezing it), weights files
     text.py        raw-string inputs, TensorFlow Text's ops
     layers.py      HubLayer (a Keras 3 layer around hub.load; hub.KerasLayer is Keras 2 only), Preprocess
     heads.py       the task's output layer; a regression's targets put back in their units
+    presets.py     keras-hub presets: found on this machine (never downloaded by a run), digested, fetched
     adapt.py       preprocessing layers (a vocabulary) adapted on the training split alone
 
 Builders return an uncompiled `keras.Model`; the run compiles it inside the strategy's
@@ -25,11 +27,12 @@ from tfx_hydra.models.cnn import cnn
 from tfx_hydra.models.hub import hub
 from tfx_hydra.models.hub_text import hub_text
 from tfx_hydra.models.keras_app import keras_app
+from tfx_hydra.models.keras_hub import keras_hub
 from tfx_hydra.models.mlp import mlp
 from tfx_hydra.models.resnet_small import resnet_small
 from tfx_hydra.models.text_baseline import text_baseline
 
-__all__ = ["BACKBONE", "cnn", "count_params", "hub", "hub_text", "keras_app", "mlp", "require_backbone",
+__all__ = ["BACKBONE", "cnn", "count_params", "hub", "hub_text", "keras_app", "keras_hub", "mlp", "require_backbone",
            "resnet_small", "text_baseline", "unfreeze_backbone"]
 
 

@@ -156,3 +156,62 @@ def application(architecture: str):
         raise ConfigError(f"model.architecture={architecture} is not in keras.applications.",
                           fix=f"one of {', '.join(known[:12])}, ... (keras.applications lists {len(known)})")
     return constructor
+
+
+@keras.saving.register_keras_serializable(package="tfx_hydra")
+class PresetPreprocessor(keras.layers.Layer):
+    """A keras-hub preset's preprocessor (a tokenizer and packer, an image converter) as the first layer of a
+    model, so the SavedModel, the .keras file and the MLflow model take raw strings or pixels: keras-hub's own
+    export leaves it out. Keras cannot infer its output from a symbolic call when a saved model is rebuilt (the
+    tokenizer's vocabulary is loaded after the graph, as an asset), so the output's shapes and types are probed
+    once on a real example and kept in the config (`output_spec`). `preset`: what the model was built from (name,
+    folder, digest, keras-hub's version, the tokenizer's size and sequence length), recorded with the run."""
+
+    def __init__(self, preprocessor, output_spec=None, preset=None, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(preprocessor, dict):
+            import keras_hub  # noqa: F401  registers keras-hub's classes for the preprocessor's config
+
+            preprocessor = keras.saving.deserialize_keras_object(preprocessor)
+        self.preprocessor = preprocessor
+        self._output_spec = output_spec
+        self._preset = dict(preset or {})
+        self.built = True
+
+    @property
+    def preset(self) -> dict:
+        return dict(self._preset)
+
+    def probe(self, example) -> None:
+        """Keep the preprocessor's output structure, from one real example (once, when the model is built)."""
+        answered = self.preprocessor(example)
+        self._output_spec = ({name: _shape_and_dtype(value) for name, value in answered.items()}
+                             if isinstance(answered, dict) else _shape_and_dtype(answered))
+
+    def call(self, inputs):
+        return self.preprocessor(inputs)
+
+    def compute_output_spec(self, inputs):
+        spec = self._output_spec
+        if isinstance(spec, dict):
+            return {name: keras.KerasTensor((None, *shape), dtype=dtype) for name, (shape, dtype) in spec.items()}
+        return keras.KerasTensor((None, *spec[0]), dtype=spec[1])
+
+    def get_config(self):
+        return {**super().get_config(), "preprocessor": keras.saving.serialize_keras_object(self.preprocessor),
+                "output_spec": self._output_spec, "preset": self._preset}
+
+
+def _shape_and_dtype(tensor) -> list:
+    return [[None if d is None else int(d) for d in tensor.shape[1:]], tensor.dtype.name]
+
+
+@keras.saving.register_keras_serializable(package="tfx_hydra")
+class FirstToken(keras.layers.Layer):
+    """A sequence's first position (`[CLS]`, a vision transformer's class token): what a classifier reads."""
+
+    def call(self, inputs):
+        return inputs[:, 0, :]
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], input_shape[-1])

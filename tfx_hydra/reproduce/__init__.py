@@ -28,6 +28,7 @@ import sys
 from tfx_hydra import tracking
 from tfx_hydra.console import BARE, quiet_libraries, render_text, use_terminal
 from tfx_hydra.errors import ReproduceError, TfxHydraError
+from tfx_hydra.models.presets import preset_changed
 from tfx_hydra.reproduce.differences import (
     code_differences,
     config_differences,
@@ -59,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         source.differences = environment_differences(source) + code_differences(source)
         source.differences += config_differences(source)
         source.differences += data_differences(source)
+        refuse_another_preset(source)
     except TfxHydraError as err:
         log.error(str(err))
         return 1
@@ -74,6 +76,17 @@ def main(argv: list[str] | None = None) -> int:
         log.warning(f"the re-run failed (exit code {done.returncode}); see its MLflow run for the error.")
         return done.returncode
     return compare_metrics(client, source)
+
+
+def refuse_another_preset(source: SourceRun) -> None:
+    """A run that fine-tuned a keras-hub preset re-runs only from the same files: another preset (a changed or
+    missing folder) would train another model, which no comparison afterwards can call a reproduction."""
+    changed = preset_changed(source.tags)
+    if changed:
+        raise ReproduceError(f"run {source.run_id} cannot be reproduced: {changed}.",
+                             fix=f"put the preset's files back as they were (the run's model.preset.digest tag is "
+                             f"{source.tags['model.preset.digest'][:12]}...), or train it anew: python -m tfx_hydra "
+                             + " ".join(shlex.quote(o) for o in source.overrides))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

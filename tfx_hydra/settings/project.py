@@ -29,7 +29,8 @@ TABLE = "tool.tfx_hydra"
 ENV_VAR = "TFX_HYDRA_PROJECT"  # a project folder named explicitly: reproduce, a job started elsewhere
 # Top-level packages whose code is not the user's: ours, the libraries a config names, a script's __main__
 NOT_USERS = frozenset({"tfx_hydra", "keras", "tensorflow", "tf_keras", "tensorflow_hub", "builtins", "functools",
-                       "hydra", "omegaconf", "__main__"})
+                       "hydra", "omegaconf", "__main__",
+                       "keras_hub", "tensorflow_text"})  # libraries an MLflow model's requirements pin instead
 
 
 @dataclass(frozen=True)

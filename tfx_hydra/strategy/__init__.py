@@ -87,9 +87,13 @@ def one_device_strategy(hardware: HardwareInfo, device: str | None = None):
 def mirrored_strategy(
     hardware: HardwareInfo, devices: list[str] | None = None, cross_device_ops: str | None = None
 ):
-    """Synchronous data parallelism over the devices of one machine (all visible GPUs by default)."""
+    """Synchronous data parallelism over the devices of one machine (all visible GPUs by default). Keras 3 needs
+    keras_fix.py's fix to build a model of raw-string inputs under it."""
     import tensorflow as tf
 
+    from tfx_hydra.strategy.keras_fix import apply_multi_worker_fix
+
+    apply_multi_worker_fix()
     if devices is not None:
         devices = list(devices)
         _require_known_devices(devices)

@@ -5,13 +5,17 @@ fails twice over (https://github.com/keras-team/keras/issues/20585, open since K
 
 1. `TensorFlowTrainer._maybe_symbolic_build` hands a `PerReplica` batch to the symbolic
    build ("Attempt to convert a value (PerReplica:{...}) ... to a Tensor"). The build
-   only needs shapes and dtypes, so we give it the first local replica's batch.
+   only needs shapes and dtypes, so we give it the first local replica's batch. Under
+   MirroredStrategy Keras averages the replicas' batches instead, which fails on raw strings
+   (a text model: "Value for attr 'T' of string is not in the list of allowed values" from AddN):
+   the first replica's batch serves there too.
 2. `reduce_per_replica` reduces multi-worker metric results with `axis=0`, which fails on
    the scalar metrics every training step returns ("Invalid reduction dimension 0").
    Scalars are reduced with `axis=None` instead; tensors keep `axis=0`.
 
-Both fixes are applied only under MultiWorkerMirroredStrategy, only to the Keras versions
-they were verified on, and only once. Everything else keeps Keras' own code. And Keras' multi-step
+The first fix applies under every strategy of several replicas (the mirrored and multi-worker
+factories install it), the second only under MultiWorkerMirroredStrategy; both only to the Keras
+versions they were verified on, and only once. Everything else keeps Keras' own code. And Keras' multi-step
 loop fails under any strategy of more than one replica: `plan_batches` caps steps_per_execution there.
 """
 
@@ -58,7 +62,7 @@ def apply_multi_worker_fix() -> bool:
     original_reduce = tf_trainer.reduce_per_replica
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
-        if iterator is None or not _is_multi_worker(self.distribute_strategy):
+        if iterator is None or self._distribute_strategy is None:
             return original_build(self, iterator=iterator, data_batch=data_batch)
         for _, _, it in iterator:
             batch = next(it)

@@ -45,6 +45,20 @@ def code_paths(model) -> list[str]:
     return [location for location in map(package_location, packages) if location]
 
 
+def requirements(model) -> list[str]:
+    """The MLflow model's pip requirements, pinned: TensorFlow and Keras, and for a keras-hub preset's model
+    keras-hub (its classes) and TensorFlow Text (its tokenizers' ops), which the loader then imports."""
+    from importlib.metadata import version
+
+    import keras
+    import tensorflow as tf
+
+    pinned = [f"tensorflow=={tf.__version__}", f"keras=={keras.version()}"]
+    if any(type(layer).__module__.startswith("keras_hub.") for layer in model._flatten_layers()):
+        pinned += [f"{name}=={version(name)}" for name, _ in pyfunc_answers.GRAPH_PACKAGES]
+    return pinned
+
+
 def answers_loader(folder: str) -> str:
     """pyfunc_answers.py copied into `folder` under the name the model imports it by: a file for `code_paths`."""
     path = os.path.join(folder, f"{pyfunc_answers.MODULE}.py")

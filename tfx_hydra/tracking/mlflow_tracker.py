@@ -143,10 +143,8 @@ class MlflowTracker:
         journal (runs:/ serves those too)."""
         import tempfile
 
-        import keras
         import mlflow.tensorflow
         import numpy as np
-        import tensorflow as tf
         from mlflow.models import Model, infer_signature
 
         self.flush()  # the logged model links the run's metrics, read back from the store
@@ -166,8 +164,7 @@ class MlflowTracker:
                                          mlflow_model=mlmodel, metadata=metadata,
                                          code_paths=[*logged_model.code_paths(model),
                                                      logged_model.answers_loader(folder)],
-                                         pip_requirements=[f"tensorflow=={tf.__version__}",
-                                                           f"keras=={keras.version()}"])
+                                         pip_requirements=logged_model.requirements(model))
             logged_model.load_through_answers(path, columns)
             if logged is None or not self._try(lambda: self._upload_logged_model(logged.model_id, path)):
                 self.log_artifacts(path, "model")

@@ -26,9 +26,27 @@ def _load_pyfunc(path):
     from mlflow.models import Model
 
     metadata = Model.load(os.path.join(os.path.dirname(path), "MLmodel")).metadata or {}
+    import_graph_packages(os.path.dirname(path))
     return Answers(mlflow.tensorflow._load_pyfunc(path), metadata.get(FEATURE_NAMES))
 
 
+def import_graph_packages(model_dir: str) -> None:
+    """What the graph needs beyond TensorFlow and Keras, imported where the model's requirements name it: TensorFlow
+    Text registers a keras-hub tokenizer's ops, keras-hub its classes (a preset's preprocessor and backbone)."""
+    import importlib
+    import os
+
+    path = os.path.join(model_dir, "requirements.txt")
+    if not os.path.isfile(path):
+        return
+    with open(path, encoding="utf-8") as listing:
+        listed = listing.read()
+    for name, module in GRAPH_PACKAGES:
+        if f"{name}==" in listed:
+            importlib.import_module(module)
+
+
+GRAPH_PACKAGES = (("tensorflow-text", "tensorflow_text"), ("keras-hub", "keras_hub"))  # pip name, module
 FEATURE_NAMES = "feature_names"  # the MLmodel metadata's entry: a table model's columns, in its input's order
 
 

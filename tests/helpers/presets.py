@@ -1,0 +1,46 @@
+"""Tiny keras-hub presets the tests write themselves (no download): a BERT-shaped text encoder with a WordPiece
+vocabulary of the test reviews' words, and a vision transformer with its image converter, each saved by
+keras-hub's own `save_to_preset` with the preprocessor model=keras_hub loads from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+WORDS = ("awful terrible boring dull poor sad great superb lovely fine happy warm the film was and it a plot acting "
+         "story really . , :").split()
+
+
+def save_tiny_text_preset(folder: Path, words: list[str] | None = None, sequence_length: int = 16,
+                          seed: int = 0) -> Path:
+    """A 1-layer BERT (hidden 8: about a thousand weights) and its text classifier preprocessor in `folder`; its
+    WordPiece vocabulary is `words` (the test reviews' by default), lower case, and the special tokens."""
+    import keras
+    import keras_hub
+
+    keras.utils.set_random_seed(seed)
+    vocabulary = SPECIAL + sorted(set(words or WORDS))
+    tokenizer = keras_hub.models.BertTokenizer(vocabulary=vocabulary, lowercase=True)
+    backbone = keras_hub.models.BertBackbone(vocabulary_size=len(vocabulary), num_layers=1, num_heads=2, hidden_dim=8,
+                                             intermediate_dim=16, max_sequence_length=sequence_length)
+    preprocessor = keras_hub.models.BertTextClassifierPreprocessor(tokenizer=tokenizer,
+                                                                   sequence_length=sequence_length)
+    backbone.save_to_preset(str(folder))
+    preprocessor.save_to_preset(str(folder))
+    return folder
+
+
+def save_tiny_image_preset(folder: Path, image_size: int = 16, seed: int = 0) -> Path:
+    """A 1-layer vision transformer (8x8 patches, hidden 8: about two thousand weights) and its image converter
+    (resize to `image_size`, scale 0-255 pixels to [0, 1]) in `folder`."""
+    import keras
+    import keras_hub
+
+    keras.utils.set_random_seed(seed)
+    backbone = keras_hub.models.ViTBackbone(image_shape=(image_size, image_size, 3), patch_size=8, num_layers=1,
+                                            num_heads=2, hidden_dim=8, mlp_dim=16)
+    converter = keras_hub.layers.ViTImageConverter(image_size=(image_size, image_size), scale=1 / 255.0)
+    preprocessor = keras_hub.models.ViTImageClassifierPreprocessor(image_converter=converter)
+    backbone.save_to_preset(str(folder))
+    preprocessor.save_to_preset(str(folder))
+    return folder
