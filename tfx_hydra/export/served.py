@@ -49,6 +49,19 @@ def served_model(model, spec):
     return served
 
 
+def computing_in_float32(model):
+    """`model`, its layers trained under a mixed policy (mixed_bfloat16, mixed_float16) set to compute in float32:
+    what every export is written from. TFLite and ONNX Runtime have no half-precision kernels for most ops
+    ("no built-in kernel for tf.Conv2D", "Type 'tensor(bfloat16)' of input parameter"), and a half-precision graph
+    rounds differently from the eager model it is checked against (a SavedModel 2e-4 away). The variables of a mixed
+    policy are float32 already: the served model holds the trained weights exactly, computed at full precision.
+    Layers of a set dtype (the float32 head, a tokenizer's int32 ids) keep theirs."""
+    for layer in [model, *model._flatten_layers()]:
+        if layer.dtype_policy.name.startswith("mixed_"):
+            layer.dtype_policy = "float32"
+    return model
+
+
 def answering_model(served, spec, named: bool = True):
     """The served model with the task's answers as named outputs (Task.answers: `probabilities`, `class`,
     `class_index`; `labels`, `tags`; `predictions`), the classes called by the data's names; `named=False`:

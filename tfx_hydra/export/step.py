@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 
 from tfx_hydra.errors import ConfigError, ExportError
 from tfx_hydra.export.result import ExportResult, figure_text
-from tfx_hydra.export.served import answering_model, raw_examples, served_model
+from tfx_hydra.export.served import answering_model, computing_in_float32, raw_examples, served_model
 from tfx_hydra.process import describe_error, full_disk_path
 from tfx_hydra.settings.checks import require_writable_folder
 from tfx_hydra.settings.compose import build, instantiate_node
@@ -61,6 +61,7 @@ def export_model(model, datasets, export_cfg: DictConfig, tracker: Tracker, chie
     while exporting writes only the rest when the same command resumes it.
     """
     results, failures, done = [], {}, exports_done(done_in)
+    model = computing_in_float32(model)  # trained under a mixed policy: served in float32 everywhere
     for name, node in selected_exporters(export_cfg).items():
         if not chief:
             with tempfile.TemporaryDirectory(prefix="tfx_hydra-worker-export-") as scratch:  # gone on every exit
