@@ -162,3 +162,72 @@ def test_a_search_with_workers_prunes_continues_and_registers_its_best_as_the_pa
     best = next(c for c in children if c.data.tags["optuna.trial"] == str(study.best_trial.number))
     (registered,) = client.search_model_versions("name = 'digits_best'")  # once, the best trial's
     assert registered.run_id == best.info.run_id
+
+
+def test_fine_tuning_a_keras_hub_model_fetches_the_preset_trains_and_serves_raw_text_and_pixels(tmp_path):
+    """The keras-hub tutorial: its fetch commands run keras-hub's own from_preset/save_to_preset, pointed at tiny
+    presets this test saved (the page's preset names are downloads); the training commands as written, with a
+    budget; the MLflow model served over HTTP and sent the page's sentences."""
+    import json
+    import urllib.request
+
+    import numpy as np
+    import tensorflow as tf
+    from PIL import Image
+
+    from tests.helpers import serve_on_a_free_port, stop_server, write_text_folder
+    from tests.helpers.presets import save_tiny_image_preset, save_tiny_text_preset
+    from tfx_hydra.export.served import load_saved_model
+
+    _, fetch_text, train_text, serve, ask, fetch_image, train_image = page_commands(TUTORIALS / "keras-hub.md")
+    work = tmp_path / "work"
+    write_text_folder(work / "reviews")
+    for index, kind in enumerate(("cat", "dog")):
+        (work / "pets" / kind).mkdir(parents=True)
+        for i in range(12):
+            pixels = np.random.default_rng(i).integers(0, 80, (64, 64, 3)) + 100 * index
+            Image.fromarray(pixels.astype("uint8")).save(work / "pets" / kind / f"{i}.png")
+    here = {"bert_tiny_en_uncased": save_tiny_text_preset(tmp_path / "tiny_text"),
+            "vit_base_patch16_224_imagenet": save_tiny_image_preset(tmp_path / "tiny_image")}
+    for fetch in (fetch_text, fetch_image):  # keras-hub copies the preset into the folder the page names
+        name = "bert_tiny_en_uncased" if "bert" in fetch else "vit_base_patch16_224_imagenet"
+        command = fetch.replace(f"from_preset('{name}')", f"from_preset('{here[name]}')")
+        done = subprocess.run([sys.executable, "-c", command.split('python -c "', 1)[1].rstrip('"')], cwd=work,
+                              env=cli_env(), capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert (work / name / "config.json").is_file()
+
+    budget = ["trainer.tensorboard=false", "trainer.batch_size=8", "export.savedmodel.warmup_requests=0"]
+    done = run_cli_in_process([*scaled(train_text, ("$PWD", str(work))), *budget], cwd=work)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (text_run,) = mlflow_runs(work)
+    assert "fine-tuning: backbone unfrozen" in done.stdout
+    assert text_run.data.tags["model.preset"] == str(work / "bert_tiny_en_uncased")
+
+    sentences = json.loads(ask.split(" -d '", 1)[1].rstrip("'"))["inputs"]
+    saved = load_saved_model(text_run.data.tags["export.savedmodel.path"]).signatures["serving_default"]
+    expected = saved(inputs=tf.constant(sentences))
+    words = serve.replace("<run id>", text_run.info.run_id).split()
+    env = cli_env() | {"MLFLOW_TRACKING_URI": f"sqlite:///{work / 'mlflow.db'}",
+                       "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
+    server, port = serve_on_a_free_port(
+        lambda port: [os.path.join(os.path.dirname(sys.executable), "mlflow"), *words[1:words.index("-p")], "-h",
+                      "127.0.0.1", "-p", str(port)], work, env, tmp_path / "serve.log", "mlflow models serve",
+        timeout=180)
+    try:
+        body = ask.split(" -d '", 1)[1].rstrip("'").encode()
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/invocations", data=body,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request) as response:
+            answered = json.loads(response.read())["predictions"]
+    finally:
+        stop_server(server)
+    assert answered["class"] == [c.decode() for c in expected["class"].numpy()]
+    np.testing.assert_allclose(answered["probabilities"], expected["probabilities"].numpy(), atol=1e-5)
+
+    done = run_cli_in_process([*scaled(train_image, ("$PWD", str(work))), *budget, "tracking.run_name=image"],
+                              cwd=work)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (image_run,) = [r for r in mlflow_runs(work) if r.info.run_name == "image"]
+    assert image_run.data.tags["model.image_size"] == "[16, 16]"  # the preset's converter resizes inside
+    assert os.path.isfile(image_run.data.tags["export.tflite.path"])
