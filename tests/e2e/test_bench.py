@@ -182,3 +182,15 @@ def test_scale_benchmark_runs_quick_on_a_users_own_pipeline(tmp_path):
         assert row["seconds"] > row["tf_data_seconds"] * 0.5 and row["peak_mib"] > 300  # two real processes
     assert figures["1x"]["tfx_hydra_ex_per_s"] > 0 and figures["1x"]["keras_ex_per_s"] > 0  # both trained an epoch
     assert "pipeline:" in done.stdout
+
+
+def test_keras_hub_benchmark_runs_a_pair_quick(tmp_path):
+    """bench/keras_hub.py --quick: the hand-written keras-hub script and the tfx_hydra run on one generated preset
+    and one folder of reviews, each timed and measured in its own process."""
+    done, report = run_script(tmp_path, "keras_hub", "--quick")
+    (pair,) = report["pairs"]
+    for side in ("A", "B"):
+        assert pair[side]["examples_per_sec"] > 0 and pair[side]["peak_rss_mib"] > 100, side
+    ratio = pair["B"]["examples_per_sec"] / pair["A"]["examples_per_sec"]
+    assert report["examples_per_sec_ratio"] == pytest.approx(ratio)
+    assert "medians: training examples/s B/A" in done.stdout
