@@ -17,8 +17,8 @@ from tfx_hydra.models.presets import (
     preset_digest,
     preset_folder,
     preset_tags,
+    require_task_fits,
     resolve_task,
-    takes_text,
 )
 
 
@@ -75,9 +75,14 @@ def test_the_fetch_command_is_python_that_parses():
 def test_the_task_follows_the_data_unless_given():
     assert resolve_task(None, text_data=True) == "text_classifier"
     assert resolve_task(None, text_data=False) == "image_classifier"
-    assert takes_text("causal_lm", "numbers") and not takes_text("image_classifier", "text")
     with pytest.raises(ConfigError, match="model.task=segmenter"):
         resolve_task("segmenter", True)
+    with pytest.raises(ConfigError, match=r"model.task=causal_lm is not one of.*\n  Fix: model.task=null$"):
+        resolve_task("causal_lm", True)
+    require_task_fits("image_classifier", False, "data=image_folder")
+    with pytest.raises(ConfigError, match=r"model.task=image_classifier takes images, but data=text_folder gives raw "
+                                          r"text.\n  Fix: model.task=null"):
+        require_task_fits("image_classifier", True, "data=text_folder")
 
 
 def test_the_digest_changes_with_any_byte_or_file_and_reproduce_names_the_change(tmp_path):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from tfx_hydra.errors import ConfigError, DataError
-from tfx_hydra.models.presets import BUILDER, takes_text
+from tfx_hydra.models.presets import BUILDER, require_task_fits, resolve_task
 
 TEXT_MODELS = ("tfx_hydra.models.text_baseline", "tfx_hydra.models.hub_text")  # raw strings in, tokenized inside
 
@@ -29,13 +29,11 @@ def require_model_takes_the_inputs(model: Any, data: Any) -> None:
     if not target.startswith("tfx_hydra.") or not str(data.get("_target_", "")).startswith("tfx_hydra."):
         return
     text_data = data.get("inputs") == "text"
-    text_model = target in TEXT_MODELS or (target == BUILDER and takes_text(model.get("task"), data.get("inputs")))
+    text_model = target in TEXT_MODELS
     model_said = f"model={choice('model')}" if choice("model") else f"model._target_={target}"
     data_said = f"data={choice('data')}" if choice("data") else f"data._target_={data.get('_target_')}"
-    if target == BUILDER and text_data != text_model:  # a keras-hub preset loaded for the other kind of inputs
-        raise ConfigError(f"model.task={model.get('task')} takes {'raw text' if text_model else 'images'}, but "
-                          f"{data_said} gives {'raw text' if text_data else 'numbers'}.",
-                          fix="model.task=null (the classifier for the data's inputs)")
+    if target == BUILDER:  # a keras-hub preset: model.task says its inputs (null: the data's)
+        return require_task_fits(resolve_task(model.get("task"), text_data), text_data, data_said)
     if text_data and not text_model:
         raise ConfigError(f"{data_said} gives raw text, but {model_said} takes numbers.",
                           fix="model=text_baseline (or model=hub_text), or experiment=text_classification "

@@ -12,12 +12,17 @@ regression alike.
 
 from __future__ import annotations
 
-import importlib.util
-
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.models.backbone import BACKBONE
 from tfx_hydra.models.heads import head as output_head
-from tfx_hydra.models.presets import INSTALL, TASKS, preset_digest, preset_folder, resolve_task
+from tfx_hydra.models.presets import (
+    TASKS,
+    preset_digest,
+    preset_folder,
+    require_keras_hub,
+    require_task_fits,
+    resolve_task,
+)
 from tfx_hydra.settings.checks import require_positive_or_null, require_range
 
 
@@ -35,16 +40,12 @@ def keras_hub(name, preset, input_shape, num_classes, task=None, head="softmax",
 
     text = len(tuple(input_shape)) == 0
     kind = resolve_task(task, text)
-    if kind == "causal_lm":
-        raise ConfigError("model.task=causal_lm is not built yet: model=keras_hub fine-tunes text and image "
-                          "classifiers.", fix="model.task=text_classifier (or null)")
-    if TASKS[kind][1] != text:  # a source of the user's, which preflight does not know
-        raise ConfigError(f"model.task={kind} takes {'raw text' if TASKS[kind][1] else 'images'}; the data's inputs "
-                          f"are {'raw text' if text else list(input_shape)}.", fix="model.task=null")
+    require_task_fits(kind, text, f"data with inputs {list(input_shape)}")  # a source of the user's: not preflighted
     require_range("model.dropout", dropout, 0.0, 1.0, 0.1, high_inclusive=False)
     require_positive_or_null("model.sequence_length", sequence_length, 128, "the preset's")
     folder = preset_folder(preset, kind)
-    hub = import_keras_hub()
+    require_keras_hub()
+    import keras_hub as hub
     preprocessor = load_preprocessor(hub, kind, folder, sequence_length)
     backbone = hub.models.Backbone.from_preset(folder, dtype=keras.config.dtype_policy().name)
     backbone.name = BACKBONE
@@ -67,15 +68,6 @@ def keras_hub(name, preset, input_shape, num_classes, task=None, head="softmax",
     if dropout:
         x = keras.layers.Dropout(dropout, name="head_dropout")(x)
     return keras.Model(inputs, output_head(x, num_classes, head), name=name)
-
-
-def import_keras_hub():
-    """keras_hub, and TensorFlow Text (its tokenizers' ops), or the install command."""
-    if importlib.util.find_spec("keras_hub") is None:
-        raise ConfigError("model=keras_hub needs keras-hub, which is not installed.", fix=INSTALL)
-    import keras_hub
-
-    return keras_hub
 
 
 def load_preprocessor(hub, kind: str, folder: str, sequence_length: int | None):

@@ -25,7 +25,6 @@ from tfx_hydra.errors import ConfigError
 TASKS = {
     "text_classifier": ("TextClassifierPreprocessor", True),
     "image_classifier": ("ImageClassifierPreprocessor", False),
-    "causal_lm": ("CausalLMPreprocessor", True),
 }
 MARKER = "config.json"  # the backbone's config: every preset folder has one
 BUILDER = "tfx_hydra.models.keras_hub"
@@ -38,14 +37,24 @@ def require_preset_here(model, data) -> None:
     if str(model.get("_target_", "")) != BUILDER:
         return
     kind = resolve_task(model.get("task"), data.get("inputs") == "text")
-    if importlib.util.find_spec("keras_hub") is None:
-        raise ConfigError("model=keras_hub needs keras-hub, which is not installed.", fix=INSTALL)
+    require_keras_hub()
     preset_folder(model.get("preset"), kind)
 
 
-def takes_text(task: str | None, data_inputs: str | None) -> bool:
-    """Whether model=keras_hub with `model.task` (null: the data's kind) takes raw text."""
-    return TASKS[task][1] if task in TASKS else data_inputs == "text"
+def require_keras_hub() -> None:
+    """keras-hub is installed (found without importing it: that would import TensorFlow)."""
+    if importlib.util.find_spec("keras_hub") is None:
+        raise ConfigError("model=keras_hub needs keras-hub, which is not installed.", fix=INSTALL)
+
+
+def require_task_fits(task: str, text_data: bool, data_said: str) -> None:
+    """A preset loaded for text on images, or for images on text, is refused naming both (`data_said`: the data
+    option, or its inputs)."""
+    text_task = TASKS[task][1]
+    if text_task != text_data:
+        raise ConfigError(f"model.task={task} takes {'raw text' if text_task else 'images'}, but {data_said} gives "
+                          f"{'raw text' if text_data else 'numbers'}.",
+                          fix="model.task=null (the classifier for the data's inputs)")
 
 
 def resolve_task(task: str | None, text_data: bool) -> str:
@@ -54,14 +63,14 @@ def resolve_task(task: str | None, text_data: bool) -> str:
 
     if task is None:
         return "text_classifier" if text_data else "image_classifier"
-    require_choice("model.task", task, tuple(TASKS), fix="model.task=null (the classifier for the data's inputs)")
+    require_choice("model.task", task, tuple(TASKS), fix="null")  # null: the classifier for the data's inputs
     return task
 
 
 def preset_folder(preset: str, task: str = "text_classifier") -> str:
     """The folder `preset` names on this machine: itself, or keras-hub's cached download of that name or
     handle; else the ConfigError that says how to fetch it (for `task`'s preprocessor)."""
-    if not isinstance(preset, str) or not preset or preset == "???":
+    if not isinstance(preset, str) or not preset:
         raise ConfigError("model=keras_hub needs model.preset: a keras-hub preset folder (or a preset already "
                           "downloaded on this machine).", fix="model.preset=/abs/path/to/preset_folder")
     path = os.path.abspath(os.path.expanduser(preset))
@@ -95,7 +104,7 @@ def folder_name(preset: str) -> str:
 def fetch_command(preset: str, task: str = "text_classifier") -> str:
     """The shell command that downloads `preset` and saves its backbone and `task`'s preprocessor into one
     folder (keras-hub's save_to_preset), ready for model.preset."""
-    preprocessor = TASKS.get(task, TASKS["text_classifier"])[0]
+    preprocessor = TASKS[task][0]
     folder = folder_name(preset)
     return (f"python -c \"import keras_hub as h; h.models.Backbone.from_preset('{preset}').save_to_preset('{folder}'); "
             f"h.models.{preprocessor}.from_preset('{preset}').save_to_preset('{folder}')\"")
