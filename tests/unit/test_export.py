@@ -460,3 +460,52 @@ def test_evaluate_refuses_a_savedmodel_with_two_inputs_in_one_message(tmp_path, 
     with pytest.raises(DataError, match=rf"the model at {path} takes 2 inputs \(left, right\); mode=evaluate feeds "
                                         "it one, the data's examples."):
         evaluate_saved_model(path, data, "data=digits")
+
+
+TEXT_OPS_GONE = """
+import sys
+sys.modules["tensorflow_text"] = None  # TensorFlow Text not installed: its import fails, as it does there
+from tfx_hydra.export.served import load_saved_model
+try:
+    load_saved_model(sys.argv[1])
+except Exception as err:
+    print(type(err).__name__, str(err))
+"""
+
+
+@pytest.mark.slow
+def test_a_savedmodel_of_tensorflow_text_ops_loads_with_them_and_without_them_says_what_to_install(tmp_path):
+    import tensorflow_text as text
+
+    class Words(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.tokenizer = text.WhitespaceTokenizer()
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def count(self, lines):
+            return self.tokenizer.tokenize(lines).row_lengths()
+
+    words = Words()
+    tf.saved_model.save(words, str(tmp_path / "words"), signatures={"serving_default": words.count})
+    from tfx_hydra.export.served import load_saved_model
+
+    assert load_saved_model(str(tmp_path / "words")).signatures["serving_default"](
+        lines=tf.constant(["a b c", "d"]))["output_0"].numpy().tolist() == [3, 1]
+    done = subprocess.run([sys.executable, "-c", TEXT_OPS_GONE, str(tmp_path / "words")], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    (said,) = [line for line in done.stdout.splitlines() if line.startswith("ExportError")]
+    assert said.startswith(f"ExportError ExportError: the SavedModel at {tmp_path / 'words'} holds ops TensorFlow "
+                           "alone does not have (TFText>WhitespaceTokenizeWithOffsets")
+    assert 'pip install "tfx_hydra[keras-hub]"' in done.stdout
+
+
+def test_an_op_the_onnx_converter_left_is_named_and_an_invalid_graph_otherwise_points_at_the_opset():
+    from tfx_hydra.export.onnx import unloadable
+
+    runtime = ('[ONNXRuntimeError] : 10 : INVALID_GRAPH : Load model from m.onnx failed:This is an invalid model. '
+               'In Node, ("model/backbone/mlp/Gelu/Erfc", {op}, "", -1) : ("x": tensor(float),) -> ("y",)')
+    kept = str(unloadable(runtime.format(op="Erfc")))
+    assert "the converter (tf2onnx) left TensorFlow's Erfc op in it, which no ONNX operator computes" in kept
+    assert "Fix: leave onnx out for this model" in kept
+    assert "Fix: export.onnx.opset=null" in str(unloadable(runtime.format(op="Reshape")))  # an ONNX op: the opset

@@ -27,6 +27,8 @@ from typing import Iterator
 
 import numpy as np
 
+from tfx_hydra.errors import ExportError
+
 RAW_INPUTS_LAYER = "raw_inputs"  # the served model's first layer: raw values -> what the network was trained on
 BY_NAME = "by_name"  # a table model's SavedModel signature of one input per column, beside serving_default's tensor
 
@@ -74,17 +76,23 @@ def answering_model(served, spec, named: bool = True):
 
 def load_saved_model(path: str):
     """tf.saved_model.load, with TensorFlow Text imported first where the graph holds ops TensorFlow alone does not
-    register ('Op type not registered'): a text model's tokenizer (a keras-hub preset's, TF Hub's BERT
-    preprocessing) is made of them."""
+    register: a text model's tokenizer (a keras-hub preset's, TF Hub's BERT preprocessing) is made of them. Without
+    TensorFlow Text, one ExportError naming the ops and the install, not TensorFlow's 'Op type not registered'."""
     import tensorflow as tf
     from tensorflow.python.framework import op_def_registry
     from tensorflow.python.tools import saved_model_utils
 
-    graph = saved_model_utils.get_meta_graph_def(path, "serve")
-    if any(op_def_registry.get(op.name) is None for op in graph.meta_info_def.stripped_op_list.op):
+    ops = saved_model_utils.get_meta_graph_def(path, "serve").meta_info_def.stripped_op_list.op
+    if any(op_def_registry.get(op.name) is None for op in ops):
         from tfx_hydra.models.text import import_text_ops
 
         import_text_ops()
+        missing = sorted({op.name for op in ops if op_def_registry.get(op.name) is None})
+        if missing:
+            raise ExportError(f"the SavedModel at {path} holds ops TensorFlow alone does not have "
+                              f"({', '.join(missing[:5])}): a text model's tokenizer, made of TensorFlow Text's.",
+                              fix='pip install "tfx_hydra[keras-hub]" (TensorFlow Text, the version matching '
+                              "TensorFlow)")
     return tf.saved_model.load(path)
 
 
