@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,15 @@ def bench_parser(doc: str, train: int, epochs: int, quick: str) -> argparse.Argu
     parser.add_argument("--quick", action="store_true", help=quick)
     parser.add_argument("--json", help="write the results here too")
     return parser
+
+
+def child_env() -> dict:
+    """The environment a benchmark's child process runs in: this checkout's tfx_hydra first on the import path,
+    TensorFlow's C++ start-up lines quiet."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1]) + os.pathsep + env.get("PYTHONPATH", "")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    return env
 
 
 def write_json(path: str | None, results: dict) -> None:

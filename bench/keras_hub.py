@@ -30,9 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness import bench_parser, write_json
+from harness import bench_parser, child_env, write_json
 
-REPO = Path(__file__).resolve().parents[1]
 # Python puts this script's folder first on the import path, where this file (keras_hub.py) would stand in for the
 # keras_hub package: the folder leaves the path once harness is imported from it.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
@@ -102,7 +101,7 @@ def plain(preset: str, data: str, epochs: int, batch: int, out: str) -> None:
 def measured(command: list[str], cwd: Path) -> tuple[float, float]:
     """Run `command`; its wall seconds and its peak resident memory in MiB (the process's own, from wait4)."""
     started = time.perf_counter()
-    process = subprocess.Popen(command, cwd=cwd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(command, cwd=cwd, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(process.pid, 0)
     if status != 0:
         raise SystemExit(f"{' '.join(command[:4])} ... failed:\n{process.stderr.read().decode()[-3000:]}")
@@ -129,12 +128,6 @@ def run_framework(preset: Path, data: Path, args, workdir: Path) -> dict:
     return {"examples_per_sec": run.data.metrics["train_examples_per_sec"],
             "val_accuracy": run.data.metrics["val_accuracy"], "peak_rss_mib": rss, "wall_seconds": wall}
 
-
-def _env() -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    return env
 
 
 def main(argv=None) -> dict:

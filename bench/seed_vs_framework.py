@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -28,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness import bench_parser, make_mnist_like, write_json
+from harness import bench_parser, child_env, make_mnist_like, write_json
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -50,7 +49,7 @@ def run_plain(data: Path, epochs: int, workdir: Path) -> dict:
     result = workdir / "plain.json"
     started = time.perf_counter()
     subprocess.run([sys.executable, str(REPO / "bench" / "seed_script.py"), "--data", str(data), "--epochs",
-                    str(epochs), "--json", str(result)], cwd=workdir, check=True, capture_output=True, env=_env())
+                    str(epochs), "--json", str(result)], cwd=workdir, check=True, capture_output=True, env=child_env())
     wall = time.perf_counter() - started
     measured = json.loads(result.read_text())
     return {"wall_seconds": wall, "val_accuracy": measured["val_accuracy"],
@@ -64,7 +63,7 @@ def run_framework(data: Path, epochs: int, workdir: Path, extra: list[str], env:
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "tfx_hydra", "experiment=seed_mnist_mlp", f"data.path={data}",
                     f"trainer.epochs={epochs}", *extra], cwd=workdir, check=True, capture_output=True,
-                   env=_env() | (env or {}))
+                   env=child_env() | (env or {}))
     wall = time.perf_counter() - started
     client = MlflowClient(tracking_uri=f"sqlite:///{workdir / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("tfx_hydra")
@@ -72,12 +71,6 @@ def run_framework(data: Path, epochs: int, workdir: Path, extra: list[str], env:
     return {"wall_seconds": wall, "val_accuracy": run.data.metrics["val_accuracy"],
             "examples_per_sec": run.data.metrics["train_examples_per_sec"]}
 
-
-def _env() -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    return env
 
 
 def ratios(plain: dict, framework: dict) -> dict:
@@ -90,7 +83,7 @@ def cfg_job_vs_import_tensorflow(workdir: Path, repeats: int = 3) -> dict:
     """Wall of `python -m tfx_hydra --cfg job` over the wall of `python -c "import tensorflow"` (medians)."""
     def wall(command: list[str]) -> float:
         started = time.perf_counter()
-        subprocess.run(command, cwd=workdir, check=True, capture_output=True, env=_env())
+        subprocess.run(command, cwd=workdir, check=True, capture_output=True, env=child_env())
         return time.perf_counter() - started
     cfg = statistics.median(wall([sys.executable, "-m", "tfx_hydra", "--cfg", "job"]) for _ in range(repeats))
     tf = statistics.median(wall([sys.executable, "-c", "import tensorflow"]) for _ in range(repeats))
