@@ -23,8 +23,8 @@ WORKER = textwrap.dedent("""
     import keras
     import tensorflow as tf
     if sys.argv[1] == "fixed":
-        from tfx_hydra.strategy.keras_fix import apply_multi_worker_fix
-        assert apply_multi_worker_fix()
+        from tfx_hydra.strategy.keras_fix import apply_keras_fixes
+        assert apply_keras_fixes()
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     x = np.random.default_rng(0).normal(size=(256, 8)).astype("float32")
     y = (x.sum(axis=1) > 0).astype("int64")

@@ -91,9 +91,9 @@ def mirrored_strategy(
     keras_fix.py's fix to build a model of raw-string inputs under it."""
     import tensorflow as tf
 
-    from tfx_hydra.strategy.keras_fix import apply_multi_worker_fix
+    from tfx_hydra.strategy.keras_fix import apply_keras_fixes
 
-    apply_multi_worker_fix()
+    apply_keras_fixes()
     if devices is not None:
         devices = list(devices)
         _require_known_devices(devices)
@@ -118,11 +118,11 @@ def multi_worker_strategy(hardware: HardwareInfo, cluster: str = "tf_config", co
     """
     import tensorflow as tf
 
-    from tfx_hydra.strategy.keras_fix import apply_multi_worker_fix
+    from tfx_hydra.strategy.keras_fix import apply_keras_fixes
 
     require_choice("strategy.cluster", cluster, CLUSTERS)
     require_choice("strategy.communication", communication, COMMUNICATIONS)
-    apply_multi_worker_fix()
+    apply_keras_fixes()
     options = tf.distribute.experimental.CommunicationOptions(
         implementation={"auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
                         "ring": tf.distribute.experimental.CommunicationImplementation.RING,

@@ -46,8 +46,9 @@ def needs_multi_worker_fix(version: str) -> bool:
     return PATCHED_KERAS[0] <= major_minor <= PATCHED_KERAS[1]
 
 
-def apply_multi_worker_fix() -> bool:
-    """Patch Keras' TensorFlow trainer for multi-worker fit; True if the patch is in place."""
+def apply_keras_fixes() -> bool:
+    """Patch Keras' TensorFlow trainer for fit under several replicas (the first batch's build; multi-worker
+    metrics); True if the patch is in place."""
     global _applied
     import keras
 
