@@ -4,7 +4,9 @@ outcome on every CPU: tests/helpers/planted.py), and the per-epoch backup resume
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 
 import keras
 import numpy as np
@@ -214,6 +216,32 @@ def test_a_ctrl_c_a_finalizer_swallowed_mid_epoch_stops_the_fit_at_that_batch(da
     finally:
         restore_handlers(previous)
     assert seen == [0, 1, 2, 3]  # stopped at the batch the interrupt was lost in
+
+
+@pytest.mark.signals
+def test_a_ctrl_c_mid_step_in_a_run_without_backup_lets_the_step_end_then_stops(data):
+    """A real SIGINT sent as batch 3 begins: the step runs to its end (a KeyboardInterrupt raised inside Keras' and
+    TensorFlow's own code mid-step could leave a device scope half entered, or abort), then the fit stops there."""
+    from tfx_hydra.process import interrupt_on_signals, restore_handlers
+
+    began = []
+
+    class CtrlCAtBatch3(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            began.append(batch)
+            if batch == 3:
+                os.kill(os.getpid(), signal.SIGINT)
+
+    model = compiled_with_loss("sparse_categorical_crossentropy", TrainerConfig())
+    previous = interrupt_on_signals()
+    try:
+        with pytest.raises(KeyboardInterrupt, match="SIGINT"):
+            train(model, data, TrainerConfig(epochs=2, verbose=False, tensorboard=False), RecordingTracker(),
+                  users=[CtrlCAtBatch3()])
+    finally:
+        restore_handlers(previous)
+    assert began == [0, 1, 2, 3]  # none after it
+    assert int(model.optimizer.iterations.numpy()) == 4  # and the step in flight was taken whole
 
 
 def test_the_progress_bar_moves_once_per_steps_per_execution_bundle_and_is_gone_after_the_epoch():

@@ -3,8 +3,8 @@
     signals.py  Ctrl-C and SIGTERM end a run KILLED, never in the middle of a write (`uninterrupted`),
                 and never lost in a finalizer, nor printed from one (`raise_missed_interrupt`,
                 `keep_interrupts_from_finalizers`); Slurm's time-limit warning
-                in a submitit job too, which is then requeued (`requeue_if_warned`); SIGTERM and that
-                warning wait for the training step in flight, to be backed up at it (`stopped_at_a_step`)
+                in a submitit job too, which is then requeued (`requeue_if_warned`); during training each
+                waits for the step in flight, to be backed up at it (`stopped_at_a_step`)
     faults.py   a full disk said once, with where it happened and where else files can go; any
                 error said as one line for a run's `error` tag
     long_lived.py  TensorFlow's first import paused from and then frozen out of the garbage collector; a

@@ -19,11 +19,14 @@ is (a SystemExit the run would end FAILED with). So during a run it interrupts l
 ends KILLED with its backup, and `requeue_if_warned` hands over to submitit's handler once the run is
 closed. The requeued job runs the same config, which resumes the same MLflow run from its backup.
 
-While a model trains with a backup (`stopped_at_a_step()`), SIGTERM and SIGUSR2 wait for the training step in
-flight: the backup callback then writes a backup at that step and raises `Interrupted` (`stop_requested`), so
-the resumed run goes on from that step, not from the epoch's start. A second such signal interrupts at once
-(a step that never ends cannot hold a process the scheduler wants back); Ctrl-C always does (the user at the
-terminal wants it now; the last backup is kept).
+While a model trains (`stopped_at_a_step()`), Ctrl-C, SIGTERM and SIGUSR2 wait for the training step in flight:
+with a backup, the backup callback then writes one at that step and raises `Interrupted` (`stop_requested`), so
+the resumed run goes on from that step, not from the epoch's start; without one, `MissedInterrupt` raises it at
+the batch's end. A KeyboardInterrupt raised wherever the main thread is would land inside Keras' and TensorFlow's
+own code mid-step, and some of it does not survive that: a device scope half entered ("Exiting device scope
+without proper scope nesting": the job ended FAILED and a sweep went on to its next job) or a native abort (the
+process died of SIGABRT before closing its run) -- 2 of 70 Ctrl-Cs in a sweep under load, measured. A second
+signal interrupts at once (a step that never ends cannot hold a process the user or the scheduler wants back).
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ class Interrupted(KeyboardInterrupt):
 # uninterrupted() sections open; a signal that waits for them; a signal raised that the run has not received;
 # whether training steps are running (stopped_at_a_step); a SIGTERM/SIGUSR2 that waits for the step to end
 _deferred = {"depth": 0, "pending": None, "raised": None, "steps": False, "stop": None}
-WAITS_FOR_THE_STEP = ("SIGTERM", "SIGUSR2")
+WAITS_FOR_THE_STEP = ("SIGINT", "SIGTERM", "SIGUSR2")
 
 
 def interrupt_on_signals() -> dict | None:
@@ -174,8 +177,8 @@ def uninterrupted() -> Iterator[None]:
 
 @contextmanager
 def stopped_at_a_step() -> Iterator[None]:
-    """Training with a backup: SIGTERM/SIGUSR2 wait for the step in flight (see the module's docstring). A
-    request still waiting when training ends (it came after the last step) interrupts then."""
+    """Training: Ctrl-C, SIGTERM and SIGUSR2 wait for the step in flight (see the module's docstring). A request
+    still waiting when training ends (it came after the last step) interrupts then."""
     _deferred["steps"], _deferred["stop"] = True, None
     try:
         yield
@@ -188,7 +191,7 @@ def stopped_at_a_step() -> Iterator[None]:
 
 
 def stop_requested() -> str | None:
-    """The signal (SIGTERM, SIGUSR2) waiting for the training step to end, if any."""
+    """The signal (SIGINT, SIGTERM, SIGUSR2) waiting for the training step to end, if any."""
     return _deferred["stop"]
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from contextlib import nullcontext
 from typing import Sequence
 
 from omegaconf import DictConfig
@@ -177,7 +176,7 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
     progress = cb.EpochProgress(console, datasets.num_train, epochs, resumed) if console else None
     callbacks = [  # at an epoch's end, in this order: a diverged epoch is neither shown, logged nor backed up
         keras.callbacks.LambdaCallback(on_epoch_begin=lambda epoch, logs=None: datasets.order.set_epoch(epoch)),
-        cb.MissedInterrupt(),  # a Ctrl-C lost in a finalizer, raised again at the batch's end
+        cb.MissedInterrupt(stops_at_batches=backup is None),  # a Ctrl-C lost in a finalizer or waiting: raised
         *([progress] if progress else []),  # gone before the epoch's line
         cb.NonFiniteGuard(steps, backup_dir if trainer.backup else None),
         waiting := cb.InputWait(datasets.cache.startswith(("cache: memory", "cache: disk")),  # the line says it
@@ -208,9 +207,9 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
         tf.debugging.enable_check_numerics()
     started = time.perf_counter()  # the phase's timing (phase_ended)
     # TensorFlow's C++ lines (check_numerics' finding, oneDNN's DT_BOOL note) to the job log, not the terminal; a file
-    # that cannot be read named, not a traceback; SIGTERM/SIGUSR2 backed up at the step, then stop
+    # that cannot be read named, not a traceback; a signal waits for the step in flight (backed up there), then stops
     try:
-        with native_lines_streamed(), datasets.named_errors(), stopped_at_a_step() if backup else nullcontext():
+        with native_lines_streamed(), datasets.named_errors(), stopped_at_a_step():
             model.fit(datasets.train, validation_data=datasets.validation, epochs=last_epoch,
                       initial_epoch=first_epoch, callbacks=callbacks, class_weight=class_weight,
                       shuffle=False, verbose=0)  # the pipeline shuffles, seeded
