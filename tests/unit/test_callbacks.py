@@ -235,13 +235,54 @@ def test_a_ctrl_c_mid_step_in_a_run_without_backup_lets_the_step_end_then_stops(
     model = compiled_with_loss("sparse_categorical_crossentropy", TrainerConfig())
     previous = interrupt_on_signals()
     try:
-        with pytest.raises(KeyboardInterrupt, match="SIGINT"):
+        with pytest.raises(KeyboardInterrupt, match="SIGINT") as interrupted:
             train(model, data, TrainerConfig(epochs=2, verbose=False, tensorboard=False), RecordingTracker(),
                   users=[CtrlCAtBatch3()])
     finally:
         restore_handlers(previous)
     assert began == [0, 1, 2, 3]  # none after it
     assert int(model.optimizer.iterations.numpy()) == 4  # and the step in flight was taken whole
+    assert raised_by_the_run(interrupted.value)
+
+
+def raised_by_the_run(interrupt: BaseException) -> bool:
+    """The interrupt was raised at a batch's end by the run's own check, not wherever the signal found the main
+    thread (inside Keras' or TensorFlow's code)."""
+    import traceback
+
+    frames = traceback.extract_tb(interrupt.__traceback__)
+    return any(frame.filename.endswith("missed_interrupt.py") for frame in frames)
+
+
+@pytest.mark.signals
+def test_a_ctrl_c_during_the_test_evaluation_waits_for_the_batch_in_flight(data):
+    """A real SIGINT sent while the test split is evaluated (from the pipeline's own thread, as its third batch is
+    read): the evaluation stops at the batch's end, by the run's check, not inside Keras' evaluation loop."""
+    import dataclasses
+
+    from tfx_hydra.process import interrupt_on_signals, restore_handlers
+    from tfx_hydra.trainer import evaluate
+
+    model = compiled_with_loss("sparse_categorical_crossentropy", TrainerConfig())
+    history = train(model, data, TrainerConfig(epochs=1, verbose=False, tensorboard=False), RecordingTracker())
+
+    def ctrl_c_at_the_third_batch(index):
+        if int(index) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return index
+
+    def read(index, batch):
+        with tf.control_dependencies([tf.py_function(ctrl_c_at_the_third_batch, [index], tf.int64)]):
+            return tf.nest.map_structure(tf.identity, batch)
+
+    signalling = data.test.enumerate().map(read)
+    previous = interrupt_on_signals()
+    try:
+        with pytest.raises(KeyboardInterrupt, match="SIGINT") as interrupted:
+            evaluate(model, dataclasses.replace(data, test=signalling), history, RecordingTracker())
+    finally:
+        restore_handlers(previous)
+    assert raised_by_the_run(interrupted.value)
 
 
 def test_the_progress_bar_moves_once_per_steps_per_execution_bundle_and_is_gone_after_the_epoch():

@@ -20,6 +20,7 @@ from tfx_hydra.process.signals import (
     held_signals,
     interrupt_on_signals,
     interrupt_received,
+    interrupts_not_lost_to_errors,
     keep_interrupts_from_finalizers,
     raise_missed_interrupt,
     requeue_if_warned,
@@ -32,5 +33,6 @@ from tfx_hydra.process.signals import (
 
 __all__ = ["Interrupted", "as_disk_full", "describe_error", "disk_full_error", "disk_full_said", "full_disk_path",
            "held_signals",
-           "interrupt_on_signals", "interrupt_received", "keep_interrupts_from_finalizers", "raise_missed_interrupt",
+           "interrupt_on_signals", "interrupt_received", "interrupts_not_lost_to_errors",
+           "keep_interrupts_from_finalizers", "raise_missed_interrupt",
            "requeue_if_warned", "restore_handlers", "stop_now", "stop_requested", "stopped_at_a_step", "uninterrupted"]

@@ -67,7 +67,7 @@ def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str], r
                                        offline_dir)
         sampled = config.system_metrics
         with system_metrics(tracker.run_id, uri, sampled.interval if sampled.enabled else None,
-                            resumed=tracker.resumed):
+                            resumed=tracker.resumed), signals.interrupts_not_lost_to_errors():
             yield tracker
         signals.raise_missed_interrupt()  # a Ctrl-C a finalizer swallowed ends the run KILLED, not FINISHED
     except KeyboardInterrupt as err:

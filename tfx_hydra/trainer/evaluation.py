@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from tfx_hydra.console import native_lines_streamed
 from tfx_hydra.metrics import INPUT_WAIT, PER_EPOCH_ONLY, end_of_run
+from tfx_hydra.process import stopped_at_a_step
 from tfx_hydra.tracking import Tracker
 from tfx_hydra.trainer import kept_weights
 
@@ -21,8 +22,12 @@ def evaluate(model, datasets, history, tracker: Tracker) -> dict[str, float]:
     """The run's results (metrics.end_of_run): the kept weights' training and validation figures, the last
     epoch's timing, each phase's, the test split's (test_*) and the model's size in `parameters` (a multi-objective
     search can trade accuracy against it); all but the epoch's timing logged, each once."""
-    with native_lines_streamed(), datasets.named_errors():  # the first read of a cache on disk: TensorFlow warns
-        test = model.evaluate(datasets.test, return_dict=True, verbose=0)  # it was not read whole, though it was
+    from tfx_hydra.trainer.callbacks import MissedInterrupt  # Keras at its top: imported when evaluating
+
+    # the first read of a cache on disk: TensorFlow warns it was not read whole, though it was; a signal waits for
+    # the batch in flight, as in training, and stops the run at its end
+    with native_lines_streamed(), datasets.named_errors(), stopped_at_a_step():
+        test = model.evaluate(datasets.test, return_dict=True, verbose=0, callbacks=[MissedInterrupt(True)])
     kept = getattr(history, "kept", None)
     figures = kept_epochs_figures(history, kept.epoch if kept is not None else None)
     if kept is not None and not kept.last_epoch:

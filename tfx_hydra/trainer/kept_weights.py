@@ -51,7 +51,11 @@ def uses_ema(optimizer) -> bool:
 def validation_on_kept(model, datasets, last_epoch: dict[str, float]) -> dict[str, float]:
     """The last epoch's figures with its `val_*` measured again on the weights kept (one pass over the
     validation split), where those are not the last epoch's own."""
-    measured = model.evaluate(datasets.validation, return_dict=True, verbose=0)
+    from tfx_hydra.process import stopped_at_a_step
+    from tfx_hydra.trainer.callbacks import MissedInterrupt
+
+    with stopped_at_a_step():  # a signal waits for the batch in flight, as in training
+        measured = model.evaluate(datasets.validation, return_dict=True, verbose=0, callbacks=[MissedInterrupt(True)])
     return last_epoch | {f"val_{name}": float(value) for name, value in measured.items()}
 
 

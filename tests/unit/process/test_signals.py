@@ -97,6 +97,33 @@ def test_an_interrupt_the_run_received_is_not_raised_again_by_the_next_run(tmp_p
     assert sorted(run.info.status for run in mlflow_runs(tmp_path)) == ["FINISHED", "KILLED"]
 
 
+def test_an_error_a_library_raised_in_place_of_a_ctrl_c_ends_the_run_killed_not_failed(tmp_path):
+    """Fault injection: a real SIGINT lands in a library's block whose cleanup then fails on it and raises its own
+    error instead, as TensorFlow's device scope did ("Exiting device scope without proper scope nesting": the job
+    ended FAILED and the sweep went on to its next job). That error is the interrupt's: the run ends KILLED."""
+    import time
+
+    from tfx_hydra.process import Interrupted
+
+    with pytest.raises(Interrupted, match="SIGINT") as raised:
+        with tracked_run(TrackingConfig(), str(tmp_path), tags={}):
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(5)  # the handler raises here, at once
+                raise AssertionError("the signal should have interrupted the sleep")
+            except KeyboardInterrupt:
+                raise RuntimeError("Exiting device scope without proper scope nesting") from None
+    assert isinstance(raised.value.__cause__, RuntimeError)  # the library's error kept as the cause, for the log
+    assert "resume it with" in raised.value.resume_hint or "starts again" in raised.value.resume_hint
+    (run,) = mlflow_runs(tmp_path)
+    assert run.info.status == "KILLED" and run.data.tags["error"] == "interrupted (SIGINT)"
+
+    with pytest.raises(RuntimeError, match="a real bug"):  # an error with no interrupt on its way stays an error
+        with tracked_run(TrackingConfig(), str(tmp_path / "second"), tags={}):
+            raise RuntimeError("a real bug")
+    assert mlflow_runs(tmp_path / "second")[0].info.status == "FAILED"
+
+
 def test_while_a_model_trains_a_signal_waits_for_the_step_a_second_one_does_not(tmp_path):
     """The signals are real, sent to this process; between two `stop_requested()` looks stands the step in flight
     (the backup callback writes its backup there, then `stop_now()`). Ctrl-C waits too: raised in the middle of
