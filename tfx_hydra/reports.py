@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 
+from tfx_hydra.process import stop_now, stop_requested, stopped_at_a_step
 from tfx_hydra.tracking import Tracker
 
 PLOTS_PENDING = "plots.pending"  # tag: the folder where a search trial's plot inputs wait for the search's end
@@ -68,11 +69,16 @@ def draw_pending_plots(folder: str, task) -> bool:
 
 
 def predictions(model, dataset):
-    """The model's outputs and the labels over `dataset` (batches of inputs and labels), as arrays."""
+    """The model's outputs and the labels over `dataset` (batches of inputs and labels), as arrays. A signal waits
+    for the batch in flight, then stops the run, as in training (raised inside Keras' call it could leave
+    TensorFlow's state half changed: process/signals.py)."""
     import numpy as np
 
     values, labels = [], []
-    for inputs, batch_labels in dataset:
-        values.append(np.asarray(model(inputs, training=False), dtype="float32"))
-        labels.append(np.asarray(batch_labels))
+    with stopped_at_a_step():
+        for inputs, batch_labels in dataset:
+            values.append(np.asarray(model(inputs, training=False), dtype="float32"))
+            labels.append(np.asarray(batch_labels))
+            if stop_requested():
+                stop_now()
     return np.concatenate(values), np.concatenate(labels)

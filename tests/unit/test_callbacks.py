@@ -266,16 +266,7 @@ def test_a_ctrl_c_during_the_test_evaluation_waits_for_the_batch_in_flight(data)
     model = compiled_with_loss("sparse_categorical_crossentropy", TrainerConfig())
     history = train(model, data, TrainerConfig(epochs=1, verbose=False, tensorboard=False), RecordingTracker())
 
-    def ctrl_c_at_the_third_batch(index):
-        if int(index) == 2:
-            os.kill(os.getpid(), signal.SIGINT)
-        return index
-
-    def read(index, batch):
-        with tf.control_dependencies([tf.py_function(ctrl_c_at_the_third_batch, [index], tf.int64)]):
-            return tf.nest.map_structure(tf.identity, batch)
-
-    signalling = data.test.enumerate().map(read)
+    signalling = ctrl_c_at_the_third_batch(data.test)
     previous = interrupt_on_signals()
     try:
         with pytest.raises(KeyboardInterrupt, match="SIGINT") as interrupted:
@@ -283,6 +274,39 @@ def test_a_ctrl_c_during_the_test_evaluation_waits_for_the_batch_in_flight(data)
     finally:
         restore_handlers(previous)
     assert raised_by_the_run(interrupted.value)
+
+
+@pytest.mark.signals
+def test_a_ctrl_c_while_the_reports_predict_waits_for_the_batch_in_flight(data):
+    """A real SIGINT sent while the reports' predictions are made (from the pipeline's thread, as its third batch is
+    read): raised by the loop's own check after that batch, not inside Keras' call of the model."""
+    import traceback
+
+    from tfx_hydra.process import interrupt_on_signals, restore_handlers
+    from tfx_hydra.reports import predictions
+
+    model = compiled_with_loss("sparse_categorical_crossentropy", TrainerConfig())
+    previous = interrupt_on_signals()
+    try:
+        with pytest.raises(KeyboardInterrupt, match="SIGINT") as interrupted:
+            predictions(model, ctrl_c_at_the_third_batch(data.test))
+    finally:
+        restore_handlers(previous)
+    assert traceback.extract_tb(interrupted.value.__traceback__)[-1].name == "stop_now"
+
+
+def ctrl_c_at_the_third_batch(dataset):
+    """`dataset`, sending this process a real SIGINT from its reading thread as its third batch is read."""
+    def send(index):
+        if int(index) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return index
+
+    def read(index, batch):
+        with tf.control_dependencies([tf.py_function(send, [index], tf.int64)]):
+            return tf.nest.map_structure(tf.identity, batch)
+
+    return dataset.enumerate().map(read)
 
 
 def test_the_progress_bar_moves_once_per_steps_per_execution_bundle_and_is_gone_after_the_epoch():

@@ -191,8 +191,9 @@ def uninterrupted() -> Iterator[None]:
 
 @contextmanager
 def stopped_at_a_step() -> Iterator[None]:
-    """Training (and the test split's evaluation): Ctrl-C, SIGTERM and SIGUSR2 wait for the step in flight (see the
-    module's docstring). A request still waiting when the block ends (it came after the last step) interrupts then."""
+    """Training (and the test split's evaluation and predictions): Ctrl-C, SIGTERM and SIGUSR2 wait for the step in
+    flight (see the module's docstring). A request still waiting when the block ends (it came after the last step)
+    interrupts then."""
     _deferred["steps"], _deferred["stop"] = True, None
     try:
         yield
