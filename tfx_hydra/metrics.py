@@ -76,13 +76,18 @@ def summary_names(metrics: dict[str, float]) -> list[str]:
 # The kinds of problem (conf/task/, tfx_hydra/task/) and the Keras losses that fit each one's labels and head.
 # A loss of another task's would fail at the first batch with a shape error, or train on nonsense (a
 # cross-entropy on numeric targets): it is named here, before anything is built, with the task's own.
-TASKS = ("classification", "binary", "multilabel", "regression")
+TASKS = ("classification", "binary", "multilabel", "regression", "causal_lm")
+HEADS = ("softmax", "sigmoid", "linear")  # task.head: the output layer's activation (models/heads.py)
+TASK_HEADS = {"causal_lm": ("logits",)}  # a causal LM's is its backbone's own: logits over the vocabulary
 CROSSENTROPIES = ("binary_crossentropy", "binary_focal_crossentropy")
 REGRESSION_LOSSES = ("mse", "mae", "huber", "log_cosh", "logcosh", "mape", "mean_absolute_error",
                      "mean_absolute_percentage_error", "mean_squared_error", "mean_squared_logarithmic_error",
                      "msle", "poisson")
 TASK_LOSSES = {"classification": ("sparse_categorical_crossentropy",), "binary": CROSSENTROPIES,
-               "multilabel": CROSSENTROPIES, "regression": REGRESSION_LOSSES}
+               "multilabel": CROSSENTROPIES, "regression": REGRESSION_LOSSES, "causal_lm": ()}
+# a causal LM answers logits: its cross-entropy is a node (from_logits), which no Keras name spells
+LOGITS_LOSS = ("{_target_: keras.losses.SparseCategoricalCrossentropy, from_logits: true, "
+               "reduction: mean_with_sample_weight}")
 OTHER_KERAS_LOSSES = ("categorical_crossentropy", "categorical_focal_crossentropy", "categorical_hinge",
                       "cosine_similarity", "ctc", "dice", "hinge", "kl_divergence", "kld", "squared_hinge", "tversky",
                       *{loss for losses in TASK_LOSSES.values() for loss in losses})
@@ -99,7 +104,7 @@ def require_trainer_fits_task(trainer, task: str) -> None:
 def require_loss_fits_task(loss: Any, task: str) -> None:
     """A Keras loss name that cannot train `task`'s labels and head, named with the ones that can."""
     if loss in OTHER_KERAS_LOSSES and loss not in TASK_LOSSES[task]:
-        fits = TASK_LOSSES[task]
+        fits = TASK_LOSSES[task] or (f"'{LOGITS_LOSS}'",)
         raise ConfigError(f"trainer.loss={loss} does not fit task={task}: "
                           + TASK_LOSS_REASONS[task], fix=f"trainer.loss={fits[0]}"
                           + (f" (or {', '.join(fits[1:4])})" if len(fits) > 1 else ""))
@@ -111,6 +116,8 @@ TASK_LOSS_REASONS = {
     "binary": "the data gives one 0/1 label per example and the model a sigmoid probability.",
     "multilabel": "the data gives multi-hot rows and the model one sigmoid per label.",
     "regression": "the data gives numeric targets and the model a linear output.",
+    "causal_lm": "the labels are each position's next token, from the text itself, and the model answers logits "
+                 "over the vocabulary.",
 }
 
 

@@ -32,6 +32,10 @@ def record_plots(tracker: Tracker, model, datasets, history, output_dir: str, pe
         return
     folder = os.path.join(output_dir, "plots")
     os.makedirs(folder, exist_ok=True)
+    if datasets.spec.task.generates:  # a language model: its curves are its report
+        draw_plots(datasets.spec.task, None, None, history.history, folder)
+        tracker.log_artifacts(folder, "plots")
+        return
     values, labels = predictions(model, datasets.test)
     if pending:
         import numpy as np

@@ -132,7 +132,8 @@ def preflight(cfg: DictConfig) -> Settings:
     require_preset_here(cfg.model, cfg.data)  # model=keras_hub: the preset is data, on this machine
     if cfg.mode == "train":
         require_known_metric(settings)
-        check_exporters(cfg.export, text_inputs=cfg.data.get("inputs") == "text")
+        check_exporters(cfg.export, text_inputs=cfg.data.get("inputs") == "text",
+                        generates=settings.task.name == "causal_lm")
     check_data_config(cfg.data, settings.task.name)
     if settings.tracking.enabled:
         uri = tracking.resolve_tracking_uri(settings.tracking, cfg.paths.launch_dir)

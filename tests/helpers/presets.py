@@ -44,3 +44,27 @@ def save_tiny_image_preset(folder: Path, image_size: int = 16, seed: int = 0) ->
     backbone.save_to_preset(str(folder))
     preprocessor.save_to_preset(str(folder))
     return folder
+
+
+CORPUS_WORDS = "the cat sat on mat a dog ran in park".split()
+
+
+def save_tiny_causal_lm_preset(folder: Path, sequence_length: int = 24, seed: int = 0) -> Path:
+    """A 1-layer GPT-2 (hidden 16: a few thousand weights) and its causal LM preprocessor in `folder`: a byte-level
+    BPE of the test corpus' letters (a merge of each word's pairs, so words are a few tokens), its end token last
+    -- keras-hub pads a generate's prompt with 0, and an end token of id 0 would read as the sequence's end."""
+    import keras
+    import keras_hub
+
+    keras.utils.set_random_seed(seed)
+    letters = sorted({c for word in CORPUS_WORDS for c in word})
+    vocabulary = {token: i for i, token in enumerate([*letters, *(f"Ġ{c}" for c in letters), "Ġ"])}
+    merges = ["Ġ " + c for c in letters]  # a space and the next letter: one token
+    vocabulary["<|endoftext|>"] = len(vocabulary)
+    tokenizer = keras_hub.models.GPT2Tokenizer(vocabulary=vocabulary, merges=merges)
+    backbone = keras_hub.models.GPT2Backbone(vocabulary_size=len(vocabulary), num_layers=1, num_heads=2, hidden_dim=16,
+                                             intermediate_dim=32, max_sequence_length=64)
+    preprocessor = keras_hub.models.GPT2CausalLMPreprocessor(tokenizer=tokenizer, sequence_length=sequence_length)
+    backbone.save_to_preset(str(folder))
+    preprocessor.save_to_preset(str(folder))
+    return folder

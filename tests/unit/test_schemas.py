@@ -32,6 +32,7 @@ REQUIRED = {
     ("data", "image_folder"): ["data.directory=/data/pets", "data.num_classes=2"],
     ("data", "text_folder"): ["data.directory=/data/reviews", "data.num_classes=2"],
     ("data", "text_table"): ["data.path=/data/texts.jsonl", "data.num_classes=2"],
+    ("data", "text_corpus"): ["data.path=/data/corpus.txt", "task=causal_lm"],
     ("model", "hub"): ["model.handle=/models/feature_vector"],
     ("model", "keras_hub"): ["model.preset=/models/bert_tiny_en_uncased"],
 }

@@ -17,6 +17,7 @@ One module per option of conf/data/, named as the option is:
     from_pipelines.py  a user's own tf.data pipelines as a source (the public way: see its docstring)
     csv.py        a CSV of numeric columns, in memory (data=csv)
     text_folder.py  a folder of class folders of .txt files, raw strings in memory (data=text_folder)
+    text_corpus.py  a text file or folder of .txt files, a language model's examples (data=text_corpus)
     text_table.py   a CSV / TSV / JSON Lines table of raw text and labels, in memory (data=text_table)
     augmentation.py  data.augmentation: random flips, rotations, zooms on training batches
     tfds.py       TensorFlow Datasets (the optional `tfds` extra)
@@ -37,10 +38,11 @@ from tfx_hydra.data.image_folder import image_folder
 from tfx_hydra.data.keras import keras_dataset
 from tfx_hydra.data.pipeline import Datasets, DataSpec, PipelineOptions
 from tfx_hydra.data.synthetic import synthetic
+from tfx_hydra.data.text_corpus import text_corpus
 from tfx_hydra.data.text_folder import text_folder
 from tfx_hydra.data.text_table import text_table
 from tfx_hydra.data.tfds import tfds
 from tfx_hydra.data.tfrecord import tfrecord
 
 __all__ = ["DataSpec", "Datasets", "PipelineOptions", "csv", "digits", "from_pipelines", "image_folder",
-           "keras_dataset", "synthetic", "text_folder", "text_table", "tfds", "tfrecord"]
+           "keras_dataset", "synthetic", "text_corpus", "text_folder", "text_table", "tfds", "tfrecord"]

@@ -47,9 +47,14 @@ def require_task_labels(data: DictConfig, task: str) -> None:
         raise ConfigError(f"task=binary has one output (the probability of label 1), but data.num_classes="
                           f"{data.num_classes} asks the model for {data.num_classes}.",
                           fix="drop data.num_classes (task=binary sets it to 1), or task=classification")
+    target = data.get("_target_", "?")
+    if (target == "tfx_hydra.data.text_corpus") != (task == "causal_lm") and str(target).startswith("tfx_hydra."):
+        raise ConfigError(f"data={str(target).rsplit('.', 1)[-1]} and task={task} do not go together: a text corpus "
+                          "holds a language model's examples, no labels (task=causal_lm learns from one).",
+                          fix="task=causal_lm data=text_corpus" if task == "causal_lm" or
+                          target == "tfx_hydra.data.text_corpus" else "task=classification")
     if task == "classification" or "task" in data:
         return
-    target = data.get("_target_", "?")
     user = not str(target).startswith("tfx_hydra.")
     raise ConfigError(f"task={task}: data._target_={target} gives class labels only" +
                       (" (its config takes no `task`)." if user else "."),

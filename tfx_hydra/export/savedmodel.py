@@ -11,6 +11,7 @@ import shutil
 import tempfile
 
 from tfx_hydra.errors import ConfigError, ExportError
+from tfx_hydra.export.generate import check_generation, prompts_of, write_generating_archive
 from tfx_hydra.export.result import PARITY, ExportResult, folder_size, output_difference, require_parity
 from tfx_hydra.export.served import (
     BY_NAME,
@@ -81,11 +82,15 @@ class SavedModelExport:
                               fix="export.savedmodel.export_dir=<a writable folder>") from None
         try:
             path = os.path.join(staging, "model")
-            served = served_model(model, datasets.spec)
-            write_serving_archive(served, datasets.spec, path)
-            max_abs_diff = check_serving_signature(served, path, datasets)
-            if self.warmup_requests:  # inside the version before it appears: the server finds them with it
-                write_warmup_requests(path, self.model_name, list(raw_examples(datasets, self.warmup_requests)))
+            if datasets.spec.task.generates:  # a language model: a prompt in, text out
+                figures = {"export.savedmodel.same_text": check_generation(
+                    write_generating_archive(model, path), path, prompts_of(datasets))}
+            else:
+                served = served_model(model, datasets.spec)
+                write_serving_archive(served, datasets.spec, path)
+                figures = {"export.savedmodel.max_abs_diff": check_serving_signature(served, path, datasets)}
+                if self.warmup_requests:  # inside the version before it appears: the server finds them with it
+                    write_warmup_requests(path, self.model_name, list(raw_examples(datasets, self.warmup_requests)))
             version_dir = move_to_next_version(path, model_dir)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
@@ -96,8 +101,7 @@ class SavedModelExport:
         said = labels_said(labels_of(read_config(self.export_dir)).get(self.model_name, {}), before, version)
         if said:
             log.info(f"export: {self.model_name} version {version} {said}")
-        return ExportResult(self.kind, version_dir, {"export.savedmodel.max_abs_diff": max_abs_diff,
-                                                     "export.savedmodel.version": float(version),
+        return ExportResult(self.kind, version_dir, {**figures, "export.savedmodel.version": float(version),
                                                      "export.savedmodel.size_bytes": float(folder_size(version_dir))})
 
 

@@ -9,9 +9,11 @@ import logging
 import os
 import tempfile
 
+import numpy as np
 from omegaconf import DictConfig
 
 from tfx_hydra.errors import ConfigError, ExportError
+from tfx_hydra.export.generate import generating_module, prompts_of
 from tfx_hydra.export.result import ExportResult, figure_text
 from tfx_hydra.export.served import answering_model, computing_in_float32, raw_examples, served_model
 from tfx_hydra.process import describe_error, full_disk_path
@@ -34,11 +36,18 @@ def selected_exporters(export_cfg: DictConfig | None) -> dict[str, DictConfig]:
 NUMERIC_ONLY_EXPORTERS = ("tflite", "onnx", "tfjs")
 
 
-def check_exporters(export_cfg: DictConfig | None, text_inputs: bool = False) -> None:
+GENERATING_EXPORTERS = ("savedmodel",)  # a causal LM's served generate (export/generate.py)
+
+
+def check_exporters(export_cfg: DictConfig | None, text_inputs: bool = False, generates: bool = False) -> None:
     """Each selected exporter built now, from its settings alone (no TensorFlow): a typo in an
     export value fails before training, not after the last epoch. Its folder must be creatable.
-    A text model's exports: only the formats that carry string ops."""
+    A text model's exports: only the formats that carry string ops; a causal LM's: its generate."""
     for name, node in selected_exporters(export_cfg).items():
+        if generates and name not in GENERATING_EXPORTERS:
+            raise ConfigError(f"export={name}: a causal LM (task=causal_lm) is served as a SavedModel whose generate "
+                              "takes a prompt and answers text; the other formats hold no sampling loop.",
+                              fix="export=savedmodel")
         if text_inputs and name in NUMERIC_ONLY_EXPORTERS:
             raise ConfigError(f"export={name} cannot carry a text model: its string ops (tokenizing, the "
                               "vocabulary lookup) do not convert to that format.",
@@ -95,7 +104,12 @@ def export_model(model, datasets, export_cfg: DictConfig, tracker: Tracker, chie
         results.append(result)
     if chief:
         tracker.set_tags({"model.weights_sha256": weights_sha256(model), "export.failed": len(failures)})
-        if (export_cfg or {}).get("mlflow_model", True) and MLFLOW_MODEL not in done:  # raw inputs in, as every export
+        logs_model = (export_cfg or {}).get("mlflow_model", True) and MLFLOW_MODEL not in done
+        if logs_model and datasets.spec.task.generates:  # a causal LM: a prompt in, its text out
+            tracker.log_model(generating_module(model), np.asarray(prompts_of(datasets), dtype=object),
+                              register_as=(export_cfg or {}).get("register_as"))
+            note_done(done_in, MLFLOW_MODEL, None, tracker)
+        elif logs_model:  # raw inputs in, as every export
             spec = datasets.spec
             tracker.log_model(answering_model(served_model(model, spec), spec), raw_examples(datasets, 5),
                               register_as=(export_cfg or {}).get("register_as"),

@@ -68,7 +68,7 @@ def require_fits_data(model: Any, datasets: Any) -> None:
                         f"(here {list(want)})")
     outputs = getattr(model, "outputs", None)
     width, task = datasets.spec.num_classes, datasets.spec.task
-    if outputs and len(outputs) == 1 and outputs[0].shape[-1] not in (None, width):
+    if outputs and len(outputs) == 1 and outputs[0].shape[-1] not in (None, width) and not task.generates:
         raise DataError(f"the model '{model.name}' ends in {outputs[0].shape[-1]} outputs, the data has "
                         f"{task.describe(width)} (task={task.name}).",
                         fix="end the model in num_classes units: num_classes: ${data.num_classes}")

@@ -10,10 +10,9 @@ and std after the model's outputs: the model learns standardized targets' scale,
 
 from __future__ import annotations
 
+from tfx_hydra.metrics import HEADS
 from tfx_hydra.precision import OUTPUT_DTYPE
 from tfx_hydra.settings.checks import require_choice, require_positive
-
-HEADS = ("softmax", "sigmoid", "linear")
 
 
 def head(x, num_classes: int, activation: str = "softmax"):

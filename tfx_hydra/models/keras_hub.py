@@ -27,7 +27,7 @@ from tfx_hydra.settings.checks import require_positive_or_null, require_range
 
 
 def keras_hub(name, preset, input_shape, num_classes, task=None, head="softmax", freeze_backbone=True,
-              sequence_length=None, pixel_scale=255.0, dropout=0.1):
+              sequence_length=None, pixel_scale=255.0, dropout=0.1, lora_rank=None, max_length=64, sampler="greedy"):
     """The preset's backbone (`backbone`, frozen while `freeze_backbone`) behind its preprocessor for `task`
     (null: the data's kind), pooled to one vector (BERT's pooled output, a sequence's first token, an image's
     average), then `dropout` and the task's head. `sequence_length`: the tokenizer's packed length (null: the
@@ -47,6 +47,8 @@ def keras_hub(name, preset, input_shape, num_classes, task=None, head="softmax",
     require_keras_hub()
     import keras_hub as hub
     preprocessor = load_preprocessor(hub, kind, folder, sequence_length)
+    if kind == "causal_lm":
+        return causal_lm(hub, preset, folder, preprocessor, lora_rank, max_length, sampler)
     backbone = hub.models.Backbone.from_preset(folder, dtype=keras.config.dtype_policy().name)
     backbone.name = BACKBONE
     backbone.trainable = not freeze_backbone
@@ -115,3 +117,26 @@ def pooled(features):
     if len(features.shape) == 3:
         return FirstToken(name="first_token")(features)
     return features
+
+
+def causal_lm(hub, preset: str, folder: str, preprocessor, lora_rank: int | None, max_length: int, sampler: str):
+    """keras-hub's causal LM of the preset with its preprocessor attached: it trains on raw strings (keras-hub's
+    `fit` maps the preprocessor over the data: token ids, the next tokens, the padding as sample weights). With
+    `lora_rank`, the backbone's attention is fine-tuned through low-rank adapters (keras-hub's `enable_lora`):
+    its own weights stay frozen. `max_length` and `sampler` are what its served `generate` uses."""
+    import keras
+
+    from tfx_hydra.settings.checks import require_positive
+
+    require_positive("model.max_length", max_length, 64)
+    if lora_rank is not None:
+        require_positive("model.lora_rank", lora_rank, 4)
+    model = hub.models.CausalLM.from_preset(folder, preprocessor=preprocessor,
+                                            dtype=keras.config.dtype_policy().name)
+    if lora_rank:
+        model.backbone.enable_lora(int(lora_rank))
+    model.backbone.name = BACKBONE
+    hub.samplers.get(sampler)  # a sampler keras-hub does not know: refused now, not at the export
+    model.generation = {"max_length": int(max_length), "sampler": str(sampler)}
+    model.preset = recorded(preset, folder, hub, preprocessor)
+    return model

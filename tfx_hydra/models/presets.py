@@ -25,6 +25,7 @@ from tfx_hydra.errors import ConfigError
 TASKS = {
     "text_classifier": ("TextClassifierPreprocessor", True),
     "image_classifier": ("ImageClassifierPreprocessor", False),
+    "causal_lm": ("CausalLMPreprocessor", True),  # a decoder preset (GPT-2, Gemma, Llama): task=causal_lm
 }
 MARKER = "config.json"  # the backbone's config: every preset folder has one
 BUILDER = "tfx_hydra.models.keras_hub"
@@ -34,9 +35,18 @@ INSTALL = 'pip install "tfx_hydra[keras-hub]" (keras-hub and TensorFlow Text, ma
 def require_preset_here(model, data) -> None:
     """model=keras_hub before any run exists: keras-hub installed, the preset on this machine (a folder, or a
     download keras-hub cached), the task one the data's inputs fit."""
+    language_model = data.get("task") == "causal_lm"
     if str(model.get("_target_", "")) != BUILDER:
+        if language_model:
+            raise ConfigError("task=causal_lm trains a keras-hub decoder preset's language model.",
+                              fix="model=keras_hub model.task=causal_lm model.preset=<a GPT-2, Gemma or Llama preset>")
         return
     kind = resolve_task(model.get("task"), data.get("inputs") == "text")
+    if (kind == "causal_lm") != language_model:
+        raise ConfigError(f"model.task={kind} and task={data.get('task')} do not go together: a causal LM learns its "
+                          "text's next tokens (task=causal_lm), a classifier its labels.",
+                          fix="model.task=causal_lm task=causal_lm data=text_corpus" if language_model or
+                          kind == "causal_lm" else "model.task=null")
     require_keras_hub()
     preset_folder(model.get("preset"), kind)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
 from tfx_hydra.errors import ConfigError, show
-from tfx_hydra.metrics import TASKS, epoch_names, require_trainer_fits_task
+from tfx_hydra.metrics import HEADS, TASK_HEADS, TASKS, epoch_names, require_trainer_fits_task
 from tfx_hydra.precision import POLICIES
 from tfx_hydra.settings.checks import (
     require_batch_span,
@@ -236,7 +236,7 @@ class TaskConfig:
 
     def __post_init__(self) -> None:
         require_choice("task", self.name, TASKS)
-        require_choice("task.head", self.head, ("softmax", "sigmoid", "linear"))
+        require_choice("task.head", self.head, TASK_HEADS.get(self.name, HEADS))
         if self.threshold is not None:
             require_range("task.threshold", self.threshold, 0.0, 1.0, 0.5, low_inclusive=False, high_inclusive=False)
         if self.name in ("binary", "multilabel") and self.threshold is None:

@@ -29,6 +29,7 @@ class Task:
     decision: ClassVar[str | None] = None  # the output holding the task's decision: a class index, 0/1 labels
     quality_name: ClassVar[str]  # what an export's predictions are scored by against Keras' (higher is better)
     label_dtype: ClassVar[str]
+    generates: ClassVar[bool] = False  # a language model: served as generated text (export/generate.py)
 
     # --- labels ---------------------------------------------------------------------------------
     def labels(self, y: Any, split: str, width: int, first_row: int | None = None) -> np.ndarray:

@@ -31,6 +31,11 @@ def register_model(client, run_id: str, name: str) -> str:
     return client.create_model_version(name, f"{run.info.artifact_uri}/model", run_id=run_id).version
 
 
+def keras_model_of(model):
+    """The Keras model a logged model serves: itself, or the one a causal LM's generate module holds."""
+    return model if hasattr(model, "_flatten_layers") else model.model
+
+
 def code_paths(model) -> list[str]:
     """The folders of the user's packages whose classes the model holds (a custom layer): MLflow copies
     them into the logged model, so `mlflow models serve` imports them (which registers the classes)

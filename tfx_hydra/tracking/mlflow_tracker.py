@@ -149,7 +149,9 @@ class MlflowTracker:
 
         self.flush()  # the logged model links the run's metrics, read back from the store
         example_inputs = logged_model.as_example(example_inputs)
-        outputs = model(example_inputs, training=False)  # one array, or named ones (a task's decision beside it)
+        keras_model = logged_model.keras_model_of(model)  # a causal LM's generate module holds its Keras model
+        # one array, or named ones (a task's decision beside it; a causal LM's text)
+        outputs = model(example_inputs, training=False) if model is keras_model else model(example_inputs)
         outputs = {k: np.asarray(v) for k, v in outputs.items()} if isinstance(outputs, dict) else np.asarray(outputs)
         signature = infer_signature(example_inputs, as_text(outputs))  # names as strings, as the loader answers
         if columns:  # the rows as a DataFrame of the file's columns (load_through_answers names the signature's)
@@ -162,9 +164,9 @@ class MlflowTracker:
             # Pinned requirements instead of MLflow's inference, which imports the model in a subprocess.
             mlflow.tensorflow.save_model(model, path, signature=signature, input_example=example_inputs,
                                          mlflow_model=mlmodel, metadata=metadata,
-                                         code_paths=[*logged_model.code_paths(model),
+                                         code_paths=[*logged_model.code_paths(keras_model),
                                                      logged_model.answers_loader(folder)],
-                                         pip_requirements=logged_model.requirements(model))
+                                         pip_requirements=logged_model.requirements(keras_model))
             logged_model.load_through_answers(path, columns)
             if logged is None or not self._try(lambda: self._upload_logged_model(logged.model_id, path)):
                 self.log_artifacts(path, "model")

@@ -19,14 +19,16 @@ MODULE = "tfx_hydra_answers"  # the name the copy is imported by
 
 
 def _load_pyfunc(path):
-    """What `mlflow.pyfunc.load_model` calls with the model's data folder (`<model>/data`, beside its MLmodel)."""
+    """What `mlflow.pyfunc.load_model` calls with the model's data folder (`<model>/data`, beside its MLmodel) or,
+    for a causal LM's generate module, the model's folder itself."""
     import os
 
     import mlflow.tensorflow
     from mlflow.models import Model
 
-    metadata = Model.load(os.path.join(os.path.dirname(path), "MLmodel")).metadata or {}
-    import_graph_packages(os.path.dirname(path))
+    model_dir = path if os.path.isfile(os.path.join(path, "MLmodel")) else os.path.dirname(path)
+    metadata = Model.load(os.path.join(model_dir, "MLmodel")).metadata or {}
+    import_graph_packages(model_dir)
     return Answers(mlflow.tensorflow._load_pyfunc(path), metadata.get(FEATURE_NAMES))
 
 
@@ -67,6 +69,8 @@ class Answers:
         model = getattr(self._wrapped, "keras_model", None)
         if model is not None and self._columns and hasattr(data, "columns"):  # a pandas DataFrame
             data = data[self._columns].to_numpy(dtype="float32")
+        if model is None and hasattr(data, "columns"):  # a causal LM's prompts, as a one-column DataFrame
+            data = [str(prompt) for prompt in data.iloc[:, 0]]
         if model is None or not isinstance(data, (np.ndarray, list, tuple, dict)):
             return as_text(self._wrapped.predict(data, params=params))
         return as_text(model.predict(data, verbose=0))

@@ -62,8 +62,10 @@ def compile_model(model, optimizer_cfg: DictConfig, settings: Settings, setup: S
                  + describe_schedule(getattr(settings, "lr_schedule", None))
                  + (f", {trainer.grad_accum_steps} batches per update" if trainer.grad_accum_steps > 1 else ""))
     wanted_xla = hardware.xla if trainer.jit_compile == "auto" else trainer.jit_compile
+    # a causal LM's metrics are weighted by its padding mask (perplexity over the tokens, not the padding)
+    weighted = "weighted_metrics" if settings.task.name == "causal_lm" else "metrics"
     model.compile(optimizer=optimizer, loss=smoothed(compiled.loss(trainer.loss), trainer.label_smoothing),
-                  metrics=compiled.metrics(trainer.metrics), jit_compile=wanted_xla,
+                  **{weighted: compiled.metrics(trainer.metrics)}, jit_compile=wanted_xla,
                   steps_per_execution=setup.plan.steps_per_execution, auto_scale_loss=auto_scale_loss,
                   run_eagerly=trainer.run_eagerly)
     if trainer.run_eagerly and learning_rate is None:

@@ -50,6 +50,8 @@ class TensorBoardWithGraph(keras.callbacks.TensorBoard):
 
     def on_train_begin(self, logs=None):
         super().on_train_begin(logs)
+        if len(getattr(self.model, "inputs", None) or ()) != 1:  # a causal LM's token ids and mask: no one graph
+            return
         forward = tf.function(lambda inputs: self.model(inputs, training=False))
         spec = tf.TensorSpec((None, *self.model.inputs[0].shape[1:]), tf.float32)
         with self._train_writer.as_default():
