@@ -1,7 +1,9 @@
-"""task=causal_lm end to end, offline: a tiny GPT-2 preset the test saves with keras-hub itself, fine-tuned on a text
-file through the real CLI -- every weight, then through LoRA adapters only -- with perplexity per epoch and on the
-test split (over the tokens, not the padding), and served: its SavedModel's generate loaded in a fresh process and
-the MLflow model over HTTP (`mlflow models serve`) answer a prompt with the text keras-hub's own `generate` gives."""
+"""task=causal_lm end to end, offline: tiny presets the tests save with keras-hub itself -- a GPT-2-shaped one (a
+byte-level BPE) and a Llama-shaped one (a SentencePiece model trained here, the LM pretrained here) -- fine-tuned on a
+text file through the real CLI: every weight, or LoRA adapters only; perplexity per epoch and on the test split (over
+the tokens, not the padding); served: the SavedModel's generate loaded in a fresh process, the MLflow model over HTTP
+(`mlflow models serve`) and through `mlflow.pyfunc` answer a prompt with its continuation; and the Optuna search over
+the LoRA rank and the learning rate."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import pytest
 
 from tests.helpers import cli_env, mlflow_client, mlflow_runs, serve_on_a_free_port, stop_server
 from tests.helpers.in_process import run_cli_in_process
-from tests.helpers.presets import save_tiny_causal_lm_preset
+from tests.helpers.presets import save_pretrained_tiny_llama_preset, save_tiny_causal_lm_preset
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_keras_hub")]
 SENTENCES = ["the cat sat on the mat", "a dog ran in the park"]
@@ -87,26 +89,42 @@ def ask(port: int, body: str) -> dict:
         return json.loads(response.read())
 
 
-def test_lora_trains_the_adapters_only(tmp_path):
-    """model.lora_rank: keras-hub's low-rank adapters on the attention are all that trains (the preset's weights
-    frozen), and the perplexity still falls."""
+def test_lora_on_a_pretrained_llama_shaped_preset_trains_the_adapters_only_and_serves_its_generate(tmp_path):
+    """model.lora_rank on a Llama-shaped preset (a SentencePiece tokenizer) the test pretrained: keras-hub's low-rank
+    adapters are all that trains (the preset's weights frozen), the perplexity falls, and the SavedModel loaded in a
+    fresh process and the MLflow model answer the same text, the prompt continued."""
     import keras_hub
+    import mlflow
 
-    preset = save_tiny_causal_lm_preset(tmp_path / "tiny_gpt2")
+    preset = save_pretrained_tiny_llama_preset(tmp_path / "tiny_llama", SENTENCES)
     done = run_cli_in_process(["model=keras_hub", f"model.preset={preset}", "model.task=causal_lm", "task=causal_lm",
-                               "model.lora_rank=2", "data=text_corpus", f"data.path={corpus(tmp_path)}",
-                               "trainer.epochs=2", "trainer.batch_size=16", "optimizer.learning_rate=0.01",
-                               "trainer.tensorboard=false", "export=none", "export.mlflow_model=false"], cwd=tmp_path)
+                               "model.lora_rank=2", "model.max_length=24", "data=text_corpus",
+                               f"data.path={corpus(tmp_path)}", "trainer.epochs=2", "trainer.batch_size=16",
+                               "optimizer.learning_rate=0.01", "trainer.tensorboard=false", "export=savedmodel"],
+                              cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     (run,) = mlflow_runs(tmp_path)
     expected = keras_hub.models.CausalLM.from_preset(str(preset))
     expected.backbone.enable_lora(2)
     adapters = sum(int(np.prod(w.shape)) for w in expected.trainable_weights)
-    assert 0 < adapters < expected.count_params() / 5
+    assert 0 < adapters < expected.count_params() / 3
     assert run.data.tags["model.params.trainable"] == str(adapters)
     assert run.data.params["model.lora_rank"] == "2"
     curve = [m.value for m in mlflow_client(tmp_path).get_metric_history(run.info.run_id, "epoch/perplexity")]
     assert curve[-1] < curve[0]
+
+    fresh = subprocess.run([sys.executable, "-c", (
+        "import json, sys, tensorflow as tf, tensorflow_text\n"
+        "generate = tf.saved_model.load(sys.argv[1]).signatures['serving_default']\n"
+        "texts = generate(prompts=tf.constant(['the cat', 'a dog']))['text'].numpy()\n"
+        "print(json.dumps([t.decode() for t in texts]))"), run.data.tags["export.savedmodel.path"]],
+        capture_output=True, text=True, env=cli_env())
+    assert fresh.returncode == 0, fresh.stderr[-2000:]
+    served = json.loads(fresh.stdout.splitlines()[-1])
+    assert [text.split()[:3] for text in served] == [s.split()[:3] for s in SENTENCES]  # the prompt, continued
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")  # put back after the test (global_state)
+    logged = mlflow.pyfunc.load_model(f"runs:/{run.info.run_id}/model")
+    assert list(logged.predict(np.asarray(["the cat", "a dog"], dtype=object))["text"]) == served
 
 
 def test_the_optuna_search_tunes_the_lora_rank_and_the_learning_rate_by_val_perplexity(tmp_path):

@@ -68,3 +68,34 @@ def save_tiny_causal_lm_preset(folder: Path, sequence_length: int = 24, seed: in
     backbone.save_to_preset(str(folder))
     preprocessor.save_to_preset(str(folder))
     return folder
+
+
+def save_pretrained_tiny_llama_preset(folder: Path, sentences: list[str], epochs: int = 8, seed: int = 0) -> Path:
+    """A Llama-shaped causal LM (1 layer, hidden 16, grouped-query attention; a few thousand weights) with a
+    SentencePiece model trained here on `sentences`, itself trained on them first -- the pretrained model a LoRA
+    fine-tuning starts from -- then saved with its preprocessor in `folder`."""
+    import io
+
+    import keras
+    import keras_hub
+    import sentencepiece
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(seed)
+    proto = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences * 20), model_writer=proto, vocab_size=64, hard_vocab_limit=False,
+        model_type="unigram",
+        pad_id=0, unk_id=1, bos_id=2, eos_id=3, pad_piece="<pad>", unk_piece="<unk>", bos_piece="<s>",
+        eos_piece="</s>", character_coverage=1.0, minloglevel=2)
+    tokenizer = keras_hub.models.LlamaTokenizer(proto=proto.getvalue())
+    backbone = keras_hub.models.LlamaBackbone(vocabulary_size=tokenizer.vocabulary_size(), num_layers=1,
+                                              num_query_heads=2, num_key_value_heads=1, hidden_dim=16,
+                                              intermediate_dim=32)
+    preprocessor = keras_hub.models.LlamaCausalLMPreprocessor(tokenizer=tokenizer, sequence_length=24)
+    model = keras_hub.models.LlamaCausalLM(backbone=backbone, preprocessor=preprocessor)
+    model.compile(optimizer=keras.optimizers.Adam(2e-2))
+    model.fit(tf.data.Dataset.from_tensor_slices(sentences * 50).batch(16), epochs=epochs, verbose=0)
+    backbone.save_to_preset(str(folder))
+    preprocessor.save_to_preset(str(folder))
+    return folder
