@@ -124,6 +124,11 @@ def run(cfg: DictConfig, job: Job | None = None) -> RunResult:
 def preflight(cfg: DictConfig) -> Settings:
     """Everything that can be checked without TensorFlow, checked before it is imported."""
     settings = validate(cfg)
+    generates = task.get(settings.task.name).generates  # a causal LM: served as generated text
+    if cfg.mode == "evaluate" and generates:
+        raise ConfigError("mode=evaluate scores a served model's answers against the data's labels; a causal LM "
+                          "answers generated text: its test_perplexity is measured by the run that trains it.",
+                          fix="mode=train (its summary and MLflow run hold test_perplexity)")
     settings.lr_schedule = validate_section(cfg, "lr_schedule", LrScheduleConfig) if "lr_schedule" in cfg else None
     settings.cv = validate_section(cfg, "cv", cv.CvConfig) if "cv" in cfg else None
     cv.require_foldable(cfg.get("cv"), cfg.data, choice("data"))
@@ -132,8 +137,7 @@ def preflight(cfg: DictConfig) -> Settings:
     require_preset_here(cfg.model, cfg.data)  # model=keras_hub: the preset is data, on this machine
     if cfg.mode == "train":
         require_known_metric(settings)
-        check_exporters(cfg.export, text_inputs=cfg.data.get("inputs") == "text",
-                        generates=settings.task.name == "causal_lm")
+        check_exporters(cfg.export, text_inputs=cfg.data.get("inputs") == "text", generates=generates)
     check_data_config(cfg.data, settings.task.name)
     if settings.tracking.enabled:
         uri = tracking.resolve_tracking_uri(settings.tracking, cfg.paths.launch_dir)

@@ -45,6 +45,9 @@ def test_a_folders_files_are_one_example_each_and_an_empty_corpus_is_said(tmp_pa
      "task=causal_lm trains a keras-hub decoder preset", "model=keras_hub model.task=causal_lm"),
     (["task=causal_lm", "data=text_corpus", "data.path=CORPUS", "model=keras_hub", "model.preset=PRESET",
       "model.task=causal_lm", "export=onnx"], "export=onnx: a causal LM", "export=savedmodel"),
+    (["mode=evaluate", "export.source=PRESET", "task=causal_lm", "data=text_corpus", "data.path=CORPUS",
+      "model=keras_hub", "model.preset=PRESET", "model.task=causal_lm"], "a causal LM answers generated text",
+     "mode=train"),
 ])
 def test_what_cannot_train_a_language_model_is_refused_before_any_run(tmp_path, args, said, fix):
     corpus = tmp_path / "corpus.txt"
