@@ -16,7 +16,7 @@ from tfx_hydra.errors import ConfigError, ExportError
 from tfx_hydra.export.generate import generating_module, prompts_of
 from tfx_hydra.export.result import ExportResult, figure_text
 from tfx_hydra.export.served import answering_model, computing_in_float32, raw_examples, served_model
-from tfx_hydra.process import describe_error, full_disk_path
+from tfx_hydra.process import describe_error, full_disk_path, stop_now, stop_requested, stopped_at_a_step
 from tfx_hydra.settings.checks import require_writable_folder
 from tfx_hydra.settings.compose import build, instantiate_node
 from tfx_hydra.tracking import Tracker
@@ -68,58 +68,78 @@ def export_model(model, datasets, export_cfg: DictConfig, tracker: Tracker, chie
     every worker), into a throwaway folder that is deleted afterwards. `done_in`: the run's backup folder, where
     each export (and the MLflow model) is noted once written, logged and in the store, so a run interrupted
     while exporting writes only the rest when the same command resumes it.
+
+    Ctrl-C or SIGTERM while a format is written waits for it to be written, logged and noted, then stops the run
+    (a second one stops it at once): an interrupt raised inside a converter's own code (TFLite's, tf2onnx's, the
+    MLflow model's save) leaves its locks and scopes half taken, and the process could hang on them instead of
+    closing its run KILLED.
     """
     results, failures, done = [], {}, exports_done(done_in)
     model = computing_in_float32(model)  # trained under a mixed policy: served in float32 everywhere
-    for name, node in selected_exporters(export_cfg).items():
-        if not chief:
-            with tempfile.TemporaryDirectory(prefix="tfx_hydra-worker-export-") as scratch:  # gone on every exit
-                build(node, f"export.{name}", export_dir=scratch)(model, datasets)
-            continue
-        if name in done:  # written, logged and recorded before the interruption
-            log.info(f"export: {name} written to {done[name].path} (before the interruption)")
-            results.append(done[name])
-            continue
-        try:
-            result = build(node, f"export.{name}")(model, datasets)
-        except Exception as err:  # recorded, not fatal: the trained model and the other exports stay
-            if full_disk_path(err) is not None:  # ...unless the disk is full: the next would fail too
-                raise
-            failures[name] = describe_error(err)
-            log.warning(f"export {name} failed: {failures[name]}")
-            tracker.set_tags({f"export.{name}.error": failures[name]})
-            continue
-        where = artifact_path(result.path, str(node.get("export_dir") or os.path.dirname(result.path)))
-        if os.path.isfile(result.path):
-            tracker.log_artifact(result.path, where)
-        else:
-            tracker.log_artifacts(result.path, where)
-        for path in result.beside:  # its labels file: in MLflow beside the artifact, as on disk
-            tracker.log_artifact(path, artifact_path(path, str(node.get("export_dir") or os.path.dirname(path))))
-        # what the artifact is (its size, its parity with Keras, its version): tags, not charts beside the epochs'
-        tracker.set_tags({key: figure_text(value) for key, value in result.figures.items()})
-        tracker.set_tags({f"export.{name}.path": result.path})
-        note_done(done_in, name, result, tracker)
-        log.info(f"export: {name} written to {result.path}")  # and noted: a stop from here on does not redo it
-        results.append(result)
-    if chief:
-        tracker.set_tags({"model.weights_sha256": weights_sha256(model), "export.failed": len(failures)})
-        logs_model = (export_cfg or {}).get("mlflow_model", True) and MLFLOW_MODEL not in done
-        if logs_model and datasets.spec.task.generates:  # a causal LM: a prompt in, its text out
-            tracker.log_model(generating_module(model), np.asarray(prompts_of(datasets), dtype=object),
-                              register_as=(export_cfg or {}).get("register_as"))
-            note_done(done_in, MLFLOW_MODEL, None, tracker)
-        elif logs_model:  # raw inputs in, as every export
-            spec = datasets.spec
-            tracker.log_model(answering_model(served_model(model, spec), spec), raw_examples(datasets, 5),
-                              register_as=(export_cfg or {}).get("register_as"),
-                              metadata={"class_names": list(spec.names)} if spec.names else None,
-                              columns=list(zip(spec.feature_names, spec.feature_dtypes)) or None)  # a table's
-            note_done(done_in, MLFLOW_MODEL, None, tracker)
+    with stopped_at_a_step():
+        for name, node in selected_exporters(export_cfg).items():
+            if stop_requested():  # came while the previous format was written: that one is noted, stop here
+                stop_now()
+            if not chief:
+                with tempfile.TemporaryDirectory(prefix="tfx_hydra-worker-export-") as scratch:  # gone on every exit
+                    build(node, f"export.{name}", export_dir=scratch)(model, datasets)
+            elif name in done:  # written, logged and recorded before the interruption
+                log.info(f"export: {name} written to {done[name].path} (before the interruption)")
+                results.append(done[name])
+            elif (result := exported(name, node, model, datasets, tracker, failures)) is not None:
+                note_done(done_in, name, result, tracker)
+                log.info(f"export: {name} written to {result.path}")  # and noted: a stop from here on does not redo it
+                results.append(result)
+        if stop_requested():
+            stop_now()
+        if chief:
+            tracker.set_tags({"model.weights_sha256": weights_sha256(model), "export.failed": len(failures)})
+            if (export_cfg or {}).get("mlflow_model", True) and MLFLOW_MODEL not in done:
+                log_mlflow_model(model, datasets, export_cfg, tracker)
+                note_done(done_in, MLFLOW_MODEL, None, tracker)
     if failures and (export_cfg or {}).get("strict", False):
         raise ExportError(f"{len(failures)} export(s) failed: " + "; ".join(f"{k}: {v}" for k, v in failures.items()),
                           fix="fix the exporter's settings, or drop export.strict=true to keep the run on failure")
     return results
+
+
+def exported(name: str, node: DictConfig, model, datasets, tracker: Tracker, failures: dict) -> ExportResult | None:
+    """One format written and logged with its figures; None when its exporter failed (the error in `failures`
+    and the run's tags: the trained model and the other exports stay), unless the disk is full."""
+    try:
+        result = build(node, f"export.{name}")(model, datasets)
+    except Exception as err:  # recorded, not fatal: the trained model and the other exports stay
+        if full_disk_path(err) is not None:  # ...unless the disk is full: the next would fail too
+            raise
+        failures[name] = describe_error(err)
+        log.warning(f"export {name} failed: {failures[name]}")
+        tracker.set_tags({f"export.{name}.error": failures[name]})
+        return None
+    where = artifact_path(result.path, str(node.get("export_dir") or os.path.dirname(result.path)))
+    if os.path.isfile(result.path):
+        tracker.log_artifact(result.path, where)
+    else:
+        tracker.log_artifacts(result.path, where)
+    for path in result.beside:  # its labels file: in MLflow beside the artifact, as on disk
+        tracker.log_artifact(path, artifact_path(path, str(node.get("export_dir") or os.path.dirname(path))))
+    # what the artifact is (its size, its parity with Keras, its version): tags, not charts beside the epochs'
+    tracker.set_tags({key: figure_text(value) for key, value in result.figures.items()})
+    tracker.set_tags({f"export.{name}.path": result.path})
+    return result
+
+
+def log_mlflow_model(model, datasets, export_cfg: DictConfig | None, tracker: Tracker) -> None:
+    """The MLflow model: a causal LM's takes a prompt and answers its text; every other takes raw inputs, as
+    every export does."""
+    register_as = (export_cfg or {}).get("register_as")
+    if datasets.spec.task.generates:
+        tracker.log_model(generating_module(model), np.asarray(prompts_of(datasets), dtype=object),
+                          register_as=register_as)
+        return
+    spec = datasets.spec
+    tracker.log_model(answering_model(served_model(model, spec), spec), raw_examples(datasets, 5),
+                      register_as=register_as, metadata={"class_names": list(spec.names)} if spec.names else None,
+                      columns=list(zip(spec.feature_names, spec.feature_dtypes)) or None)  # a table's
 
 
 EXPORTS_DONE = "exports.json"  # in the run's backup folder

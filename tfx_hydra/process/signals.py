@@ -27,6 +27,8 @@ own code mid-step, and some of it does not survive that: a device scope half ent
 without proper scope nesting": the job ended FAILED and a sweep went on to its next job) or a native abort (the
 process died of SIGABRT before closing its run) -- 2 of 46 Ctrl-Cs in a sweep under load here, 0 of 45 since. A second
 signal interrupts at once (a step that never ends cannot hold a process the user or the scheduler wants back).
+The test split's evaluation, the reports' predictions and each export (export/step.py: a converter's own code, TFLite's,
+tf2onnx's, left a process hanging with no output once when Ctrl-C landed inside it) wait the same way.
 """
 
 from __future__ import annotations
@@ -191,8 +193,8 @@ def uninterrupted() -> Iterator[None]:
 
 @contextmanager
 def stopped_at_a_step() -> Iterator[None]:
-    """Training (and the test split's evaluation and predictions): Ctrl-C, SIGTERM and SIGUSR2 wait for the step in
-    flight (see the module's docstring). A request still waiting when the block ends (it came after the last step)
+    """Training (and the test split's evaluation, the predictions, each export): Ctrl-C, SIGTERM and SIGUSR2 wait for
+    the step in flight (see the module's docstring). A request still waiting when the block ends (it came after the last step)
     interrupts then."""
     _deferred["steps"], _deferred["stop"] = True, None
     try:
