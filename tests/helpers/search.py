@@ -50,7 +50,8 @@ def parent_and_children(launch: Path):
     return client, parents[0], children
 
 
-def assert_pruned_trials_look_pruned(study, client, children, epochs: int = 3) -> int:
+def assert_pruned_trials_look_pruned(study, client, children, epochs: int = 3, metric: str = "val_accuracy",
+                                     tested: str = "test_accuracy") -> int:
     """Every PRUNED trial: told PRUNED (not FAIL), its MLflow run FINISHED with the epochs it trained,
     tagged PRUNED, no objective, nothing exported. Returns how many there were."""
     by_trial = {int(c.data.tags["optuna.trial"]): c for c in children}
@@ -60,8 +61,8 @@ def assert_pruned_trials_look_pruned(study, client, children, epochs: int = 3) -
         trained = int(run.data.tags["epochs_trained"])
         assert run.info.status == "FINISHED" and run.data.tags["optuna.state"] == "PRUNED"
         assert trained < epochs and trained == len(trial.intermediate_values)
-        assert len(client.get_metric_history(run.info.run_id, "epoch/val_accuracy")) == trained
-        assert "objective" not in run.data.metrics and "test_accuracy" not in run.data.metrics
+        assert len(client.get_metric_history(run.info.run_id, f"epoch/{metric}")) == trained
+        assert "objective" not in run.data.metrics and tested not in run.data.metrics
         assert not [a for a in client.list_artifacts(run.info.run_id) if a.path in ("export", "model")]
     for trial in study.trials:
         if trial.state == TrialState.COMPLETE:

@@ -194,8 +194,8 @@ def uninterrupted() -> Iterator[None]:
 @contextmanager
 def stopped_at_a_step() -> Iterator[None]:
     """Training (and the test split's evaluation, the predictions, each export): Ctrl-C, SIGTERM and SIGUSR2 wait for
-    the step in flight (see the module's docstring). A request still waiting when the block ends (it came after the last step)
-    interrupts then."""
+    the step in flight (see the module's docstring). A request still waiting when the block ends (it came after the
+    last step) interrupts then."""
     _deferred["steps"], _deferred["stop"] = True, None
     try:
         yield
