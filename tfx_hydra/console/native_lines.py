@@ -8,6 +8,7 @@ import os
 import re
 import sys
 import tempfile
+import warnings
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -21,6 +22,9 @@ def quiet_libraries() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # TensorFlow's INFO lines drown the run's own output
     # MLflow draws a progress bar for every artifact it downloads (mode=evaluate, reproduce): noise in a log
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    # hydra/launcher=ray is ours (conf/hydra/launcher/ray.yaml) and has the name of Hydra's Ray launcher's schema,
+    # which Hydra merges into it (the same keys) with a deprecation warning at every compose
+    warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/ray' is validated against ConfigStore schema")
 
 
 @contextmanager

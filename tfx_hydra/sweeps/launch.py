@@ -34,6 +34,16 @@ def require_launcher_runs_here(config: DictConfig) -> None:
                           fix="run the sweep on the cluster's login node (where srun and sbatch are), or on this "
                           "machine use hydra/launcher=local_gpus (one job per GPU) or hydra/launcher=parallel "
                           "(local processes)")
+    if launcher.endswith(".RayLauncher") and not ray_launcher_installed():
+        raise ConfigError("hydra/launcher=ray runs every job as a Ray task, but Ray or Hydra's Ray launcher is not "
+                          "installed here.", fix='pip install "tfx_hydra[ray]" (ray[default] and hydra-ray-launcher)')
+
+
+def ray_launcher_installed() -> bool:
+    """Ray and Hydra's Ray launcher importable (found, not imported: Ray takes seconds to import)."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(name) is not None for name in ("ray", "hydra_plugins.hydra_ray_launcher"))
 
 
 #  ------------------------------------------------------------

@@ -23,8 +23,13 @@ def process_tags() -> dict[str, str]:
     """Who writes this run: enough for a later command to tell that the writer is gone."""
     import socket
 
+    ray_node = os.environ.get(RAY_NODE_VARIABLE)  # a Ray job's node: several can share a host name
     return {"process.host": socket.gethostname(), "process.pid": str(os.getpid()),
-            "process.started": f"{_process_start_time(os.getpid()):.2f}"}
+            "process.started": f"{_process_start_time(os.getpid()):.2f}",
+            **({"process.ray_node": ray_node} if ray_node else {})}
+
+
+RAY_NODE_VARIABLE = "TFX_HYDRA_RAY_NODE"  # set by hydra/launcher=ray in each job (sweeps/ray_launcher.py)
 
 
 def _process_start_time(pid: int) -> float:

@@ -1,0 +1,114 @@
+"""hydra/launcher=ray through the real CLI and the how-to's command, on a real two-node Ray cluster the session
+starts on this machine (a head of 2 CPUs and a node of 1 joined to it: tests/helpers/ray_cluster.py), and on a local
+Ray a sweep starts for itself: one MLflow parent per sweep, every job a child run that ran as a Ray task, on the
+cluster's nodes."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import mlflow_runs
+from tests.helpers.ray_cluster import RAY, ray_cluster, ray_env
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_ray")]  # one cluster, its tests one after another
+
+HOW_TO = Path(__file__).parents[2] / "docs" / "how-to" / "ray.md"
+FAST = ["trainer.epochs=1", "data.limit=200", "export=none", "export.mlflow_model=false", "trainer.tensorboard=false"]
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    with tempfile.TemporaryDirectory(prefix="ray", dir="/tmp") as folder:  # short: Ray's sockets live under it
+        yield from ray_cluster(Path(folder))
+
+
+def sweep(launch: Path, *args: str) -> subprocess.CompletedProcess:
+    """`python -m tfx_hydra -m ARGS` in its own process (a Ray driver keeps its connection for the process's life)."""
+    return subprocess.run([sys.executable, "-m", "tfx_hydra", "-m", *args], cwd=launch, env=ray_env(),
+                          capture_output=True, text=True, timeout=600)
+
+
+def parent_and_children(launch: Path):
+    runs = mlflow_runs(launch)
+    (parent,) = [r for r in runs if "sweep.dir" in r.data.tags]
+    children = sorted((r for r in runs if r is not parent), key=lambda r: int(r.data.tags["sweep.job_num"]))
+    assert all(c.data.tags["mlflow.parentRunId"] == parent.info.run_id for c in children)
+    return parent, children
+
+
+def page_command(holding: str) -> list[str]:
+    """The how-to's `python -m tfx_hydra -m` command that holds `holding`: its arguments."""
+    lines = [line.split("  #")[0].strip() for block in HOW_TO.read_text().split("```bash")[1:]
+             for line in block.split("```", 1)[0].splitlines()]
+    (command,) = [line for line in lines if line.startswith("python -m tfx_hydra -m") and holding in line]
+    return shlex.split(command)[4:]
+
+
+def test_the_pages_sweep_on_a_two_node_ray_cluster_is_one_parent_with_a_child_per_job_run_on_its_nodes(
+        tmp_path, cluster):
+    """The how-to's cluster command (its address this cluster's, cut to one epoch on 200 examples), launched with
+    RAY_AUTH_MODE=token as the page says."""
+    assert "export RAY_AUTH_MODE=token" in HOW_TO.read_text() and ray_env()["RAY_AUTH_MODE"] == "token"
+    args = [a.replace("HEAD:6379", cluster.address) for a in page_command("address=HEAD:6379")]
+    done = sweep(tmp_path, *args, *FAST)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    parent, children = parent_and_children(tmp_path)
+    assert parent.info.status == "FINISHED" and parent.data.tags["sweep.launcher"].endswith("RayLauncher")
+    assert parent.data.tags["sweep.jobs"] == "4" and parent.data.tags["sweep.failed"] == "0"
+    assert sorted((c.data.params["model.name"], c.data.params["optimizer.learning_rate"]) for c in children) == [
+        ("cnn", "0.0003"), ("cnn", "0.001"), ("mlp", "0.0003"), ("mlp", "0.001")]
+    assert {c.info.status for c in children} == {"FINISHED"}
+    # each a Ray task: 4 jobs of 1 CPU on 2 + 1 CPUs, so both nodes ran some
+    assert {c.data.tags["process.ray_node"] for c in children} == set(cluster.node_ids)
+    assert len({c.data.tags["process.pid"] for c in children}) == 4  # a worker process per job (max_calls: 1)
+    for child in children:  # its outputs in the sweep folder, as under every launcher
+        assert Path(child.data.tags["outputs.dir"]).parent == Path(parent.data.tags["sweep.dir"])
+    assert "tfx_hydra: sweep complete" in done.stdout and "\x1b[" not in done.stdout  # Ray's prefixes uncoloured
+
+
+def test_a_sweep_without_an_address_starts_a_local_ray_and_stops_it(tmp_path, cluster):
+    """The default: a Ray of its own for the sweep, gone when the sweep ends (the session's cluster is untouched)."""
+    done = sweep(tmp_path, "hydra/launcher=ray", "hydra.launcher.ray.init.num_cpus=1", "optimizer.learning_rate=1e-3",
+                 *FAST)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    parent, (child,) = parent_and_children(tmp_path)
+    assert parent.info.status == child.info.status == "FINISHED"
+    assert child.data.tags["process.ray_node"] not in cluster.node_ids
+    status = subprocess.run([str(RAY), "status", "--address", cluster.address], env=ray_env(), capture_output=True,
+                            text=True, timeout=120)
+    assert status.returncode == 0, status.stderr[-2000:]
+    assert status.stdout.count("node_") == 2  # still the session's two nodes, and nothing more
+
+
+@pytest.mark.fresh_store
+def test_the_ray_launcher_without_ray_installed_is_one_message_before_any_run(tmp_path, monkeypatch):
+    """Preflight (no Ray import): the command says what to install, and no store or parent run is made."""
+    from tests.helpers.in_process import run_cli_in_process
+    from tfx_hydra.sweeps import launch
+
+    monkeypatch.setattr(launch, "ray_launcher_installed", lambda: False)  # fault injection: Ray is installed here
+    done = run_cli_in_process(["hydra/launcher=ray", "optimizer.learning_rate=1e-3,3e-4", *FAST], cwd=tmp_path,
+                              multirun=True)
+    assert done.returncode != 0
+    assert 'pip install "tfx_hydra[ray]"' in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_a_cluster_asking_for_its_token_is_one_message_with_the_fix(tmp_path, cluster):
+    """The how-to's command without RAY_AUTH_MODE=token: Ray's client sends no token, the cluster refuses it, and
+    the sweep says so with the key and the fix -- no job started, no traceback."""
+    args = [a.replace("HEAD:6379", cluster.address) for a in page_command("address=HEAD:6379")]
+    env = {k: v for k, v in ray_env().items() if k != "RAY_AUTH_MODE"}
+    done = subprocess.run([sys.executable, "-m", "tfx_hydra", "-m", *args, *FAST], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1
+    assert f"ConfigError: hydra.launcher.ray.init.address={cluster.address}: Ray could not connect" in done.stderr
+    assert "export RAY_AUTH_MODE=token" in done.stderr and "Traceback" not in done.stderr
+    (parent,) = mlflow_runs(tmp_path)  # the sweep's parent, closed: no job ran
+    assert parent.info.status == "FAILED" and parent.data.tags["sweep.jobs"] == "0"
