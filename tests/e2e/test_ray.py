@@ -5,7 +5,9 @@ cluster's nodes."""
 
 from __future__ import annotations
 
+import re
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import mlflow_runs
+from tests.helpers import mlflow_client, mlflow_runs
 from tests.helpers.ray_cluster import RAY, ray_cluster, ray_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_ray")]  # one cluster, its tests one after another
@@ -112,3 +114,39 @@ def test_a_cluster_asking_for_its_token_is_one_message_with_the_fix(tmp_path, cl
     assert "export RAY_AUTH_MODE=token" in done.stderr and "Traceback" not in done.stderr
     (parent,) = mlflow_runs(tmp_path)  # the sweep's parent, closed: no job ran
     assert parent.info.status == "FAILED" and parent.data.tags["sweep.jobs"] == "0"
+
+
+def test_ctrl_c_of_a_sweep_cancels_its_ray_jobs_each_killed_with_its_backup_and_its_line_resumes_them(
+        tmp_path, cluster):
+    """Ctrl-C in the launching process once both jobs train: Ray hands each job the interrupt, each run ends KILLED
+    with its backup (not left training on the cluster), and the command the sweep prints resumes both runs to their
+    last epoch."""
+    args = ["hydra/launcher=ray", f"hydra.launcher.ray.init.address={cluster.address}", "trainer.epochs=40",
+            "optimizer.learning_rate=1e-3,3e-4", *FAST[1:]]
+    process = subprocess.Popen([sys.executable, "-m", "tfx_hydra", "-m", *args], cwd=tmp_path, env=ray_env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    training = set()
+    for line in process.stdout:
+        training |= set(re.findall(r"\[job (\d)\] epoch 2/40", line))
+        if len(training) == 2:
+            process.send_signal(signal.SIGINT)
+            break
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 128 + signal.SIGINT, err[-3000:]
+    assert "cancelling the sweep's Ray jobs" in out + err
+    parent, children = parent_and_children(tmp_path)
+    assert parent.info.status == "KILLED" and [c.info.status for c in children] == ["KILLED", "KILLED"]
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("tfx_hydra: interrupted (SIGINT): the sweep stopped with 0 of 2 job(s) finished")
+    resume = shlex.split(line.split("Resume it (finished jobs are skipped) with: ", 1)[1])
+    assert resume[:4] == ["python", "-m", "tfx_hydra", "-m"]
+    again = subprocess.run([sys.executable, *resume[1:]], cwd=tmp_path, env=ray_env(), capture_output=True,
+                           text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    resumed_parent, resumed = parent_and_children(tmp_path)
+    assert resumed_parent.info.run_id == parent.info.run_id and resumed_parent.info.status == "FINISHED"
+    assert [r.info.run_id for r in resumed] == [c.info.run_id for c in children]  # the same runs, resumed
+    assert [r.info.status for r in resumed] == ["FINISHED", "FINISHED"]
+    for run in resumed:  # every epoch logged once: the interrupted ones, then the rest
+        steps = [m.step for m in mlflow_client(tmp_path).get_metric_history(run.info.run_id, "epoch/loss")]
+        assert sorted(steps) == list(range(40))
