@@ -1,4 +1,4 @@
-"""hydra/launcher=ray through the real CLI and the how-to's command, on a real two-node Ray cluster the session
+"""hydra/launcher=ray through the real CLI and the how-to's command, on a real two-node Ray cluster this module
 starts on this machine (a head of 2 CPUs and a node of 1 joined to it: tests/helpers/ray_cluster.py), and on a local
 Ray a sweep starts for itself: one MLflow parent per sweep, every job a child run that ran as a Ray task, on the
 cluster's nodes."""
@@ -24,7 +24,7 @@ HOW_TO = Path(__file__).parents[2] / "docs" / "how-to" / "ray.md"
 FAST = ["trainer.epochs=1", "data.limit=200", "export=none", "export.mlflow_model=false", "trainer.tensorboard=false"]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # stopped once this file's tests are done, not left idle for the whole suite
 def cluster():
     with tempfile.TemporaryDirectory(prefix="ray", dir="/tmp") as folder:  # short: Ray's sockets live under it
         yield from ray_cluster(Path(folder))
@@ -75,7 +75,7 @@ def test_the_pages_sweep_on_a_two_node_ray_cluster_is_one_parent_with_a_child_pe
 
 
 def test_a_sweep_without_an_address_starts_a_local_ray_and_stops_it(tmp_path, cluster):
-    """The default: a Ray of its own for the sweep, gone when the sweep ends (the session's cluster is untouched)."""
+    """The default: a Ray of its own for the sweep, gone when the sweep ends (the tests' cluster is untouched)."""
     done = sweep(tmp_path, "hydra/launcher=ray", "hydra.launcher.ray.init.num_cpus=1", "optimizer.learning_rate=1e-3",
                  *FAST)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -85,7 +85,7 @@ def test_a_sweep_without_an_address_starts_a_local_ray_and_stops_it(tmp_path, cl
     status = subprocess.run([str(RAY), "status", "--address", cluster.address], env=ray_env(), capture_output=True,
                             text=True, timeout=120)
     assert status.returncode == 0, status.stderr[-2000:]
-    assert status.stdout.count("node_") == 2  # still the session's two nodes, and nothing more
+    assert status.stdout.count("node_") == 2  # still the tests' two nodes, and nothing more
 
 
 @pytest.mark.fresh_store

@@ -1,5 +1,5 @@
 """A real two-node Ray cluster on this machine for the Ray tests: `ray start --head` and a second node joining it
-(`ray start --address`), each with its own CPUs and a bounded memory, CPU only, stopped after the session.
+(`ray start --address`), each with its own CPUs and a bounded memory, CPU only, stopped after the tests that use it.
 
 The package's `ray` extra installs Ray; without it the Ray tests are skipped, unless TFX_HYDRA_REQUIRE_RAY=1 (.ci/run
 sets it once the install worked) turns the skip into a failure.
@@ -40,7 +40,7 @@ def why_not_here() -> str | None:
 
 
 def ray_cluster(folder: Path) -> Iterator[RayCluster]:
-    """Up with its temporary files in `folder`, yielded, down again (the body of a session fixture)."""
+    """Up with its temporary files in `folder`, yielded, down again (the body of a fixture)."""
     why = why_not_here()
     if why:
         if os.environ.get("TFX_HYDRA_REQUIRE_RAY") == "1":
