@@ -116,18 +116,35 @@ def test_a_cluster_asking_for_its_token_is_one_message_with_the_fix(tmp_path, cl
     assert parent.info.status == "FAILED" and parent.data.tags["sweep.jobs"] == "0"
 
 
+# A user's callback (outside the package, imported by the Ray workers from the launching PYTHONPATH): epochs of a
+# second at least, so a job started a few seconds after the other is still training when the Ctrl-C comes.
+PACED = """
+import time
+import keras
+
+class Paced(keras.callbacks.Callback):
+    def on_epoch_begin(self, epoch, logs=None):
+        self.began = time.monotonic()
+
+    def on_epoch_end(self, epoch, logs=None):
+        time.sleep(max(0.0, 1.0 - (time.monotonic() - self.began)))
+"""
+
+
 def test_ctrl_c_of_a_sweep_cancels_its_ray_jobs_each_killed_with_its_backup_and_its_line_resumes_them(
         tmp_path, cluster):
     """Ctrl-C in the launching process once both jobs train: Ray hands each job the interrupt, each run ends KILLED
     with its backup (not left training on the cluster), and the command the sweep prints resumes both runs to their
     last epoch."""
-    args = ["hydra/launcher=ray", f"hydra.launcher.ray.init.address={cluster.address}", "trainer.epochs=40",
-            "optimizer.learning_rate=1e-3,3e-4", *FAST[1:]]
-    process = subprocess.Popen([sys.executable, "-m", "tfx_hydra", "-m", *args], cwd=tmp_path, env=ray_env(),
+    (tmp_path / "paced.py").write_text(PACED)  # the user's callback: on PYTHONPATH here, handed to the Ray workers
+    env = ray_env() | {"PYTHONPATH": f"{tmp_path}:{ray_env()['PYTHONPATH']}"}
+    args = ["hydra/launcher=ray", f"hydra.launcher.ray.init.address={cluster.address}", "trainer.epochs=10",
+            "optimizer.learning_rate=1e-3,3e-4", "trainer.callbacks=[{_target_: paced.Paced}]", *FAST[1:]]
+    process = subprocess.Popen([sys.executable, "-m", "tfx_hydra", "-m", *args], cwd=tmp_path, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     training = set()
     for line in process.stdout:
-        training |= set(re.findall(r"\[job (\d)\] epoch 2/40", line))
+        training |= set(re.findall(r"\[job (\d)\] epoch 2/10", line))
         if len(training) == 2:
             process.send_signal(signal.SIGINT)
             break
@@ -140,7 +157,7 @@ def test_ctrl_c_of_a_sweep_cancels_its_ray_jobs_each_killed_with_its_backup_and_
     assert line.startswith("tfx_hydra: interrupted (SIGINT): the sweep stopped with 0 of 2 job(s) finished")
     resume = shlex.split(line.split("Resume it (finished jobs are skipped) with: ", 1)[1])
     assert resume[:4] == ["python", "-m", "tfx_hydra", "-m"]
-    again = subprocess.run([sys.executable, *resume[1:]], cwd=tmp_path, env=ray_env(), capture_output=True,
+    again = subprocess.run([sys.executable, *resume[1:]], cwd=tmp_path, env=env, capture_output=True,
                            text=True, timeout=600)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     resumed_parent, resumed = parent_and_children(tmp_path)
@@ -149,4 +166,4 @@ def test_ctrl_c_of_a_sweep_cancels_its_ray_jobs_each_killed_with_its_backup_and_
     assert [r.info.status for r in resumed] == ["FINISHED", "FINISHED"]
     for run in resumed:  # every epoch logged once: the interrupted ones, then the rest
         steps = [m.step for m in mlflow_client(tmp_path).get_metric_history(run.info.run_id, "epoch/loss")]
-        assert sorted(steps) == list(range(40))
+        assert sorted(steps) == list(range(10))
