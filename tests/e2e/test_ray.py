@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import mlflow_client, mlflow_runs
+from tests.helpers import mlflow_client, mlflow_runs, sweep_parent_and_children
 from tests.helpers.ray_cluster import RAY, ray_cluster, ray_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_ray")]  # one cluster, its tests one after another
@@ -36,14 +36,6 @@ def sweep(launch: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=600)
 
 
-def parent_and_children(launch: Path):
-    runs = mlflow_runs(launch)
-    (parent,) = [r for r in runs if "sweep.dir" in r.data.tags]
-    children = sorted((r for r in runs if r is not parent), key=lambda r: int(r.data.tags["sweep.job_num"]))
-    assert all(c.data.tags["mlflow.parentRunId"] == parent.info.run_id for c in children)
-    return parent, children
-
-
 def page_command(holding: str) -> list[str]:
     """The how-to's `python -m tfx_hydra -m` command that holds `holding`: its arguments."""
     lines = [line.split("  #")[0].strip() for block in HOW_TO.read_text().split("```bash")[1:]
@@ -60,7 +52,7 @@ def test_the_pages_sweep_on_a_two_node_ray_cluster_is_one_parent_with_a_child_pe
     args = [a.replace("HEAD:6379", cluster.address) for a in page_command("address=HEAD:6379")]
     done = sweep(tmp_path, *args, *FAST)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    parent, children = parent_and_children(tmp_path)
+    parent, children = sweep_parent_and_children(tmp_path)
     assert parent.info.status == "FINISHED" and parent.data.tags["sweep.launcher"].endswith("RayLauncher")
     assert parent.data.tags["sweep.jobs"] == "4" and parent.data.tags["sweep.failed"] == "0"
     assert sorted((c.data.params["model.name"], c.data.params["optimizer.learning_rate"]) for c in children) == [
@@ -79,7 +71,7 @@ def test_a_sweep_without_an_address_starts_a_local_ray_and_stops_it(tmp_path, cl
     done = sweep(tmp_path, "hydra/launcher=ray", "hydra.launcher.ray.init.num_cpus=1", "optimizer.learning_rate=1e-3",
                  *FAST)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    parent, (child,) = parent_and_children(tmp_path)
+    parent, (child,) = sweep_parent_and_children(tmp_path)
     assert parent.info.status == child.info.status == "FINISHED"
     assert child.data.tags["process.ray_node"] not in cluster.node_ids
     status = subprocess.run([str(RAY), "status", "--address", cluster.address], env=ray_env(), capture_output=True,
@@ -151,7 +143,7 @@ def test_ctrl_c_of_a_sweep_cancels_its_ray_jobs_each_killed_with_its_backup_and_
     out, err = process.communicate(timeout=300)
     assert process.returncode == 128 + signal.SIGINT, err[-3000:]
     assert "cancelling the sweep's Ray jobs" in out + err
-    parent, children = parent_and_children(tmp_path)
+    parent, children = sweep_parent_and_children(tmp_path)
     assert parent.info.status == "KILLED" and [c.info.status for c in children] == ["KILLED", "KILLED"]
     line = err.strip().splitlines()[-1]
     assert line.startswith("tfx_hydra: interrupted (SIGINT): the sweep stopped with 0 of 2 job(s) finished")
@@ -160,7 +152,7 @@ def test_ctrl_c_of_a_sweep_cancels_its_ray_jobs_each_killed_with_its_backup_and_
     again = subprocess.run([sys.executable, *resume[1:]], cwd=tmp_path, env=env, capture_output=True,
                            text=True, timeout=600)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    resumed_parent, resumed = parent_and_children(tmp_path)
+    resumed_parent, resumed = sweep_parent_and_children(tmp_path)
     assert resumed_parent.info.run_id == parent.info.run_id and resumed_parent.info.status == "FINISHED"
     assert [r.info.run_id for r in resumed] == [c.info.run_id for c in children]  # the same runs, resumed
     assert [r.info.status for r in resumed] == ["FINISHED", "FINISHED"]

@@ -13,20 +13,12 @@ import statistics
 
 import pytest
 
-from tests.helpers import mlflow_client, mlflow_runs
+from tests.helpers import mlflow_client, mlflow_runs, sweep_parent_and_children
 from tests.helpers.in_process import run_cli_in_process
 
 pytestmark = pytest.mark.slow
 
 FAST = ["trainer.epochs=1", "data.limit=200", "export=none", "export.mlflow_model=false"]
-
-
-def parent_and_children(launch):
-    runs = mlflow_runs(launch)
-    (parent,) = [r for r in runs if "sweep.dir" in r.data.tags]
-    children = sorted((r for r in runs if r is not parent), key=lambda r: int(r.data.tags["sweep.job_num"]))
-    assert all(c.data.tags["mlflow.parentRunId"] == parent.info.run_id for c in children)
-    return parent, children
 
 
 def assert_best_on_parent(parent, children):
@@ -53,7 +45,7 @@ def test_basic_launcher_sweep_nests_every_job_under_one_parent(tmp_path):
     (sweep_dir,) = [p for p in (tmp_path / "multirun").glob("*/*") if p.is_dir()]
     assert sorted(p.name for p in sweep_dir.iterdir() if p.is_dir()) == ["0", "1", "2", "3"]
     assert not (tmp_path / "outputs").exists()
-    parent, children = parent_and_children(tmp_path)
+    parent, children = sweep_parent_and_children(tmp_path)
     assert parent.info.status == "FINISHED"
     assert parent.info.run_name == "sweep " + "/".join(sweep_dir.parts[-2:])
     assert parent.data.tags["sweep.launcher"].endswith("BasicLauncher")
@@ -112,7 +104,7 @@ def test_submitit_local_jobs_nest_under_the_parent_and_a_failed_job_is_counted(t
     # submitit's jobs print to their own files: the terminal has the sweep's first line and its end
     assert "each job's log: " in done.stdout and "tfx_hydra.log" in done.stdout
     assert "jobs              │ 1 finished, 1 failed, 0 killed" in done.stdout
-    parent, children = parent_and_children(tmp_path)
+    parent, children = sweep_parent_and_children(tmp_path)
     assert parent.data.tags["sweep.launcher"].endswith("submitit_launcher.LocalLauncher")
     assert [c.info.status for c in children] == ["FINISHED", "FAILED"]
     assert "Keras does not know 'no_such_loss'" in children[1].data.tags["error"]
@@ -141,7 +133,7 @@ def test_kfold_runs_a_job_per_fold_and_the_parent_reports_mean_and_std(tmp_path)
     done = run_cli_in_process(["cv=kfold", "cv.folds=3", *FAST, "trainer.tensorboard=false"], cwd=tmp_path,
                               multirun=True)
     assert done.returncode == 0, done.stderr[-3000:]
-    parent, children = parent_and_children(tmp_path)
+    parent, children = sweep_parent_and_children(tmp_path)
     assert [c.data.tags["cv.fold"] for c in children] == ["0", "1", "2"] and parent.data.tags["sweep.planned"] == "3"
     digests = [{i.dataset.name: i.dataset.digest for i in c.inputs.dataset_inputs} for c in children]
     validation = [next(d for name, d in found.items() if "validation" in name) for found in digests]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+import pytest
 from omegaconf import DictConfig
 
 REPO = Path(__file__).resolve().parents[2]
@@ -92,6 +93,22 @@ def mlflow_runs(launch_dir: Path | str, experiment: str | None = None) -> list:
         return client.search_runs([found.experiment_id]) if found else []
     ours = [e.experiment_id for e in client.search_experiments() if e.name != "Default"]
     return client.search_runs(ours, order_by=["attributes.start_time DESC"]) if ours else []
+
+
+def sweep_parent_and_children(launch: Path | str):
+    """A `-m` sweep's runs in `launch`'s store: its parent, and its children by job number, each nested under it."""
+    runs = mlflow_runs(launch)
+    (parent,) = [r for r in runs if "sweep.dir" in r.data.tags]
+    children = sorted((r for r in runs if r is not parent), key=lambda r: int(r.data.tags["sweep.job_num"]))
+    assert all(c.data.tags["mlflow.parentRunId"] == parent.info.run_id for c in children)
+    return parent, children
+
+
+def required_or_skipped(why: str, variable: str, what: str) -> None:
+    """A test whose engine is missing here (`why`): skipped, or failed where CI set `variable`=1 after installing it."""
+    if os.environ.get(variable) == "1":
+        pytest.fail(f"{what} is required here ({variable}=1) but {why}")
+    pytest.skip(why)
 
 
 def compose(overrides: list[str] = (), launch_dir: Path | str = "/tmp") -> DictConfig:

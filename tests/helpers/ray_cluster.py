@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-import pytest
-
-from tests.helpers import cli_env, free_ports
+from tests.helpers import cli_env, free_ports, required_or_skipped
 
 RAY = Path(sys.executable).parent / "ray"
 NODE_MEMORY = 3 * 1024**3  # bytes each node offers its tasks
@@ -43,9 +40,7 @@ def ray_cluster(folder: Path) -> Iterator[RayCluster]:
     """Up with its temporary files in `folder`, yielded, down again (the body of a fixture)."""
     why = why_not_here()
     if why:
-        if os.environ.get("TFX_HYDRA_REQUIRE_RAY") == "1":
-            pytest.fail(f"Ray is required here (TFX_HYDRA_REQUIRE_RAY=1) but {why}")
-        pytest.skip(why)
+        required_or_skipped(why, "TFX_HYDRA_REQUIRE_RAY", "Ray")
     (port,) = free_ports()
     address = f"127.0.0.1:{port}"
     env = ray_env()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-import pytest
+from tests.helpers import required_or_skipped
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "tests" / "slurm" / "cluster.sh"
@@ -53,9 +53,7 @@ def slurm_cluster(folder: Path) -> Iterator[SlurmCluster]:
     """Up in `folder`, yielded, down again (the body of a session fixture)."""
     why = why_not_here()
     if why:
-        if os.environ.get("TFX_HYDRA_REQUIRE_SLURM") == "1":
-            pytest.fail(f"Slurm is required here (TFX_HYDRA_REQUIRE_SLURM=1) but {why}")
-        pytest.skip(why)
+        required_or_skipped(why, "TFX_HYDRA_REQUIRE_SLURM", "Slurm")
     up = subprocess.run([str(SCRIPT), "up", str(folder)], capture_output=True, text=True, timeout=300)
     try:
         assert up.returncode == 0, up.stdout + up.stderr + "".join(
