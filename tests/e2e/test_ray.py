@@ -5,6 +5,7 @@ cluster's nodes."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import signal
@@ -66,13 +67,32 @@ def test_the_pages_sweep_on_a_two_node_ray_cluster_is_one_parent_with_a_child_pe
     assert "tfx_hydra: sweep complete" in done.stdout and "\x1b[" not in done.stdout  # Ray's prefixes uncoloured
 
 
+# A user's callback that writes down the priority its job trains at.
+NICENESS = """
+import os
+import keras
+
+class Niceness(keras.callbacks.Callback):
+    def on_train_begin(self, logs=None):
+        with open("niceness.txt", "w") as file:
+            file.write(str(os.nice(0)))
+"""
+
+
 def test_a_sweep_without_an_address_starts_a_local_ray_and_stops_it(tmp_path, cluster):
-    """The default: a Ray of its own for the sweep, gone when the sweep ends (the tests' cluster is untouched)."""
-    done = sweep(tmp_path, "hydra/launcher=ray", "hydra.launcher.ray.init.num_cpus=1", "optimizer.learning_rate=1e-3",
-                 *FAST)
+    """The default: a Ray of its own for the sweep, gone when the sweep ends (the tests' cluster is untouched), its
+    job at the launching process's priority (not Ray's niceness of 15 for its workers)."""
+    (tmp_path / "niceness.py").write_text(NICENESS)
+    env = {name: value for name, value in ray_env().items() if name != "RAY_worker_niceness"}  # Ray's own default
+    done = subprocess.run([sys.executable, "-m", "tfx_hydra", "-m", "hydra/launcher=ray",
+                           "hydra.launcher.ray.init.num_cpus=1", "optimizer.learning_rate=1e-3",
+                           "trainer.callbacks=[{_target_: niceness.Niceness}]", *FAST], cwd=tmp_path,
+                          env=env | {"PYTHONPATH": f"{tmp_path}:{env['PYTHONPATH']}"}, capture_output=True, text=True,
+                          timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     parent, (child,) = sweep_parent_and_children(tmp_path)
     assert parent.info.status == child.info.status == "FINISHED"
+    assert (tmp_path / "niceness.txt").read_text() == str(os.nice(0))  # the job ran in the launching folder too
     assert child.data.tags["process.ray_node"] not in cluster.node_ids
     status = subprocess.run([str(RAY), "status", "--address", cluster.address], env=ray_env(), capture_output=True,
                             text=True, timeout=120)

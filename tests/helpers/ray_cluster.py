@@ -58,8 +58,10 @@ def ray_cluster(folder: Path) -> Iterator[RayCluster]:
 
 def ray_env() -> dict[str, str]:
     """The tests' environment for Ray's commands and the sweeps' drivers: a cluster `ray start --head` started asks
-    for its token (in ~/.ray/auth_token), which a client sends only with RAY_AUTH_MODE=token, as the how-to says."""
-    return cli_env() | {"RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0"}
+    for its token (in ~/.ray/auth_token), which a client sends only with RAY_AUTH_MODE=token, as the how-to says.
+    Its workers run at the suite's priority (Ray's default niceness of 15 starves them beside the other tests'
+    processes: a job minutes long under load, seconds alone)."""
+    return cli_env() | {"RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0", "RAY_worker_niceness": "0"}
 
 
 def started(env: dict, command: list[str]) -> None:

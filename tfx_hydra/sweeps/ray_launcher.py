@@ -114,11 +114,20 @@ def start_ray(init: DictConfig) -> bool:
     runtime_env["env_vars"] = {**jobs_environment(), **(runtime_env.get("env_vars") or {})}
     if settings.get("address"):
         settings.pop("object_store_memory")  # a running cluster's own, not the driver's to set
+    else:
+        run_jobs_unniced()
     try:
         ray.init(runtime_env=runtime_env, **settings)
     except (ConnectionError, RuntimeError) as err:  # Ray's AuthenticationError is a RuntimeError
         raise unreachable(settings.get("address"), err) from None
     return not settings.get("address")
+
+
+def run_jobs_unniced() -> None:
+    """A local Ray runs its jobs at the launching process's priority, as the other launchers do: Ray's default niceness
+    of 15 for its workers leaves a job a few per cent of a core beside any busy process of the machine (read by the
+    Ray processes ray.init starts). A value the user set wins."""
+    os.environ.setdefault("RAY_worker_niceness", "0")
 
 
 def unreachable(address: str | None, err: Exception) -> ConfigError:
