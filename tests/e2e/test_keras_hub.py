@@ -112,3 +112,57 @@ def test_a_text_preset_trains_on_two_replicas_under_mixed_precision(tmp_path):
     assert (tags["strategy"], tags["strategy.replicas"], tags["precision.policy"]) == \
         ("MirroredStrategy", "2", "mixed_bfloat16")
     assert np.isfinite(record.data.metrics["test_loss"])
+
+
+def tickets(folder, rows: int = 120):
+    """A table of raw texts whose words say every label: a 0/1 flag (urgent), tags (billing, urgent), a score."""
+    rng = np.random.default_rng(3)
+    lines = []
+    for _ in range(rows):
+        urgent, billing = bool(rng.random() < 0.5), bool(rng.random() < 0.5)
+        words = ["now asap"] * urgent + ["invoice refund"] * billing + ["hello there"]
+        tags = [tag for tag, on in (("billing", billing), ("urgent", urgent)) if on]
+        lines.append({"text": " ".join(words), "urgent": int(urgent), "tags": ";".join(tags),
+                      "score": 1.0 + 2.0 * urgent + 1.0 * billing})
+    path = folder / "tickets.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("task, label, outputs", [
+    ("binary", ["data.label_column=urgent"], {"probabilities", "class_index", "class"}),
+    ("multilabel", ["data.label_column=tags", "data.label_delimiter=';'"], {"probabilities", "labels", "tags"}),
+    ("regression", ["data.label_column=score"], {"predictions"}),
+])
+def test_a_text_preset_under_each_task_trains_with_the_tasks_head_and_serves_raw_strings(tmp_path, task, label,
+                                                                                         outputs):
+    """The preset's backbone under tfx_hydra's head for the task (one sigmoid, a sigmoid per tag, a linear output),
+    fine-tuned through the CLI on a table of raw texts: it learns what the words say, and its SavedModel answers raw
+    strings with the task's outputs."""
+    import tensorflow as tf
+
+    preset = save_tiny_text_preset(tmp_path / "tiny_bert", words=["now", "asap", "invoice", "refund", "hello", "there"],
+                                   hidden_dim=16)  # two words' features at once (hidden 8 learns one tag)
+    done = run_cli_in_process(["model=keras_hub", f"model.preset={preset}", "model.freeze_backbone=false",
+                               "data=text_table", f"data.path={tickets(tmp_path)}", f"task={task}", *label,
+                               "trainer.epochs=8", "optimizer.learning_rate=0.01", "trainer.batch_size=16",
+                               "trainer.tensorboard=false", "export=savedmodel", "export.mlflow_model=false"],
+                              cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run,) = mlflow_runs(tmp_path)
+    assert run.info.status == "FINISHED" and run.data.tags["task"] == task
+    served = tf.saved_model.load(run.data.tags["export.savedmodel.path"]).signatures["serving_default"]
+    assert set(served.structured_outputs) == outputs
+    answer = served(inputs=tf.constant(["now asap invoice refund hello there", "hello there"]))
+    if task == "binary":
+        assert run.data.metrics["test_accuracy"] >= 0.9
+        assert answer["class_index"].numpy().ravel().tolist() == [1, 0]
+    elif task == "multilabel":
+        assert run.data.metrics["test_f1_macro"] >= 0.9 and run.data.tags["data.class_names"] == \
+            '["billing", "urgent"]'
+        tags = [[tag.decode() for tag in row if tag] for row in answer["tags"].numpy()]  # "" pads a row's tags
+        assert tags == [["billing", "urgent"], []]
+    else:  # scores 1 to 4, said by the words
+        assert run.data.metrics["test_r2"] > 0.6 and run.data.metrics["test_mae"] < 0.6
+        urgent_billing, neither = answer["predictions"].numpy().ravel()
+        assert urgent_billing - neither > 1.5  # 4 and 1: in the targets' units
