@@ -12,16 +12,27 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
+from optuna.trial import TrialState
 
 from tests.helpers import mlflow_client, mlflow_runs, sweep_parent_and_children
 from tests.helpers.ray_cluster import RAY, ray_cluster, ray_env
+from tests.helpers.search import (
+    assert_pruned_trials_look_pruned,
+    parent_and_children,
+    search,
+    study_of,
+    trial_has_run,
+    wait_for_running_trial,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_ray")]  # one cluster, its tests one after another
 
 HOW_TO = Path(__file__).parents[2] / "docs" / "how-to" / "ray.md"
+PROCESS, RETRY_OF = "tfx_hydra.process", "tfx_hydra.retry_of"  # a trial's user attributes
 FAST = ["trainer.epochs=1", "data.limit=200", "export=none", "export.mlflow_model=false", "trainer.tensorboard=false"]
 
 
@@ -179,3 +190,65 @@ def test_ctrl_c_of_a_sweep_cancels_its_ray_jobs_each_killed_with_its_backup_and_
     for run in resumed:  # every epoch logged once: the interrupted ones, then the rest
         steps = [m.step for m in mlflow_client(tmp_path).get_metric_history(run.info.run_id, "epoch/loss")]
         assert sorted(steps) == list(range(10))
+
+
+def test_a_search_with_two_ray_workers_prunes_reruns_a_killed_workers_trial_and_resumes_after_ctrl_c(
+        tmp_path, cluster):
+    """hparams_search.workers=2 as two Ray tasks on the cluster, trials pruned by epoch. One worker's process killed
+    with -9 mid-trial: Ray runs its task again, and the lost trial (its heartbeat stale) runs again. Ctrl-C of the
+    driver then: both workers stop, their runs KILLED and their trials queued; the command the driver prints resumes
+    the study to its n_trials, under the same parent."""
+    args = ["hydra/launcher=ray", f"hydra.launcher.ray.init.address={cluster.address}",
+            *search(10, "hparams_search.workers=2")]
+    process = subprocess.Popen([sys.executable, "-m", "tfx_hydra", "-m", *args], cwd=tmp_path, env=ray_env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        victim = wait_for_running_trial(tmp_path, number=1, process=process, with_run=True)
+        host, pid = victim.user_attrs[PROCESS].rsplit(":", 1)
+        assert int(pid) != process.pid  # a Ray worker's process, not the driver
+        os.kill(int(pid), signal.SIGKILL)
+        retry = wait_for_retry(tmp_path, victim.number, process)
+        process.send_signal(signal.SIGINT)  # Ctrl-C of the driver alone: Ray's workers are not in its group
+        out, _ = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 128 + signal.SIGINT, out[-3000:]
+    stopped = study_of(tmp_path).trials
+    assert not [t for t in stopped if t.state == TrialState.RUNNING], out[-3000:]
+    interrupted = [t for t in stopped if t.state == TrialState.FAIL and t.number != victim.number]
+    assert interrupted and "Traceback" not in out
+    (closing,) = [line for line in out.splitlines() if line.startswith("tfx_hydra: interrupted (SIGINT)")]
+    resume = shlex.split(closing.split("Resume it (finished jobs are skipped) with: ", 1)[1])
+    assert resume[:4] == ["python", "-m", "tfx_hydra", "-m"] and "hydra/launcher=ray" in resume
+
+    again = subprocess.run([sys.executable, *resume[1:]], cwd=tmp_path, env=ray_env(), capture_output=True,
+                           text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    study = study_of(tmp_path)
+    finished = [t for t in study.trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
+    assert len(finished) == 10 and not [t for t in study.trials if t.state in (TrialState.RUNNING,
+                                                                                TrialState.WAITING)]
+    assert retry.params == victim.params  # the killed worker's trial, run again
+    for trial in interrupted:  # each interrupted trial's parameters, run again by the resuming command
+        assert any(t.user_attrs.get(RETRY_OF) == trial.number and t in finished for t in study.trials)
+    client, parent, children = parent_and_children(tmp_path)  # one parent for both commands
+    assert parent.info.status == "FINISHED"
+    assert {c.data.tags["optuna.trial"] for c in children} == {str(t.number) for t in study.trials
+                                                               if t.state != TrialState.WAITING}
+    assert {c.info.status for c in children if c.data.tags["optuna.trial"] == str(victim.number)} == {"KILLED"}
+    assert_pruned_trials_look_pruned(study, client, children) >= 1
+    assert {c.data.tags["process.ray_node"] for c in children} <= set(cluster.node_ids)
+
+
+def wait_for_retry(launch: Path, number: int, process: subprocess.Popen, timeout: float = 240):
+    """The trial that runs trial `number`'s parameters again, once its run has started."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        assert process.poll() is None, process.stdout.read()[-3000:]
+        for trial in study_of(launch).get_trials(deepcopy=False):
+            if trial.user_attrs.get(RETRY_OF) == number and trial.state == TrialState.RUNNING \
+                    and trial_has_run(launch, trial.number):
+                return trial
+        time.sleep(0.3)
+    raise AssertionError(f"trial {number} was never run again")
