@@ -17,6 +17,8 @@ from typing import Sequence
 from omegaconf import DictConfig
 
 from tfx_hydra.console import native_lines_streamed
+from tfx_hydra.console.tables import BARE
+from tfx_hydra.console.terminal import NATIVE_LOGGER
 from tfx_hydra.errors import TfxHydraError
 from tfx_hydra.lr_schedule import describe as describe_schedule
 from tfx_hydra.lr_schedule import updates_per_epoch
@@ -219,6 +221,7 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
         raise out_of_memory(err, trainer, plan) from None
     except tf.errors.InvalidArgumentError as err:
         if trainer.check_numerics and NUMERICS_MARK in err.message:
+            keep_in_the_job_log(err.message)
             raise non_finite_op(err.message) from None
         raise_if_users(err)
         raise
@@ -239,6 +242,14 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
                           keeping.best_value})
     say_phase(history, trainer, tracker, datasets.num_train)
     return history
+
+
+def keep_in_the_job_log(report: str) -> None:
+    """check_numerics' whole report (the op's stack) in the job log, off the terminal. TensorFlow's C++ side also
+    writes it to descriptor 2, which training streams to the job log, but from its own thread: on a loaded machine
+    that write can come after the error has ended training, and the report went nowhere (when it comes in time, the
+    log holds the report twice)."""
+    logging.getLogger(NATIVE_LOGGER).info(report, extra=BARE)
 
 
 def say_phase(history, trainer: TrainerConfig, tracker: Tracker, num_train: int | None) -> None:
