@@ -34,6 +34,13 @@
    trial's seconds are printed beside its fixed cost.
 6. Memory over many trials: a 50-trial search (1 epoch) in one worker process: its resident memory
    (psutil) once 5 trials and once 50 have finished (target: within 10 %).
+7. Ray against joblib (`--parts launchers`, needs `pip install "tfx_hydra[ray]"`): the same 12-trial search
+   (pruner none: every trial trains the same epochs) with 2 workers under hydra/launcher=parallel and under
+   hydra/launcher=ray (a local Ray of 2 CPUs, started and stopped by the sweep). Per launcher: a trial's fixed
+   cost -- each worker's span from its first trial's start to its last trial's end, less its trials' steady
+   epochs, per trial (so the time between one trial and the next counts) -- the workers' idle share
+   (`sweep.idle_worker_seconds` over 2 x the wall) and the start-up (the command's start to the first trial's).
+   Targets: Ray's fixed cost at most 1.2x joblib's, idle at most 5 %.
 
 Every search runs `python -m tfx_hydra -m ...` in a fresh launch dir (its own optuna.db and
 mlflow.db) and is read back from its Optuna study.
@@ -70,12 +77,14 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="the pruned search's epochs per trial, for --parts kerastuner alone (part 1 measures it)")
     parser.add_argument("--memory-trials", type=int, default=50)
     parser.add_argument("--workers", type=int, default=2, help="the KerasTuner match's second search: N workers")
-    parser.add_argument("--parts", default="pruning,kerastuner,spreading,batches,fixed,memory",
+    parser.add_argument("--launcher-trials", type=int, default=12, help="part 7's trials")
+    parser.add_argument("--parts", default="pruning,kerastuner,spreading,batches,fixed,memory,launchers",
                         help="which measurements, comma-separated")
     parser.add_argument("--json", help="write the results here too")
     args = parser.parse_args(argv)
     if args.quick:
         args.trials, args.epochs, args.seeds, args.spread_trials, args.memory_trials = 2, 2, 1, 2, 6
+        args.launcher_trials = 4
     args.parts = set(args.parts.split(","))
     if args.skip_kerastuner:
         args.parts.discard("kerastuner")
@@ -342,6 +351,8 @@ def main(argv=None) -> None:
         report_fixed(results)
     if "memory" in args.parts:
         report_memory(args, results)
+    if "launchers" in args.parts:
+        report_launchers(args, results)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 
@@ -421,6 +432,61 @@ def report_memory(args, results: dict) -> None:
           f"{memory[f'rss_mib_after_{args.memory_trials}']:.0f} MiB after {args.memory_trials}: "
           f"{memory['ratio']:.2f}x (target <= 1.10x)")
     results["memory"] = memory
+
+
+LAUNCHERS = {"joblib": ["hydra/launcher=parallel", "hydra.launcher.n_jobs=2"],
+             "ray": ["hydra/launcher=ray", "hydra.launcher.ray.init.num_cpus=2"]}
+
+
+def report_launchers(args, results: dict) -> None:
+    print(f"7. Ray against joblib: {args.launcher_trials} trials x {args.epochs} epochs (pruner none), 2 workers")
+    figures = {name: workers_search(args.launcher_trials, args.epochs, how) for name, how in LAUNCHERS.items()}
+    for name, r in figures.items():
+        print(f"   {name:6s} {r['wall_seconds']:6.1f} s; a trial's fixed cost {r['fixed_seconds_per_trial']:.2f} s "
+              f"(steady epoch {r['steady_epoch_seconds']:.3f} s); workers idle {100 * r['idle_share']:.1f}%; "
+              f"start-up {r['startup_seconds']:.1f} s")
+    ratio = figures["ray"]["fixed_seconds_per_trial"] / figures["joblib"]["fixed_seconds_per_trial"]
+    print(f"   fixed cost Ray/joblib {ratio:.2f}x (target <= 1.2x); Ray's workers idle "
+          f"{100 * figures['ray']['idle_share']:.1f}% (target <= 5%)")
+    results["launchers"] = figures | {"fixed_cost_ratio": ratio}
+
+
+def workers_search(trials: int, epochs: int, how: list[str]) -> dict:
+    """A search of `trials` (pruner none) by 2 workers under the launcher `how`: its wall, start-up, idle share,
+    and a trial's fixed cost from each worker's trials (the study's times and the child runs' epoch_seconds)."""
+    import optuna
+    from mlflow.tracking import MlflowClient
+
+    with tempfile.TemporaryDirectory(prefix="tfx_hydra-bench-launchers-") as launch:
+        command = search_command(trials, epochs, 0, "none", [*how, "hparams_search.workers=2"])
+        command = [c for c in command if c != "trainer.verbose=false"]  # epoch_seconds are logged either way
+        started = time.time()
+        done = subprocess.run(command, cwd=launch, env=environment(), capture_output=True, text=True, check=False)
+        seconds = time.time() - started
+        if done.returncode:
+            sys.exit("the search failed:\n" + done.stdout[-2000:] + done.stderr[-3000:])
+        study = optuna.load_study(study_name="mlp-digits", storage=f"sqlite:///{launch}/optuna.db")
+        client = MlflowClient(f"sqlite:///{launch}/mlflow.db")
+        runs = client.search_runs([client.get_experiment_by_name("tfx_hydra").experiment_id], max_results=1000)
+        parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
+        epochs_of = {r.data.tags["optuna.trial"]: [m.value for m in sorted(
+            client.get_metric_history(r.info.run_id, "epoch_seconds"), key=lambda m: m.step)]
+            for r in runs if "mlflow.parentRunId" in r.data.tags}
+        steady = statistics.median(v for history in epochs_of.values() for v in history[1:])
+        by_worker: dict[str, list] = {}
+        for trial in study.trials:
+            by_worker.setdefault(trial.user_attrs["tfx_hydra.worker"], []).append(trial)
+        fixed, counted = 0.0, 0
+        for trials_of in by_worker.values():
+            span = (max(t.datetime_complete for t in trials_of) - min(t.datetime_start for t in trials_of))
+            trained = sum(len(epochs_of[str(t.number)]) for t in trials_of)
+            fixed += span.total_seconds() - steady * trained
+            counted += len(trials_of)
+        first = min(t.datetime_start for t in study.trials).timestamp()
+        idle = parent.data.metrics["sweep.idle_worker_seconds"]
+        return {"wall_seconds": seconds, "trials": len(study.trials), "steady_epoch_seconds": steady,
+                "fixed_seconds_per_trial": fixed / counted, "idle_worker_seconds": idle,
+                "idle_share": idle / (2 * seconds), "startup_seconds": first - started}
 
 
 def cpu_name() -> str:

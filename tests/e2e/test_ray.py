@@ -19,11 +19,13 @@ import pytest
 from optuna.trial import TrialState
 
 from tests.helpers import mlflow_client, mlflow_runs, sweep_parent_and_children
-from tests.helpers.ray_cluster import RAY, ray_cluster, ray_env
+from tests.helpers.ray_cluster import RAY, node_ids, ray_cluster, ray_env
 from tests.helpers.search import (
+    FAST_HEARTBEAT,
+    SPACE,
+    TINY,
     assert_pruned_trials_look_pruned,
     parent_and_children,
-    search,
     study_of,
     trial_has_run,
     wait_for_running_trial,
@@ -32,14 +34,24 @@ from tests.helpers.search import (
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_ray")]  # one cluster, its tests one after another
 
 HOW_TO = Path(__file__).parents[2] / "docs" / "how-to" / "ray.md"
+TUTORIAL = Path(__file__).parents[2] / "docs" / "tutorials" / "ray.md"
 PROCESS, RETRY_OF = "tfx_hydra.process", "tfx_hydra.retry_of"  # a trial's user attributes
 FAST = ["trainer.epochs=1", "data.limit=200", "export=none", "export.mlflow_model=false", "trainer.tensorboard=false"]
 
 
 @pytest.fixture(scope="module")  # stopped once this file's tests are done, not left idle for the whole suite
 def cluster():
+    """The tutorial's two-node cluster, started by its own `ray start` lines."""
+    head, node = [line for line in page_lines(TUTORIAL) if line.startswith("ray start")]
+    assert "--head --port=6379" in head and "--address=127.0.0.1:6379" in node
     with tempfile.TemporaryDirectory(prefix="ray", dir="/tmp") as folder:  # short: Ray's sockets live under it
-        yield from ray_cluster(Path(folder))
+        yield from ray_cluster(Path(folder), head, node)
+
+
+def page_lines(page: Path) -> list[str]:
+    """The lines of a page's bash blocks, comments off."""
+    return [line.split("  #")[0].strip() for block in page.read_text().split("```bash")[1:]
+            for line in block.split("```", 1)[0].splitlines()]
 
 
 def sweep(launch: Path, *args: str) -> subprocess.CompletedProcess:
@@ -48,11 +60,10 @@ def sweep(launch: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=600)
 
 
-def page_command(holding: str) -> list[str]:
-    """The how-to's `python -m tfx_hydra -m` command that holds `holding`: its arguments."""
-    lines = [line.split("  #")[0].strip() for block in HOW_TO.read_text().split("```bash")[1:]
-             for line in block.split("```", 1)[0].splitlines()]
-    (command,) = [line for line in lines if line.startswith("python -m tfx_hydra -m") and holding in line]
+def page_command(holding: str, page: Path = None) -> list[str]:
+    """The how-to's (or `page`'s) `python -m tfx_hydra -m` command that holds `holding`: its arguments."""
+    (command,) = [line for line in page_lines(page or HOW_TO) if line.startswith("python -m tfx_hydra -m")
+                  and holding in line]
     return shlex.split(command)[4:]
 
 
@@ -61,7 +72,9 @@ def test_the_pages_sweep_on_a_two_node_ray_cluster_is_one_parent_with_a_child_pe
     """The how-to's cluster command (its address this cluster's, cut to one epoch on 200 examples), launched with
     RAY_AUTH_MODE=token as the page says."""
     assert "export RAY_AUTH_MODE=token" in HOW_TO.read_text() and ray_env()["RAY_AUTH_MODE"] == "token"
-    args = [a.replace("HEAD:6379", cluster.address) for a in page_command("address=HEAD:6379")]
+    args = [a.replace("HEAD:6379", cluster.address) for a in page_command("address=HEAD:6379 model=mlp,cnn")]
+    tutorials = [a.replace("127.0.0.1:6379", cluster.address) for a in page_command("model=mlp,cnn", TUTORIAL)]
+    assert tutorials == args  # the tutorial's grid sweep is the how-to's, on its local cluster
     done = sweep(tmp_path, *args, *FAST)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     parent, children = sweep_parent_and_children(tmp_path)
@@ -76,6 +89,22 @@ def test_the_pages_sweep_on_a_two_node_ray_cluster_is_one_parent_with_a_child_pe
     for child in children:  # its outputs in the sweep folder, as under every launcher
         assert Path(child.data.tags["outputs.dir"]).parent == Path(parent.data.tags["sweep.dir"])
     assert "tfx_hydra: sweep complete" in done.stdout and "\x1b[" not in done.stdout  # Ray's prefixes uncoloured
+
+    # a Ray job reproduced from another folder, as the tutorial says: the same job, run here as a plain run into the
+    # same store
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    source = next(c for c in children if c.data.params["model.name"] == "mlp")
+    (reproduce,) = [line for line in page_lines(TUTORIAL) if line.startswith("tfx-hydra-reproduce")]
+    command = [str(Path(sys.executable).parent / "tfx-hydra-reproduce"),
+               *shlex.split(reproduce.replace("<a child run's id>", source.info.run_id))[1:]]
+    again = subprocess.run([*command, "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"], cwd=elsewhere,
+                           env=ray_env(), capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    (copy,) = [r for r in mlflow_runs(tmp_path) if r.data.tags.get("reproduced_from") == source.info.run_id]
+    assert copy.info.status == "FINISHED" and "process.ray_node" not in copy.data.tags  # run here, not on Ray
+    for key in ("model.name", "optimizer.learning_rate", "data.limit", "trainer.epochs"):
+        assert copy.data.params[key] == source.data.params[key], key
 
 
 # A user's callback that writes down the priority its job trains at.
@@ -128,7 +157,7 @@ def test_the_ray_launcher_without_ray_installed_is_one_message_before_any_run(tm
 def test_a_cluster_asking_for_its_token_is_one_message_with_the_fix(tmp_path, cluster):
     """The how-to's command without RAY_AUTH_MODE=token: Ray's client sends no token, the cluster refuses it, and
     the sweep says so with the key and the fix -- no job started, no traceback."""
-    args = [a.replace("HEAD:6379", cluster.address) for a in page_command("address=HEAD:6379")]
+    args = [a.replace("HEAD:6379", cluster.address) for a in page_command("address=HEAD:6379 model=mlp,cnn")]
     env = {k: v for k, v in ray_env().items() if k != "RAY_AUTH_MODE"}
     done = subprocess.run([sys.executable, "-m", "tfx_hydra", "-m", *args, *FAST], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600)
@@ -194,12 +223,14 @@ def test_ctrl_c_of_a_sweep_cancels_its_ray_jobs_each_killed_with_its_backup_and_
 
 def test_a_search_with_two_ray_workers_prunes_reruns_a_killed_workers_trial_and_resumes_after_ctrl_c(
         tmp_path, cluster):
-    """hparams_search.workers=2 as two Ray tasks on the cluster, trials pruned by epoch. One worker's process killed
-    with -9 mid-trial: Ray runs its task again, and the lost trial (its heartbeat stale) runs again. Ctrl-C of the
-    driver then: both workers stop, their runs KILLED and their trials queued; the command the driver prints resumes
-    the study to its n_trials, under the same parent."""
-    args = ["hydra/launcher=ray", f"hydra.launcher.ray.init.address={cluster.address}",
-            *search(10, "hparams_search.workers=2")]
+    """The tutorial's search (its two workers Ray tasks on the cluster, trials pruned by epoch) with a study of 10
+    tiny trials: one worker's process killed with -9 mid-trial -- Ray runs its task again, and the lost trial (its
+    heartbeat stale) runs again -- then Ctrl-C of the driver: both workers stop, their runs KILLED and their trials
+    queued; the command the driver prints resumes the study to its n_trials, under the same parent."""
+    page = [a.replace("127.0.0.1:6379", cluster.address) for a in page_command("hparams_search", TUTORIAL)]
+    assert "hparams_search.workers=2" in page and "hydra/launcher=ray" in page
+    budget = ["hparams_search.n_trials=10", *TINY, *SPACE, *FAST_HEARTBEAT]  # tiny trials, a heartbeat a second
+    args = [a for a in page if a.split("=")[0] not in {b.split("=")[0] for b in budget}] + budget
     process = subprocess.Popen([sys.executable, "-m", "tfx_hydra", "-m", *args], cwd=tmp_path, env=ray_env(),
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
@@ -234,8 +265,9 @@ def test_a_search_with_two_ray_workers_prunes_reruns_a_killed_workers_trial_and_
         assert any(t.user_attrs.get(RETRY_OF) == trial.number and t in finished for t in study.trials)
     client, parent, children = parent_and_children(tmp_path)  # one parent for both commands
     assert parent.info.status == "FINISHED"
-    assert {c.data.tags["optuna.trial"] for c in children} == {str(t.number) for t in study.trials
-                                                               if t.state != TrialState.WAITING}
+    ran = {c.data.tags["optuna.trial"] for c in children}  # a trial asked as the Ctrl-C came has no run of its own
+    assert {str(t.number) for t in finished} <= ran <= {str(t.number) for t in study.trials}
+    assert len(children) == len(ran)  # one run per trial
     assert {c.info.status for c in children if c.data.tags["optuna.trial"] == str(victim.number)} == {"KILLED"}
     assert_pruned_trials_look_pruned(study, client, children) >= 1
     assert {c.data.tags["process.ray_node"] for c in children} <= set(cluster.node_ids)
@@ -252,3 +284,46 @@ def wait_for_retry(launch: Path, number: int, process: subprocess.Popen, timeout
                 return trial
         time.sleep(0.3)
     raise AssertionError(f"trial {number} was never run again")
+
+
+def test_a_node_on_another_machine_without_the_store_or_the_data_is_one_message_before_any_job(tmp_path, cluster):
+    """A third node joins at 127.0.0.2 -- an address none of this machine's interfaces has: to Ray and to the
+    launcher, another machine -- in a mount namespace of its own where the data's folder is an empty tmpfs, as a
+    machine without the shared filesystem sees it. The sweep with the default SQLite store and that data is refused
+    before any job starts, naming the store, the data file the node lacks and the fixes; the launching folder,
+    which the node sees, is not named."""
+    private = tmp_path / "private"
+    private.mkdir()
+    table = private / "rows.csv"
+    table.write_text("a,b,label\n" + "".join(f"{i},{i % 3},{i % 2}\n" for i in range(40)))
+    join = (f"mount -t tmpfs tmpfs {private} && exec {RAY} start --block --address {cluster.address} "
+            f"--node-ip-address 127.0.0.2 --num-cpus 1 --num-gpus 0 --disable-usage-stats")
+    node = subprocess.Popen(["unshare", "--mount", "sh", "-c", join], env=ray_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        wait_for_nodes(cluster, 3, node)
+        done = sweep(tmp_path, "hydra/launcher=ray", f"hydra.launcher.ray.init.address={cluster.address}",
+                     "data=csv", f"data.path={table}", "optimizer.learning_rate=1e-3,3e-4", *FAST)
+    finally:
+        node.terminate()  # `ray start --block` stops its node's processes
+        node.wait(timeout=120)
+    wait_for_nodes(cluster, 2)
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    said = done.stderr
+    assert "hydra/launcher=ray: the cluster has nodes on other machines (127.0.0.2)" in said, said[-3000:]
+    assert f"tracking.uri: the MLflow store sqlite:///{tmp_path / 'mlflow.db'} is a file on this machine" in said
+    assert f"{table} is not on the node at 127.0.0.2" in said and f"{tmp_path} is not on" not in said
+    assert "tracking.uri=http://" in said and "a filesystem every node mounts" in said  # the fixes
+    (parent,) = mlflow_runs(tmp_path)  # the sweep's parent, closed: no job ran
+    assert parent.info.status == "FAILED" and parent.data.tags["sweep.jobs"] == "0"
+
+
+def wait_for_nodes(cluster, count: int, process: subprocess.Popen | None = None, timeout: float = 120) -> None:
+    """The cluster's live nodes are `count`."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        assert process is None or process.poll() is None, process.stderr.read()[-3000:]
+        if len(node_ids(cluster.address, ray_env())) == count:
+            return
+        time.sleep(1)
+    raise AssertionError(f"the cluster never had {count} live nodes")

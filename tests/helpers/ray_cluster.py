@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -36,21 +37,22 @@ def why_not_here() -> str | None:
     return None
 
 
-def ray_cluster(folder: Path) -> Iterator[RayCluster]:
-    """Up with its temporary files in `folder`, yielded, down again (the body of a fixture)."""
+def ray_cluster(folder: Path, head: str, node: str) -> Iterator[RayCluster]:
+    """Up with its temporary files in `folder`, yielded, down again (the body of a fixture). `head` and `node` are a
+    page's `ray start` lines (the head's, the joining node's): run as written, on a free port instead of 6379, with
+    the test's bounds (memory, no GPU, no dashboard) and its temporary folder added."""
     why = why_not_here()
     if why:
         required_or_skipped(why, "TFX_HYDRA_REQUIRE_RAY", "Ray")
     (port,) = free_ports()
     address = f"127.0.0.1:{port}"
     env = ray_env()
-    common = ["--memory", str(NODE_MEMORY), "--object-store-memory", str(OBJECT_STORE), "--num-gpus", "0",
-              "--disable-usage-stats"]
+    common = ["--node-ip-address", "127.0.0.1", "--memory", str(NODE_MEMORY), "--object-store-memory",
+              str(OBJECT_STORE), "--num-gpus", "0", "--disable-usage-stats"]
+    as_here = lambda line: [str(RAY), *shlex.split(line.replace("6379", str(port)))[1:], *common]  # noqa: E731
     try:
-        started(env, [str(RAY), "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
-                      "--num-cpus", "2", "--include-dashboard", "false", "--temp-dir", str(folder), *common])
-        started(env, [str(RAY), "start", "--address", address, "--node-ip-address", "127.0.0.1", "--num-cpus", "1",
-                      *common])
+        started(env, [*as_here(head), "--include-dashboard", "false", "--temp-dir", str(folder)])
+        started(env, as_here(node))
         yield RayCluster(address, node_ids(address, env))
     finally:
         subprocess.run([str(RAY), "stop", "--force"], env=env, capture_output=True, timeout=120)

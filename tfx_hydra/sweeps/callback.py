@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import sys
 from typing import Any
 
 from hydra.experimental.callback import Callback
@@ -113,6 +114,9 @@ class SweepCallback(Callback):
         if self._parent is not None:
             atexit.unregister(self._parent.close_unfinished)
             self._parent.close("FINISHED")
+        ray_launcher = sys.modules.get("tfx_hydra.sweeps.ray_launcher")  # imported only by a Ray sweep
+        if ray_launcher is not None:
+            ray_launcher.stop_local_ray()
 
     # --- each job's process -------------------------------------------------------------
 

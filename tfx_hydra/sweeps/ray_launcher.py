@@ -15,9 +15,12 @@ Wrapped where the plugin falls short:
   with joblib's processes, rather than the next job inheriting them;
 - the jobs see the launching process's PYTHONPATH and TFX_HYDRA_* settings (Ray's `runtime_env`), so the workers of
   a cluster started from another shell import the same code and settings;
-- a local Ray started for the sweep is stopped when the sweep ends (the plugin leaves it to the process's exit);
+- a local Ray started for the sweep is started once, whatever the batches, and stopped when the sweep ends
+  (`stop_local_ray`, from our sweep callback; the plugin leaves it to the process's exit);
 - Ctrl-C in the launching process cancels the jobs (Ray hands each a Ctrl-C: its run stops at a step, ends KILLED
   with its backup) and waits for them to close their runs, instead of leaving them training on the cluster;
+- before any job starts, a cluster with nodes on other machines is checked to reach the store, the study and the
+  jobs' paths (ray_reach.py);
 - every job's lines reach the terminal (Ray folds lines alike from several workers into one), with Ray's prefix
   uncoloured when the output is not a terminal.
 """
@@ -34,9 +37,11 @@ from hydra.plugins.launcher import Launcher
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from tfx_hydra.errors import ConfigError
+from tfx_hydra.sweeps.ray_reach import require_reachable
 
 log = logging.getLogger(__name__)
 
+LOCAL_RAY = False  # this process started a local Ray for its sweep (stop_local_ray stops it)
 CANCELLED_JOBS_GRACE_S = 120  # how long cancelled jobs get to back up and close their runs KILLED
 
 
@@ -73,23 +78,34 @@ class RayLauncher(Launcher):
         setup_globals()
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
-        started_here = start_ray(self.ray_cfg.init)
+        global LOCAL_RAY
+        LOCAL_RAY = start_ray(self.ray_cfg.init) or LOCAL_RAY
         remote = {"max_calls": 1, **(OmegaConf.to_container(self.ray_cfg.remote, resolve=True) or {})}
         job = ray.remote(**remote)(run_job_in)
-        try:
-            jobs = []
-            for number, overrides in enumerate(job_overrides, start=initial_job_idx):
-                log.info(f"\t#{number} : {' '.join(filter_overrides(overrides))}")
-                job_config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
-                with open_dict(job_config):
-                    job_config.hydra.job.id = f"ray_job_{number}"  # Ray's own task id is known only on the worker
-                    job_config.hydra.job.num = number
-                jobs.append(job.remote(str(self.config.hydra.runtime.cwd), self.hydra_context, job_config,
-                                       self.task_function, Singleton.get_state()))
-            return collected(ray, jobs)
-        finally:
-            if started_here:
-                ray.shutdown()
+        launch_dir, job_configs = str(self.config.hydra.runtime.cwd), []
+        for number, overrides in enumerate(job_overrides, start=initial_job_idx):
+            log.info(f"\t#{number} : {' '.join(filter_overrides(overrides))}")
+            job_config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+            with open_dict(job_config):
+                job_config.hydra.job.id = f"ray_job_{number}"  # Ray's own task id is known only on the worker
+                job_config.hydra.job.num = number
+            job_configs.append(job_config)
+        require_reachable(ray, job_configs, launch_dir)
+        jobs = [job.remote(launch_dir, self.hydra_context, job_config, self.task_function, Singleton.get_state())
+                for job_config in job_configs]
+        return collected(ray, jobs)
+
+
+def stop_local_ray() -> None:
+    """The sweep has ended (Hydra's on_multirun_end): stop the local Ray it started. Not at each `launch`: a search
+    launches a batch after batch, and a Ray started again for each costs seconds a batch (and counted against the
+    workers' idle time). A sweep that fails or is interrupted leaves it to Ray's own stop at the process's exit."""
+    global LOCAL_RAY
+    if LOCAL_RAY:
+        import ray
+
+        ray.shutdown()
+        LOCAL_RAY = False
 
 
 def print_every_line() -> None:
