@@ -1,0 +1,146 @@
+"""The peak FLOP/s of the device a run trains on, in the run's compute dtype: what model FLOPs utilisation (MFU)
+divides by. Part of the hardware step's knowledge of the machine (hardware.py says which device; this, how fast it
+can go at most).
+
+GPUs: a table by device name and dtype, dense (no 2:4 sparsity), from the vendors' datasheets, for the profiles
+tfx_hydra ships (conf/hardware/). CPUs, and any GPU not in the table: the rate a large matmul reaches on this
+machine in the dtype, measured once and cached per machine (CPU model, cores, TensorFlow version, dtype) beside the
+record counts ($XDG_CACHE_HOME/tfx_hydra/peak_flops.json), with the measurement's size and time kept. MaxText and
+torchtitan compute MFU the same way for their accelerators.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import time
+from dataclasses import asdict, dataclass
+
+CACHE_FILE = "peak_flops.json"
+MEASURE_SIZE = 2048  # the measured matmul's side: large enough to run a CPU's matmul kernel at its best
+MEASURE_REPEATS = 5  # the best of these is the peak
+
+# Dense peak FLOP/s by dtype: tf32 is what Ampere and later run float32 matmuls at when TensorFloat-32 is on
+# (TensorFlow's default); fp16/bf16 with float32 accumulation, as Keras' mixed precision does.
+GPU_PEAKS = {
+    # NVIDIA H100 Tensor Core GPU datasheet (2023): SXM5 / PCIe, dense (the datasheet's figures halved for sparsity)
+    "H100 PCIe": {"fp32": 51.2e12, "tf32": 378e12, "fp16": 756e12, "bf16": 756e12},
+    "H100": {"fp32": 66.9e12, "tf32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12},
+    # NVIDIA H200 Tensor Core GPU datasheet (2024): SXM, dense; the same compute as the H100 SXM
+    "H200": {"fp32": 66.9e12, "tf32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12},
+    # NVIDIA A100 Tensor Core GPU datasheet (2021): 40 GB and 80 GB, SXM4 and PCIe, dense
+    "A100": {"fp32": 19.5e12, "tf32": 156e12, "fp16": 312e12, "bf16": 312e12},
+    # NVIDIA Ada Lovelace GPU architecture whitepaper v1.01, table 2: RTX 4090, fp16/bf16 with fp32 accumulate
+    "RTX 4090": {"fp32": 82.6e12, "tf32": 82.6e12, "fp16": 165.2e12, "bf16": 165.2e12},
+    # NVIDIA Ampere GA102 GPU architecture whitepaper v2.1, table 9: RTX 3090, fp16/bf16 with fp32 accumulate
+    "RTX 3090": {"fp32": 35.6e12, "tf32": 35.6e12, "fp16": 71e12, "bf16": 71e12},
+    # NVIDIA V100 datasheet (SXM2): no tf32 or bf16 units; float32 matmuls run at the fp32 rate
+    "V100": {"fp32": 15.7e12, "tf32": 15.7e12, "fp16": 125e12},
+    # NVIDIA T4 datasheet: no tf32 or bf16 units
+    "T4": {"fp32": 8.1e12, "tf32": 8.1e12, "fp16": 65e12},
+}
+SOURCES = {"H100 PCIe": "NVIDIA H100 datasheet (PCIe, dense)", "H100": "NVIDIA H100 datasheet (SXM5, dense)",
+           "H200": "NVIDIA H200 datasheet (SXM, dense)", "A100": "NVIDIA A100 datasheet (dense)",
+           "RTX 4090": "NVIDIA Ada Lovelace whitepaper (RTX 4090, dense, fp32 accumulate)",
+           "RTX 3090": "NVIDIA GA102 whitepaper (RTX 3090, dense, fp32 accumulate)",
+           "V100": "NVIDIA V100 datasheet (SXM2)", "T4": "NVIDIA T4 datasheet"}
+
+
+@dataclass(frozen=True)
+class Peak:
+    """A device's peak FLOP/s in a dtype, and where the figure comes from."""
+    flops_per_second: float
+    dtype: str
+    source: str  # "table: <datasheet>" or "measured: <what>"
+    measured_size: int | None = None  # a measured peak: the matmul's side,
+    measured_seconds: float | None = None  # the best repeat's seconds,
+    measured_at: str | None = None  # and when
+
+
+def dtype_of(compute_dtype: str, tf32: bool = True) -> str:
+    """The table's dtype for a Keras compute dtype ('float32', 'float16', 'bfloat16'): float32 runs as tf32 where
+    TensorFloat-32 is on."""
+    return {"float16": "fp16", "bfloat16": "bf16"}.get(compute_dtype, "tf32" if tf32 else "fp32")
+
+
+def gpu_peak(device_name: str, dtype: str) -> Peak | None:
+    """The table's peak for a GPU whose name holds one of its keys (the most specific first: 'H100 PCIe' before
+    'H100'), or None: not in the table, or no such unit (bf16 on a V100)."""
+    for key, peaks in GPU_PEAKS.items():
+        if re.search(re.escape(key).replace(r"\ ", r"[ _-]?"), device_name, re.IGNORECASE) and dtype in peaks:
+            return Peak(peaks[dtype], dtype, f"table: {SOURCES[key]}")
+    return None
+
+
+def cpu_peak(dtype: str, size: int = MEASURE_SIZE, cache: str | None = None) -> Peak:
+    """This machine's CPU peak in `dtype` ('fp32' or 'tf32': float32; 'bf16', 'fp16'), measured by a `size` x
+    `size` matmul once per machine and dtype, then read from the cache."""
+    path = cache or cache_path()
+    key = machine_key(dtype, size)
+    known = read_cache(path)
+    if key in known:
+        return Peak(**known[key])
+    measured = measure_matmul(dtype, size)
+    write_cache(path, known | {key: asdict(measured)})
+    return measured
+
+
+def measure_matmul(dtype: str, size: int) -> Peak:
+    """The best of a few `size` x `size` matmuls (2 x size^3 FLOPs each), the result read back each time."""
+    import tensorflow as tf
+
+    tf_dtype = {"bf16": tf.bfloat16, "fp16": tf.float16}.get(dtype, tf.float32)
+    a = tf.random.uniform((size, size), dtype=tf.float32, seed=1)
+    a, b = tf.cast(a, tf_dtype), tf.cast(tf.transpose(a), tf_dtype)
+    matmul = tf.function(lambda x, y: tf.reduce_sum(tf.cast(tf.matmul(x, y), tf.float32)))
+    matmul(a, b).numpy()  # traced, and the kernel warmed
+    best = float("inf")
+    for _ in range(MEASURE_REPEATS):
+        started = time.perf_counter()
+        matmul(a, b).numpy()
+        best = min(best, time.perf_counter() - started)
+    return Peak(2.0 * size**3 / best, dtype, f"measured: a {size}x{size} {tf_dtype.name} matmul on this CPU",
+                measured_size=size, measured_seconds=best, measured_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
+
+
+def machine_key(dtype: str, size: int) -> str:
+    """What a measurement holds for: the CPU's model, its cores this process may use, TensorFlow's version."""
+    import tensorflow as tf
+
+    return f"{cpu_model()}|{len(os.sched_getaffinity(0))} cores|tf {tf.__version__}|{dtype}|{size}"
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            return next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
+def cache_path() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "tfx_hydra", CACHE_FILE)
+
+
+def read_cache(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as file:
+            known = json.load(file)
+        return known if isinstance(known, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def write_cache(path: str, known: dict) -> None:
+    """Written whole through a temporary file: two runs measuring at once leave one of their figures, never half."""
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        temporary = f"{path}.{os.getpid()}.tmp"
+        with open(temporary, "w", encoding="utf-8") as file:
+            json.dump(known, file, indent=1)
+        os.replace(temporary, path)
+    except OSError:
+        pass  # a read-only home: measured again next run, nothing lost
