@@ -11,12 +11,14 @@ torchtitan compute MFU the same way for their accelerators.
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
-import platform
 import re
 import time
 from dataclasses import asdict, dataclass
+
+from tfx_hydra.environment import cpu_model
+from tfx_hydra.user_cache import cache_file, read_json, write_json
 
 CACHE_FILE = "peak_flops.json"
 MEASURE_SIZE = 2048  # the measured matmul's side: large enough to run a CPU's matmul kernel at its best
@@ -77,13 +79,15 @@ def gpu_peak(device_name: str, dtype: str) -> Peak | None:
 def cpu_peak(dtype: str, size: int = MEASURE_SIZE, cache: str | None = None) -> Peak:
     """This machine's CPU peak in `dtype` ('fp32' or 'tf32': float32; 'bf16', 'fp16'), measured by a `size` x
     `size` matmul once per machine and dtype, then read from the cache."""
-    path = cache or cache_path()
+    path = cache or cache_file(CACHE_FILE)
     key = machine_key(dtype, size)
-    known = read_cache(path)
+    known = read_json(path)
     if key in known:
         return Peak(**known[key])
     measured = measure_matmul(dtype, size)
-    write_cache(path, known | {key: asdict(measured)})
+    with contextlib.suppress(OSError):  # a read-only home: measured again next run, nothing lost
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_json(path, known | {key: asdict(measured)})
     return measured
 
 
@@ -110,37 +114,3 @@ def machine_key(dtype: str, size: int) -> str:
     import tensorflow as tf
 
     return f"{cpu_model()}|{len(os.sched_getaffinity(0))} cores|tf {tf.__version__}|{dtype}|{size}"
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            return next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
-
-
-def cache_path() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "tfx_hydra", CACHE_FILE)
-
-
-def read_cache(path: str) -> dict:
-    try:
-        with open(path, encoding="utf-8") as file:
-            known = json.load(file)
-        return known if isinstance(known, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def write_cache(path: str, known: dict) -> None:
-    """Written whole through a temporary file: two runs measuring at once leave one of their figures, never half."""
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        temporary = f"{path}.{os.getpid()}.tmp"
-        with open(temporary, "w", encoding="utf-8") as file:
-            json.dump(known, file, indent=1)
-        os.replace(temporary, path)
-    except OSError:
-        pass  # a read-only home: measured again next run, nothing lost

@@ -16,7 +16,7 @@ def test_a_file_store_or_study_is_named_once_and_servers_are_not(tmp_path):
     assert list(file_stores([compose(["tracking=none"], launch_dir=tmp_path)], str(tmp_path))) == []
     search = compose(["hparams_search=optuna", "tracking.uri=http://mlflow:5000"], launch_dir=tmp_path)
     assert list(file_stores([search], str(tmp_path))) == [
-        "hparams_search.storage=None: the Optuna study is a file on this machine (optuna.db in the launch directory)"]
+        "hparams_search.storage=null: the Optuna study is a file on this machine (optuna.db in the launch directory)"]
     served = compose(["hparams_search=optuna", "tracking.uri=http://mlflow:5000",
                       "hparams_search.storage=postgresql://db/optuna"], launch_dir=tmp_path)
     assert list(file_stores([served], str(tmp_path))) == []

@@ -14,10 +14,10 @@ named there (tfrecord.corrupt_record).
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
-import tempfile
+
+from tfx_hydra.user_cache import cache_file, read_json, write_json
 
 log = logging.getLogger(__name__)
 
@@ -26,16 +26,15 @@ CACHE_FILE = "record_counts.json"
 
 
 def cache_path() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "tfx_hydra", CACHE_FILE)
+    return cache_file(CACHE_FILE)
 
 
 def write_index(folder: str, counts: dict[str, int]) -> str:
     """The index beside the shards `counts` names (path -> records): what to_tfrecord wrote, in its own words."""
     entries = {os.path.basename(path): {"records": n, "bytes": os.path.getsize(path)} for path, n in counts.items()}
     path = os.path.join(folder, INDEX_FILE)
-    known = _read_json(path).get("files", {})
-    _write_json(path, {"format": 1, "files": known | entries})
+    known = read_json(path).get("files", {})
+    write_json(path, {"format": 1, "files": known | entries})
     return path
 
 
@@ -43,12 +42,12 @@ def known_counts(files: list[str]) -> dict[str, int]:
     """Counts an index or the cache holds for `files` as they are now (same size; the cache: same mtime)."""
     found: dict[str, int] = {}
     indexes: dict[str, dict] = {}
-    cached = _read_json(cache_path())
+    cached = read_json(cache_path())
     for path in files:
         stat = os.stat(path)
         folder = os.path.dirname(os.path.abspath(path))
         if folder not in indexes:
-            indexes[folder] = _read_json(os.path.join(folder, INDEX_FILE)).get("files", {})
+            indexes[folder] = read_json(os.path.join(folder, INDEX_FILE)).get("files", {})
         count = _records(indexes[folder].get(os.path.basename(path)), bytes=stat.st_size)
         if count is None:
             count = _records(cached.get(os.path.abspath(path)), bytes=stat.st_size, mtime_ns=stat.st_mtime_ns)
@@ -70,29 +69,12 @@ def remember(counts: dict[str, int]) -> None:
     """Keep counted files' counts for the next start (a cache that cannot be written only costs a recount)."""
     path = cache_path()
     with contextlib.suppress(OSError):
-        cached = _read_json(path)
+        cached = read_json(path)
         for file, records in counts.items():
             stat = os.stat(file)
             cached[os.path.abspath(file)] = {"records": records, "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        _write_json(path, cached)
-
-
-def _read_json(path: str) -> dict:
-    try:
-        with open(path, encoding="utf-8") as file:
-            value = json.load(file)
-        return value if isinstance(value, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def _write_json(path: str, value: dict) -> None:
-    """Written whole then renamed: two runs starting together never read half a file."""
-    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".counts-", suffix=".json")
-    with os.fdopen(handle, "w", encoding="utf-8") as file:
-        json.dump(value, file, indent=1, sort_keys=True)
-    os.replace(temporary, path)
+        write_json(path, cached)
 
 
 def count_in_background(files: list[str], count_file, what: str) -> None:

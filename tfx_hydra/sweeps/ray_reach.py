@@ -77,7 +77,8 @@ def file_stores(job_configs: list[DictConfig], launch_dir: str) -> Iterable[str]
             if (storage is None or str(storage).startswith(FILE_STORES) or "://" not in str(storage)) \
                     and "study" not in said:
                 said.add("study")
-                yield (f"hparams_search.storage={storage}: the Optuna study is a file on this machine "
+                yield (f"hparams_search.storage={'null' if storage is None else storage}: the Optuna study is a "
+                       "file on this machine "
                        f"({'optuna.db in the launch directory' if storage is None else 'a file'})")
 
 
