@@ -99,7 +99,7 @@ def main() -> None:
         if full_errors or type(err).__name__ not in LOST_WORKER_ERRORS:
             job_error_line.release()
             raise  # a programming error keeps its traceback, and the job it came from
-        print(f"tfx_hydra: the sweep's launcher stopped: {type(err).__name__}: {str(err).splitlines()[0][:300]}",
+        print(f"tfx_hydra: the sweep's launcher stopped: {type(err).__name__}: {str(err).splitlines()[0][:2000]}",
               file=sys.stderr)
         sys.exit(1)
 

@@ -16,8 +16,10 @@ from typing import Any
 from hydra.errors import CompactHydraException
 
 # What Hydra's launchers raise when a job's process died (joblib tears down its pool, submitit finds
-# no result): by exception name, so that nothing here imports joblib or submitit.
-LOST_WORKER_ERRORS = ("TerminatedWorkerError", "BrokenProcessPool", "UncompletedJobError", "FailedJobError")
+# no result, a Ray Train worker of a multi-worker job died): by exception name, so that nothing here imports
+# joblib, submitit or Ray.
+LOST_WORKER_ERRORS = ("TerminatedWorkerError", "BrokenProcessPool", "UncompletedJobError", "FailedJobError",
+                      "RayTrainWorkerLost")
 
 
 class TfxHydraError(CompactHydraException):

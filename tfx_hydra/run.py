@@ -46,7 +46,7 @@ from tfx_hydra.precision import resolve_policy, set_precision
 from tfx_hydra.settings.checked import validate, validate_section
 from tfx_hydra.settings.compose import build, choice, require_importable_targets
 from tfx_hydra.settings.schemas import Settings
-from tfx_hydra.strategy import Setup, is_chief, plan_batches, steps_for_run
+from tfx_hydra.strategy import Setup, is_chief, plan_batches, require_cluster_here, steps_for_run
 from tfx_hydra.trainer.backups import EndsTraining
 
 
@@ -61,13 +61,14 @@ def run(cfg: DictConfig, job: Job | None = None) -> RunResult:
     chief = is_chief(cfg.strategy.get("_target_"), cfg.strategy.get("cluster", "tf_config"))
     track = settings.tracking if chief else dataclasses.replace(settings.tracking, enabled=False)
     resume_key = records.resume_key(cfg)
-    done = job.finished(track, launch_dir, resume_key)
+    done = job.finished(settings.tracking, launch_dir, resume_key)  # read by every worker: all skip, or none waits
     if done is not None:  # a re-run of an interrupted sweep: this job already finished
         return done
     with tracking.tracked_run(track, launch_dir, tags=records.launch_tags(cfg), resume_key=resume_key,
                               sweep_job=job.tracked_as(), offline_dir=os.path.join(output_dir, tracking.OFFLINE_DIR),
                               name=records.run_name(cfg)) as tracker, \
-            job.attending(cfg, settings, tracker):  # an Optuna search's live trial, heartbeating
+            job.attending(cfg, settings, tracker), \
+            tracking.cluster_metrics(settings.tracking, tracker, cfg.paths.output_dir, launch_dir):  # every worker's
         output_dir = records.run_folder(cfg, tracker)  # a resumed run's: its first command's, one place for its files
         records.record_launch(tracker, cfg, output_dir, launch_dir)
 
@@ -139,6 +140,8 @@ def preflight(cfg: DictConfig) -> Settings:
         require_known_metric(settings)
         check_exporters(cfg.export, text_inputs=cfg.data.get("inputs") == "text", generates=generates)
     check_data_config(cfg.data, settings.task.name)
+    if str(cfg.strategy.get("_target_", "")).endswith("multi_worker_strategy"):
+        require_cluster_here(cfg.strategy.get("cluster"))
     if settings.tracking.enabled:
         uri = tracking.resolve_tracking_uri(settings.tracking, cfg.paths.launch_dir)
         tracking.check_store_reachable(uri, settings.tracking.connect_timeout)

@@ -77,6 +77,10 @@ CASES = {
     "unknown precision": (["precision=fp8"], ["precision=fp8 is not an option of 'precision'", "bf16", "mixed"]),
     "unknown strategy": (["strategy=horovod"], ["strategy=horovod is not an option of 'strategy'", "mirrored",
                                                              "multi_worker"]),
+    "multi-worker on Ray without Ray's launcher": (["strategy=multi_worker", "strategy.cluster=ray"], [
+        "ConfigError: strategy.cluster=ray trains on Ray Train workers, which hydra/launcher=ray starts for the job",
+        "Fix: launch the job through Ray: python -m tfx_hydra -m hydra/launcher=ray strategy=multi_worker "
+        "strategy.cluster=ray strategy.workers=2"]),
     "unknown model": (["model=transformer"], ["model=transformer is not an option of 'model'", "cnn", "mlp"]),
     "unknown experiment": (["experiment=nope"], ["experiment=nope is not an option of 'experiment'", "seed_mnist_mlp"]),
     # data and models that need files, checked before TensorFlow is imported
@@ -319,6 +323,19 @@ def test_mode_evaluate_names_an_unreadable_image_of_the_test_split_and_its_run_e
     (evaluation,) = [r for r in mlflow_runs(tmp_path) if r.data.tags.get("mode") == "evaluate"]
     assert evaluation.info.status == "FAILED"
     assert evaluation.data.tags["error"].startswith(f"DataError: {named.group(1)}")
+
+
+@pytest.mark.fresh_store  # no store may appear: the mistake is said before anything is written
+def test_a_sweep_of_ray_train_jobs_under_another_launcher_is_one_error_before_any_job(tmp_path):
+    """strategy.cluster=ray needs Ray's launcher to start its workers: a sweep under the basic launcher says so, and
+    which launcher to use, before its parent run or any job exists."""
+    done = run_cli_in_process(["strategy=multi_worker", "strategy.cluster=ray", "optimizer.learning_rate=1e-3,3e-4",
+                               "trainer.epochs=1"], cwd=tmp_path, multirun=True)
+    assert done.returncode == 1
+    assert ("ConfigError: strategy.cluster=ray trains each job on Ray Train workers, which only hydra/launcher=ray "
+            "starts; this sweep's launcher is BasicLauncher.") in done.stderr, done.stderr
+    assert "Fix: add hydra/launcher=ray" in done.stderr and "Traceback" not in done.stderr
+    assert list(tmp_path.iterdir()) == []  # no store, no sweep folder
 
 
 @pytest.mark.fresh_store  # no store may appear: the mistake is said before anything is written

@@ -222,6 +222,98 @@ def test_ctrl_c_of_a_sweep_cancels_its_ray_jobs_each_killed_with_its_backup_and_
         assert sorted(steps) == list(range(10))
 
 
+MULTI_WORKER = ["data.limit=600", "trainer.batch_size=32", "trainer.steps_per_execution=1", *FAST[2:]]
+WORKER_LINE = re.compile(r"^\(RayTrainWorker pid=(\d+)\) \[job 0\] (.*)$")
+
+
+def worker_lines(out: str) -> dict[str, str]:
+    """Each Ray Train worker's lines of the driver's output, by its pid (Ray prefixes each line with it)."""
+    lines: dict[str, list[str]] = {}
+    for line in out.splitlines():
+        match = WORKER_LINE.match(line)
+        if match:
+            lines.setdefault(match[1], []).append(match[2])
+    return {pid: "\n".join(said) for pid, said in lines.items()}
+
+
+def test_the_pages_multi_worker_job_on_two_ray_train_workers_survives_a_killed_worker_and_ctrl_c(tmp_path, cluster):
+    """The how-to's (and the tutorial's) multi-worker command on the cluster, its epochs paced: one job, two Ray Train
+    workers (Ray sets TF_CONFIG), each a worker of one MultiWorkerMirroredStrategy. Worker 1's process killed with -9
+    in epoch 3: Ray Train stops the chief, the run ends KILLED with its backup, the sweep says so in one line with the
+    command that resumes; that command, stopped by Ctrl-C once training again, ends the run KILLED again; run once
+    more it finishes the same run, every epoch logged once. Both workers end with the same weights; the chief alone
+    records a run (a child of the sweep's parent), the other samples its machine into it."""
+    page = [a.replace("HEAD:6379", cluster.address) for a in page_command("strategy.cluster=ray")]
+    tutorials = [a.replace("127.0.0.1:6379", cluster.address) for a in page_command("strategy.cluster=ray", TUTORIAL)]
+    assert tutorials == page and "strategy.workers=2" in page
+    (tmp_path / "paced.py").write_text(PACED)
+    env = ray_env() | {"PYTHONPATH": f"{tmp_path}:{ray_env()['PYTHONPATH']}"}
+    args = [*page, "trainer.epochs=8", "trainer.callbacks=[{_target_: paced.Paced}]", *MULTI_WORKER]
+
+    def launched(command: list[str], stop_at: str, stop) -> tuple[int, str]:
+        process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True, start_new_session=True)
+        out = []
+        try:
+            for line in process.stdout:
+                out.append(line)
+                if stop_at in line:
+                    stop(process, "".join(out))
+                    break
+            out.append(process.communicate(timeout=300)[0])
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+        return process.returncode, "".join(out)
+
+    def kill_the_other_worker(process, out):
+        (other,) = [pid for pid, said in worker_lines(out).items() if "not tracked" in said]
+        os.kill(int(other), signal.SIGKILL)
+
+    status, out = launched([sys.executable, "-m", "tfx_hydra", "-m", *args], "[job 0] epoch 2/8", kill_the_other_worker)
+    assert status == 1, out[-3000:]
+    (lost,) = [line for line in out.splitlines() if "RayTrainWorkerLost" in line]
+    assert re.search(r"job 0: a Ray Train worker \(pid \d+ on [\d.]+\) died", lost) and "Traceback" not in out
+    parent, (run,) = sweep_parent_and_children(tmp_path)
+    assert run.info.status == "KILLED" and "lost: a Ray Train worker" in run.data.tags["error"]
+    assert os.path.isdir(run.data.tags["resume.backup_dir"])  # kept for the resume
+    resume = shlex.split(lost.split("Resume the sweep (finished jobs are skipped) with: ", 1)[1])
+    assert resume[:4] == ["python", "-m", "tfx_hydra", "-m"]
+
+    status, out = launched([sys.executable, *resume[1:]], "[job 0] epoch 5/8",
+                           lambda process, out: process.send_signal(signal.SIGINT))
+    assert status == 128 + signal.SIGINT, out[-3000:]
+    assert "resuming MLflow run " + run.info.run_id in out
+    (closing,) = [line for line in out.splitlines() if line.startswith("tfx_hydra: interrupted (SIGINT)")]
+    assert sorted(shlex.split(closing.split("with: ", 1)[1])) == sorted(resume)  # the same sweep, the same folder
+    _, (stopped,) = sweep_parent_and_children(tmp_path)
+    assert stopped.info.run_id == run.info.run_id and stopped.info.status == "KILLED"
+
+    again = subprocess.run([sys.executable, *resume[1:]], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=600)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    resumed_parent, (resumed,) = sweep_parent_and_children(tmp_path)
+    assert resumed.info.run_id == run.info.run_id and resumed.info.status == "FINISHED"
+    assert resumed_parent.info.run_id == parent.info.run_id and resumed_parent.info.status == "FINISHED"
+    steps = [m.step for m in mlflow_client(tmp_path).get_metric_history(run.info.run_id, "epoch/loss")]
+    assert sorted(steps) == list(range(8))  # every epoch once: before the kill, before the Ctrl-C, after
+    assert not os.path.isdir(run.data.tags["resume.backup_dir"])  # FINISHED: its weights are in its artifacts
+    assert len(mlflow_runs(tmp_path)) == 2  # the parent and the chief's run: none of worker 1
+    assert resumed.data.tags["strategy"] == "CollectiveAllReduceStrategy"
+    assert len(resumed.data.tags["strategy.workers"].split(", ")) == 2  # where each worker listened (Ray's TF_CONFIG)
+    workers = worker_lines(again.stdout)
+    assert len(workers) == 2, again.stdout[-3000:]
+    for said in workers.values():
+        assert "strategy: multi_worker, 2 replicas" in said and "epoch 8/8" in said, said[-3000:]
+    fingerprints = {re.search(r"weights sha256\s+│ (\w+)", said)[1] for said in workers.values()}
+    assert fingerprints == {resumed.data.tags["model.weights_sha256"]}  # one model, trained by both
+    chief = workers[resumed.data.tags["process.pid"]]
+    (other,) = [said for pid, said in workers.items() if pid != resumed.data.tags["process.pid"]]
+    assert f"MLflow run {run.info.run_id}" in chief and "not tracked" in other
+    for worker in ("worker_0", "worker_1"):  # every machine that trained, in the one run
+        assert f"system/{worker}/cpu_utilization_percentage" in resumed.data.metrics, sorted(resumed.data.metrics)
+
+
 def test_a_search_with_two_ray_workers_prunes_reruns_a_killed_workers_trial_and_resumes_after_ctrl_c(
         tmp_path, cluster):
     """The tutorial's search (its two workers Ray tasks on the cluster, trials pruned by epoch) with a study of 10

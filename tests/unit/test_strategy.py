@@ -119,6 +119,19 @@ def test_slurm_cluster_outside_slurm_says_to_use_srun(monkeypatch):
         multi_worker_strategy(CPU_ONLY, cluster="slurm")
 
 
+def test_ray_trains_with_the_tf_config_ray_train_sets_and_refuses_to_start_without_it(monkeypatch):
+    """strategy.cluster=ray: worker 0 of the TF_CONFIG Ray Train sets is the chief; outside a Ray Train worker (no
+    TF_CONFIG) the strategy is refused with the command that starts its workers, before TensorFlow is asked."""
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1", "b:1"]},
+                                                "task": {"type": "worker", "index": 1}}))
+    assert is_chief(MWMS, cluster="ray") is False
+    monkeypatch.delenv("TF_CONFIG")
+    with pytest.raises(ConfigError, match=r"strategy.cluster=ray trains on Ray Train workers.*\n  Fix: launch the "
+                                          r"job through Ray: python -m tfx_hydra -m hydra/launcher=ray "
+                                          r"strategy=multi_worker"):
+        multi_worker_strategy(CPU_ONLY, cluster="ray")
+
+
 def test_unknown_communication_is_a_config_error():
     with pytest.raises(ConfigError, match=r"strategy.communication=mpi is not one of: auto, ring, nccl"):
         multi_worker_strategy(CPU_ONLY, communication="mpi")

@@ -5,15 +5,14 @@ hardware step's `HardwareInfo`, so `auto` can choose from what is really visible
 `plan_batches` says how the global batch splits over the strategy's replicas (and `steps_for_run`,
 once the data is known, how many steps each call runs), and `Setup` carries what steps 1-3 chose
 (hardware, policy, strategy, batches) to the steps after them.
-keras_fix.py makes Keras 3's `fit` work under more than one replica (keras-team/keras#20585, #19246).
+multi_worker.py is strategy=multi_worker's (its factory, its cluster, its chief); keras_fix.py makes Keras 3's
+`fit` work under more than one replica (keras-team/keras#20585, #19246).
 TensorFlow is imported inside the factories (validation must not pay for it).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -21,12 +20,17 @@ from tfx_hydra.errors import ConfigError, HardwareMismatch
 from tfx_hydra.hardware import HardwareInfo
 from tfx_hydra.settings.checks import require_choice
 from tfx_hydra.settings.schemas import TrainerConfig
+from tfx_hydra.strategy.multi_worker import (  # noqa: F401 -- strategy=multi_worker's factory, named by its config
+    CLUSTERS,
+    cluster_workers,
+    is_chief,
+    multi_worker_strategy,
+    require_cluster_here,
+)
 
 log = logging.getLogger(__name__)
 
 CROSS_DEVICE_OPS = ("nccl", "hierarchical_copy", "reduce_to_one")
-COMMUNICATIONS = ("auto", "ring", "nccl")
-CLUSTERS = ("tf_config", "slurm")
 
 
 STRATEGY_OPTIONS = {"_DefaultDistributionStrategy": "default", "OneDeviceStrategy": "one_device",
@@ -43,14 +47,6 @@ def describe_strategy(strategy) -> str:
     if devices:
         return f"{name} on {', '.join(devices)}" if len(devices) < 4 else f"{name} over {len(devices)} devices"
     return name
-
-
-def cluster_workers(strategy) -> str | None:
-    """'vm:8888, vm:8889': the workers of a multi-worker strategy as its cluster resolver found them (from
-    TF_CONFIG or Slurm's allocation), task 0 first; None for a strategy on one machine."""
-    resolver = getattr(strategy, "cluster_resolver", None)
-    workers = resolver.cluster_spec().as_dict().get("worker") if resolver is not None else None
-    return ", ".join(workers) if workers else None
 
 
 def auto_strategy_reason(hardware: HardwareInfo) -> str:
@@ -109,34 +105,6 @@ def mirrored_strategy(
     return strategy
 
 
-def multi_worker_strategy(hardware: HardwareInfo, cluster: str = "tf_config", communication: str = "auto",
-                          slurm_port_base: int = 8888):
-    """Synchronous data parallelism over several machines (MultiWorkerMirroredStrategy).
-
-    The cluster comes from TF_CONFIG (set it on every worker) or from Slurm's environment
-    (`srun`: one task per worker). Keras 3 needs keras_fix.py's fix to `fit` under it.
-    """
-    import tensorflow as tf
-
-    from tfx_hydra.strategy.keras_fix import apply_keras_fixes
-
-    require_choice("strategy.cluster", cluster, CLUSTERS)
-    require_choice("strategy.communication", communication, COMMUNICATIONS)
-    apply_keras_fixes()
-    options = tf.distribute.experimental.CommunicationOptions(
-        implementation={"auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
-                        "ring": tf.distribute.experimental.CommunicationImplementation.RING,
-                        "nccl": tf.distribute.experimental.CommunicationImplementation.NCCL}[communication])
-    resolver = _slurm_resolver(slurm_port_base, len(hardware.gpus)) if cluster == "slurm" else None
-    try:
-        return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver, communication_options=options)
-    except RuntimeError as err:
-        raise HardwareMismatch(
-            f"MultiWorkerMirroredStrategy could not start: {err}",
-            fix="strategy=multi_worker must be created before any other TensorFlow work: run it as its own process",
-        ) from None
-
-
 def tpu_strategy(hardware: HardwareInfo, tpu: str = "local"):
     """TPUStrategy on a Cloud TPU: `local` on a TPU VM, or a TPU name / grpc:// address."""
     import tensorflow as tf
@@ -155,42 +123,6 @@ def tpu_strategy(hardware: HardwareInfo, tpu: str = "local"):
         raise HardwareMismatch(f"strategy.tpu={tpu} is not reachable ({err}).",
                                fix="check the TPU's name and that it is running, or use strategy=auto") from None
     return tf.distribute.TPUStrategy(resolver)
-
-
-def is_chief(strategy_target: str | None, cluster: str = "tf_config") -> bool:
-    """Whether this process logs and exports: always, except on non-chief multi-worker tasks.
-
-    Read from the environment (TF_CONFIG or SLURM_PROCID) so it is known before the
-    strategy exists, when the MLflow run starts.
-    """
-    if not (strategy_target or "").endswith("multi_worker_strategy"):
-        return True
-    if cluster == "slurm":
-        return os.environ.get("SLURM_PROCID", "0") == "0"
-    config = json.loads(os.environ.get("TF_CONFIG") or "{}")
-    task = config.get("task", {})
-    if "chief" in config.get("cluster", {}):
-        return task.get("type") == "chief"
-    return task.get("type", "worker") == "worker" and int(task.get("index", 0)) == 0
-
-
-def _slurm_resolver(port_base: int, gpus: int):
-    """TensorFlow's SlurmClusterResolver, told the GPUs rather than left to find them: on its own it runs
-    nvidia-smi (absent on a CPU node: the run fails) and, with no GPU, divides by zero-sized GPU slices. Which
-    GPUs a task sees the hardware step has settled already (Slurm's `--gpus-per-task` binds them), so the
-    resolver's own GPU allocation is not applied (auto_set_gpu=False): its numbers only have to add up."""
-    import tensorflow as tf
-
-    if "SLURM_PROCID" not in os.environ:
-        raise ConfigError("strategy.cluster=slurm, but this process was not started by Slurm (no SLURM_PROCID).",
-                          fix="launch with srun (one task per worker), or strategy.cluster=tf_config")
-    try:
-        per_task, tasks = max(1, gpus), int(os.environ.get("SLURM_NTASKS", 1))
-        return tf.distribute.cluster_resolver.SlurmClusterResolver(
-            port_base=port_base, gpus_per_task=per_task, gpus_per_node=per_task * tasks, auto_set_gpu=False)
-    except (RuntimeError, KeyError, ValueError, OSError) as err:
-        raise ConfigError(f"cannot read the Slurm cluster from the environment ({err}).",
-                          fix="launch with srun inside an allocation, or strategy.cluster=tf_config") from None
 
 
 def _cross_device_ops(name: str | None):

@@ -21,6 +21,7 @@ Wrapped where the plugin falls short:
   with its backup) and waits for them to close their runs, instead of leaving them training on the cluster;
 - before any job starts, a cluster with nodes on other machines is checked to reach the store, the study and the
   jobs' paths (ray_reach.py);
+- a multi-worker job (strategy=multi_worker strategy.cluster=ray) is trained by Ray Train's workers (ray_train.py);
 - every job's lines reach the terminal (Ray folds lines alike from several workers into one), with Ray's prefix
   uncoloured when the output is not a terminal.
 """
@@ -38,6 +39,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.sweeps.ray_reach import require_reachable
+from tfx_hydra.sweeps.ray_train import ray_train_workers, train_on_workers
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +79,8 @@ class RayLauncher(Launcher):
 
         setup_globals()
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
-        Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+        sweep_dir = os.path.abspath(str(self.config.hydra.sweep.dir))
+        Path(sweep_dir).mkdir(parents=True, exist_ok=True)
         global LOCAL_RAY
         LOCAL_RAY = start_ray(self.ray_cfg.init) or LOCAL_RAY
         remote = {"max_calls": 1, **(OmegaConf.to_container(self.ray_cfg.remote, resolve=True) or {})}
@@ -91,8 +94,14 @@ class RayLauncher(Launcher):
                 job_config.hydra.job.num = number
             job_configs.append(job_config)
         require_reachable(ray, job_configs, launch_dir)
-        jobs = [job.remote(launch_dir, self.hydra_context, job_config, self.task_function, Singleton.get_state())
-                for job_config in job_configs]
+        trained = ray.remote(num_cpus=0, max_retries=0)(train_on_workers)  # it waits for its Ray Train workers
+        jobs = []
+        for job_config in job_configs:
+            state, workers = Singleton.get_state(), ray_train_workers(job_config)
+            jobs.append(job.remote(launch_dir, self.hydra_context, job_config, self.task_function, state)
+                        if workers is None else
+                        trained.remote(run_job_in, launch_dir, sweep_dir, self.hydra_context, job_config,
+                                       self.task_function, state, workers, remote))
         return collected(ray, jobs)
 
 

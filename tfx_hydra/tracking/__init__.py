@@ -20,7 +20,7 @@ launch, which is why its top-level imports stay light.
 
 from tfx_hydra.tracking.datasets import recorded_digests
 from tfx_hydra.tracking.journal import OFFLINE_DIR, OfflineJournal, replay_journal
-from tfx_hydra.tracking.lifecycle import backed_up_at, resume_hint, standard_tags, tracked_run
+from tfx_hydra.tracking.lifecycle import backed_up_at, cluster_metrics, resume_hint, standard_tags, tracked_run
 from tfx_hydra.tracking.logged_model import register_model
 from tfx_hydra.tracking.lost_runs import close_lost_run, close_lost_runs, process_is_gone, process_tags
 from tfx_hydra.tracking.mlflow_tracker import MlflowTracker
@@ -52,7 +52,7 @@ from tfx_hydra.tracking.tracker import (
 __all__ = [
     "BACKUP_TAG", "OUTPUTS_TAG", "TRAINED_DIR", "TRAINED_RECORD", "MlflowTracker", "NullTracker", "OFFLINE_DIR",
     "OfflineJournal", "Tracker",
-    "check_store_reachable", "client_for", "close_lost_run", "close_lost_runs", "connect",
+    "check_store_reachable", "client_for", "cluster_metrics", "close_lost_run", "close_lost_runs", "connect",
     "flatten", "is_result",
     "mask_files", "mask_secrets", "mask_text", "mask_uri", "now_ms", "open_store", "process_is_gone",
     "process_tags", "recorded_digests", "register_model", "replay_journal", "resolve_artifact_location",

@@ -22,7 +22,7 @@ from tfx_hydra.tracking.lost_runs import close_lost_runs, process_is_gone, proce
 from tfx_hydra.tracking.mlflow_tracker import MlflowTracker
 from tfx_hydra.tracking.secrets import mask_secrets
 from tfx_hydra.tracking.store import connect, resolve_tracking_uri
-from tfx_hydra.tracking.system import system_metrics
+from tfx_hydra.tracking.system import cluster_system_metrics, system_metrics
 from tfx_hydra.tracking.tracker import BACKUP_TAG, OUTPUTS_TAG, TRAINED_DIR, TRAINED_RECORD, NullTracker
 
 log = logging.getLogger(__name__)
@@ -90,6 +90,15 @@ def tracked_run(config: TrackingConfig, launch_dir: str, tags: dict[str, str], r
         tracker.end("FINISHED")
     finally:
         signals.restore_handlers(previous_handlers)
+
+
+def cluster_metrics(config: TrackingConfig, tracker, folder: str, launch_dir: str):
+    """A multi-worker job's workers, around the run: the chief says where its run is (in `folder`, the job's),
+    each other worker samples its machine into it (tracking/system.py). `config`: the job's tracking, as the chief
+    has it (the other workers' own is off)."""
+    sampled = config.system_metrics
+    interval = sampled.interval if config.enabled and sampled.enabled else None
+    return cluster_system_metrics(folder, tracker.run_id, resolve_tracking_uri(config, launch_dir), interval)
 
 
 def resume_hint(signal_name: str, tracker: MlflowTracker | None, command: str | None, in_sweep: bool = False) -> str:

@@ -5,6 +5,11 @@ memory and power through NVML (`nvidia-ml-py`), every `tracking.system_metrics.i
 seconds, as the run's `system/...` metrics (its System metrics tab). MIG slices are not
 reported by MLflow's monitor: on a MIG-partitioned card it reports the whole GPU or nothing.
 A cluster worker prefixes its metrics with its node id (`system/worker_1/...`).
+
+A multi-worker job is one MLflow run, the chief's: the other workers write nothing to the store but their own
+system metrics, into the chief's run (`cluster_system_metrics`), so the run shows every machine that trained it.
+They learn the run from a small file the chief writes in the job's folder, which every worker shares (the same
+sweep folder under Slurm and Ray).
 """
 
 from __future__ import annotations
@@ -12,10 +17,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from contextlib import contextmanager
 from typing import Iterator
 
 log = logging.getLogger(__name__)
+CLUSTER_RUN_FILE = "cluster_run.json"  # in the job's folder: the chief's run, for the other workers' system metrics
 
 
 def node_id() -> str | None:
@@ -64,3 +71,66 @@ def _log_last_samples(monitor) -> None:
         monitor.mlflow_logger.flush()
     except Exception as err:  # noqa: BLE001 -- a missing sample never costs the run
         log.debug(f"the last system-metrics sample was not logged: {err}")
+
+
+def cluster_identity() -> str | None:
+    """What tells this start of a cluster from an earlier one of the same job: TF_CONFIG's workers (Ray Train's
+    listen on fresh ports at each start), else Slurm's job and step; None on one machine."""
+    try:
+        workers = (json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster") or {}).get("worker")
+    except ValueError:
+        workers = None
+    if workers:
+        return ",".join(workers)
+    if int(os.environ.get("SLURM_NTASKS", "1")) > 1:
+        return f"slurm {os.environ.get('SLURM_JOB_ID')}.{os.environ.get('SLURM_STEP_ID')}"
+    return None
+
+
+@contextmanager
+def cluster_system_metrics(folder: str, run_id: str | None, uri: str, interval: float | None) -> Iterator[None]:
+    """A worker of a multi-worker job, for the block: the chief (`run_id` set: its run) writes where the others find
+    it; each other worker samples its machine into that run (in the store at `uri`, the job's) as
+    `system/<its node>/...` once it is there. Nothing on one machine, or with system metrics off. The file holds no
+    store address: one can hold a password."""
+    identity = cluster_identity()
+    if identity is None or interval is None:
+        yield
+        return
+    path = os.path.join(folder, CLUSTER_RUN_FILE)
+    if run_id is not None:
+        os.makedirs(folder, exist_ok=True)
+        with open(path + ".tmp", "w") as file:  # replaced whole: a worker never reads half of it
+            json.dump({"cluster": identity, "run_id": run_id}, file)
+        os.replace(path + ".tmp", path)
+        yield
+        return
+    stop = threading.Event()
+    sampler = threading.Thread(target=_sample_into_the_chiefs_run, args=(path, identity, uri, interval, stop),
+                               name="tfx_hydra-cluster-system-metrics", daemon=True)
+    sampler.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        sampler.join(timeout=30)
+
+
+def _sample_into_the_chiefs_run(path: str, identity: str, uri: str, interval: float, stop: threading.Event) -> None:
+    """Wait for the chief's run of this very cluster (an earlier start's file names other workers), then sample
+    into it until `stop`. A failure costs the samples, never the training."""
+    chief = None
+    while chief is None and not stop.wait(0.5):
+        try:
+            with open(path) as file:
+                found = json.load(file)
+            chief = found if found.get("cluster") == identity else None
+        except (OSError, ValueError):
+            continue
+    if chief is None:
+        return
+    try:
+        with system_metrics(chief["run_id"], uri, interval, resumed=True):
+            stop.wait()
+    except Exception as err:  # noqa: BLE001 -- a worker's samples never cost the job
+        log.warning(f"this worker's system metrics were not logged to the chief's run {chief['run_id']}: {err}")

@@ -29,9 +29,14 @@ FINETUNE_BACKUP = "finetune"  # phase two's backup, inside the run's backup fold
 
 def choose_backup_dir(tracker: Tracker, output_dir: str, chief: bool) -> str:
     """Where BackupAndRestore keeps the per-epoch backup: the interrupted run's when resuming,
-    this run's output dir otherwise; a throwaway folder on non-chief workers."""
+    this run's output dir otherwise. A non-chief worker writes its own to a throwaway folder, but starts from a copy
+    of the chief's (the job's folder is the same on every worker): a resumed multi-worker job has every worker go on
+    from the same step, or their collectives would not match."""
     if not chief:
-        return tempfile.mkdtemp(prefix="tfx_hydra-worker-backup-")
+        folder = tempfile.mkdtemp(prefix="tfx_hydra-worker-backup-")
+        if os.path.isdir(os.path.join(output_dir, "backup")):
+            shutil.copytree(os.path.join(output_dir, "backup"), folder, dirs_exist_ok=True)
+        return folder
     backup_dir = tracker.resumed_backup_dir or os.path.join(output_dir, "backup")
     tracker.set_tags({BACKUP_TAG: backup_dir})
     tracker.flush()  # with all recorded so far, in the store before training: a run killed in it resumes
