@@ -36,7 +36,8 @@ def require_launcher_runs_here(config: DictConfig) -> None:
                           "(local processes)")
     if launcher.endswith(".RayLauncher") and not ray_launcher_installed():
         raise ConfigError("hydra/launcher=ray runs every job as a Ray task, but Ray or Hydra's Ray launcher is not "
-                          "installed here.", fix='pip install "tfx_hydra[ray]" (ray[default,train] and hydra-ray-launcher)')
+                          "installed here.",
+                          fix='pip install "tfx_hydra[ray]" (ray[default,train] and hydra-ray-launcher)')
     if OmegaConf.select(config, "strategy.cluster", default=None) == "ray" and not launcher.endswith(".RayLauncher"):
         raise ConfigError("strategy.cluster=ray trains each job on Ray Train workers, which only hydra/launcher=ray "
                           f"starts; this sweep's launcher is {launcher.rsplit('.', 1)[-1]}.",
