@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import time
 from functools import partial
 from typing import Any, Callable
 
@@ -62,15 +63,15 @@ def train_on_workers(run_job: Callable, launch_dir: str, sweep_dir: str, hydra_c
                                      resources_per_worker={"CPU": cpus, **({"GPU": gpus} if gpus else {})}),
         run_config=RunConfig(name=f"job_{job_config.hydra.job.num}", storage_path=os.path.join(sweep_dir, ".ray_train"),
                              failure_config=FailureConfig(max_failures=0)))
-    num = job_config.hydra.job.num
+    num, started_ms = job_config.hydra.job.num, int(time.time() * 1000)
     try:
         return trainer.fit().return_value
     except KeyboardInterrupt:
-        close_the_chiefs_run(sweep_dir, num, "interrupted (SIGINT)")
+        close_the_chiefs_run(sweep_dir, num, "interrupted (SIGINT)", started_ms)
         raise
     except TrainingFailedError as err:
         said = what_ended(err)
-        closed = close_the_chiefs_run(sweep_dir, num, LOST_NOTE.format(error=said))
+        closed = close_the_chiefs_run(sweep_dir, num, LOST_NOTE.format(error=said), started_ms)
         record = read_parent_record(sweep_dir) or {}
         lost = RayTrainWorkerLost(
             f"job {num}: {said}; Ray Train stopped its other workers"
@@ -89,9 +90,10 @@ def train_as_a_worker(run_job: Callable, launch_dir: str, hydra_context, job_con
     return run_job(launch_dir, hydra_context, job_config, task_function, singleton_state)
 
 
-def close_the_chiefs_run(sweep_dir: str, num: int, note: str) -> list[str]:
-    """Job `num`'s run, left RUNNING by a chief that Ray ended: KILLED with `note`, its backup kept. Its id, if any
-    was closed (with tracking=none there is none)."""
+def close_the_chiefs_run(sweep_dir: str, num: int, note: str, since_ms: int) -> list[str]:
+    """Job `num`'s run, left RUNNING by a chief that Ray ended, or ended FAILED since `since_ms` by a chief whose
+    collectives broke when its peer died (it can see that before Ray ends it): KILLED with `note`, its backup kept, so
+    the same command resumes it. Its id, if any was closed (with tracking=none there is none)."""
     from tfx_hydra import tracking
     from tfx_hydra.sweeps.parent import JOB_NUM_TAG, children
 
@@ -99,10 +101,12 @@ def close_the_chiefs_run(sweep_dir: str, num: int, note: str) -> list[str]:
     if record is None:
         return []
     client = tracking.client_for(record["uri"])
-    running = children(client, record["run_id"], status="RUNNING", tags={JOB_NUM_TAG: str(num)})
-    for run in running:
-        tracking.close_lost_run(client, run, note)
-    return [run.info.run_id for run in running]
+    runs = [run for run in children(client, record["run_id"], tags={JOB_NUM_TAG: str(num)})
+            if run.info.status == "RUNNING" or (run.info.status == "FAILED" and (run.info.end_time or 0) >= since_ms)]
+    for run in runs:
+        failed = run.data.tags.get("error") if run.info.status == "FAILED" else None
+        tracking.close_lost_run(client, run, note + (f" (the chief then failed: {failed[:300]})" if failed else ""))
+    return [run.info.run_id for run in runs]
 
 
 def what_ended(err: BaseException) -> str:
