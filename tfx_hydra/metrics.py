@@ -17,6 +17,7 @@ VALIDATION, TEST = "val_", "test_"
 EPOCH_SECONDS, EXAMPLES_PER_SEC = "epoch_seconds", "examples_per_sec"  # per epoch, added by the epoch clock
 EPOCH_TIMING = (EPOCH_SECONDS, EXAMPLES_PER_SEC)
 INPUT_WAIT = "input_wait"  # per epoch, where measured: the share of training time spent waiting for data
+TFLOPS, MFU = "tflops", "mfu"  # per epoch, where the step's FLOPs are counted: achieved TFLOP/s, and its share of peak
 LEARNING_RATE = "lr"  # the rate the epoch's last update used (lr_schedule), logged per epoch, not shown on its line
 TRAIN_PHASE, FINETUNE_PHASE = "train", "finetune"
 PARAMETERS = "parameters"  # the model's number of weights, logged once at the end
@@ -27,7 +28,7 @@ OBJECTIVE = "objective"  # what run() returned to a sweeper (sweep.metric's fina
 # best epoch's, the moving average's), which the runs table, a search and the logged model read. The clock's own
 # figures of an epoch have no end-of-run value of their own and keep their names.
 EPOCH = "epoch/"
-PER_EPOCH_ONLY = (*EPOCH_TIMING, LEARNING_RATE, INPUT_WAIT)
+PER_EPOCH_ONLY = (*EPOCH_TIMING, LEARNING_RATE, INPUT_WAIT, TFLOPS, MFU)
 
 
 def epoch_metric(name: str) -> str:

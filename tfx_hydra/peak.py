@@ -76,36 +76,40 @@ def gpu_peak(device_name: str, dtype: str) -> Peak | None:
     return None
 
 
-def cpu_peak(dtype: str, size: int = MEASURE_SIZE, cache: str | None = None) -> Peak:
+def cpu_peak(dtype: str, size: int = MEASURE_SIZE, cache: str | None = None, gpu: str | None = None) -> Peak:
     """This machine's CPU peak in `dtype` ('fp32' or 'tf32': float32; 'bf16', 'fp16'), measured by a `size` x
-    `size` matmul once per machine and dtype, then read from the cache."""
+    `size` matmul once per machine and dtype, then read from the cache; `gpu` (a GPU the table does not know, by
+    name): its peak, measured the same way on the first GPU."""
     path = cache or cache_file(CACHE_FILE)
-    key = machine_key(dtype, size)
+    key = machine_key(dtype, size) + (f"|{gpu}" if gpu else "")
     known = read_json(path)
     if key in known:
         return Peak(**known[key])
-    measured = measure_matmul(dtype, size)
+    measured = measure_matmul(dtype, size, on=gpu)
     with contextlib.suppress(OSError):  # a read-only home: measured again next run, nothing lost
         os.makedirs(os.path.dirname(path), exist_ok=True)
         write_json(path, known | {key: asdict(measured)})
     return measured
 
 
-def measure_matmul(dtype: str, size: int) -> Peak:
-    """The best of a few `size` x `size` matmuls (2 x size^3 FLOPs each), the result read back each time."""
+def measure_matmul(dtype: str, size: int, on: str | None = None) -> Peak:
+    """The best of a few `size` x `size` matmuls (2 x size^3 FLOPs each), the result read back each time: on the
+    CPU, or (`on`: a GPU's name) on the first GPU."""
     import tensorflow as tf
 
     tf_dtype = {"bf16": tf.bfloat16, "fp16": tf.float16}.get(dtype, tf.float32)
-    a = tf.random.uniform((size, size), dtype=tf.float32, seed=1)
-    a, b = tf.cast(a, tf_dtype), tf.cast(tf.transpose(a), tf_dtype)
-    matmul = tf.function(lambda x, y: tf.reduce_sum(tf.cast(tf.matmul(x, y), tf.float32)))
-    matmul(a, b).numpy()  # traced, and the kernel warmed
-    best = float("inf")
-    for _ in range(MEASURE_REPEATS):
-        started = time.perf_counter()
-        matmul(a, b).numpy()
-        best = min(best, time.perf_counter() - started)
-    return Peak(2.0 * size**3 / best, dtype, f"measured: a {size}x{size} {tf_dtype.name} matmul on this CPU",
+    with tf.device("/GPU:0" if on else "/CPU:0"):
+        a = tf.random.uniform((size, size), dtype=tf.float32, seed=1)
+        a, b = tf.cast(a, tf_dtype), tf.cast(tf.transpose(a), tf_dtype)
+        matmul = tf.function(lambda x, y: tf.reduce_sum(tf.cast(tf.matmul(x, y), tf.float32)))
+        matmul(a, b).numpy()  # traced, and the kernel warmed
+        best = float("inf")
+        for _ in range(MEASURE_REPEATS):
+            started = time.perf_counter()
+            matmul(a, b).numpy()
+            best = min(best, time.perf_counter() - started)
+    where = f"the {on} (not in the GPU peaks table)" if on else "this CPU"
+    return Peak(2.0 * size**3 / best, dtype, f"measured: a {size}x{size} {tf_dtype.name} matmul on {where}",
                 measured_size=size, measured_seconds=best, measured_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
 
 
@@ -114,3 +118,12 @@ def machine_key(dtype: str, size: int) -> str:
     import tensorflow as tf
 
     return f"{cpu_model()}|{len(os.sched_getaffinity(0))} cores|tf {tf.__version__}|{dtype}|{size}"
+
+
+def run_peak(gpu_names: list[str], compute_dtype: str, tf32: bool = True) -> tuple[Peak, int]:
+    """The peak of one device the run trains on, and how many it trains on: the first GPU's from the table (else
+    measured on it, and said so in the source), or this machine's CPU, measured."""
+    dtype = dtype_of(compute_dtype, tf32)
+    if gpu_names:
+        return gpu_peak(gpu_names[0], dtype) or cpu_peak(dtype, gpu=gpu_names[0]), len(gpu_names)
+    return cpu_peak("fp32" if dtype == "tf32" else dtype), 1

@@ -118,7 +118,8 @@ def run(cfg: DictConfig, job: Job | None = None) -> RunResult:
     print_summary(metrics, tracker.run_id, exports, tracker.ui_command if job.shows_ui else None, output_dir,
                   trainer.weights_said(model),
                   shown_names(datasets.spec.class_names) if datasets.spec.class_names else None,
-                  history.kept.said if history.kept.chosen else None, getattr(history, "input_bound", None))
+                  history.kept.said if history.kept.chosen else None, getattr(history, "input_bound", None),
+                  getattr(history, "compute", None))
     return RunResult(objective, tracker.run_id)
 
 

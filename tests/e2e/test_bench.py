@@ -76,6 +76,22 @@ def test_seed_vs_framework_runs_quick_and_prints_the_ratios(tmp_path):
 
 
 
+def test_mfu_benchmark_runs_quick_and_prints_both_sides_mfu_of_one_count_and_one_peak(tmp_path):
+    """bench/mfu.py --quick: model=cnn through tfx_hydra and a plain Keras script; each side's MFU is its examples/s x
+    the one FLOP count / the one peak (the framework's as its run logged it)."""
+    done, report = run_script(tmp_path, "mfu", "--quick")
+    assert "plain mfu" in done.stdout and "tfx mfu" in done.stdout and "peak:" in done.stdout
+    (row,) = report["models"].values()
+    per_example, peak = row["training_flops_per_example"], report["peak"]
+    assert per_example > 1e6 and report["peak_source"].startswith("measured: a 2048x2048 float32 matmul")
+    for side in ("plain", "framework"):
+        assert 0 < row[side]["mfu"] < 1
+    assert row["plain"]["mfu"] == pytest.approx(row["plain"]["examples_per_sec"] * per_example / peak)
+    assert row["framework"]["mfu"] == pytest.approx(row["framework"]["examples_per_sec"] * per_example / peak,
+                                                    rel=1e-3)
+    assert row["ratio"]["mfu"] == pytest.approx(row["framework"]["mfu"] / row["plain"]["mfu"])
+
+
 def test_input_pipeline_benchmark_runs_small_and_prints_the_ratios(tmp_path):
     out = tmp_path / "input.json"
     temp = tmp_path / "system-temp"

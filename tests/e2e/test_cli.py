@@ -97,6 +97,33 @@ def test_default_run_is_recorded_in_mlflow(default_run):
     assert client.get_experiment(run.info.experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
 
 
+def test_every_epoch_says_its_flop_rate_and_mfu_against_the_peak_and_mlflow_keeps_both(default_run):
+    """The default MLP (digits' 8x8 inputs, 128 hidden units, 10 classes): its step counted from XLA's HLO as the
+    analytic count says; each epoch's line and MLflow's per-epoch `tflops`/`mfu` follow from its examples/s and the
+    measured CPU peak; the summary says the run's rate with the peak's source."""
+    launch, done = default_run
+    (run,) = mlflow_runs(launch)
+    tags, client = run.data.tags, mlflow_client(launch)
+    forward = 2 * (64 * 128 + 128 * 10)  # per example: the two layers' matmuls
+    training = 2 * forward + 2 * 128 * 10  # + each layer's weight gradient, + the second layer's input gradient
+    assert float(tags["model.flops_per_example.forward"]) == forward
+    assert float(tags["model.flops_per_example.training"]) == training
+    assert tags["model.flops.counted"] == "XLA's optimized HLO: dot and convolution ops"
+    assert tags["peak.source"] == "measured: a 2048x2048 float32 matmul on this CPU" and tags["peak.dtype"] == "fp32"
+    peak = float(tags["peak.flops_per_second"])
+    history = {name: [m.value for m in sorted(client.get_metric_history(run.info.run_id, name), key=lambda m: m.step)]
+               for name in ("examples_per_sec", "tflops", "mfu")}
+    assert len(history["mfu"]) == 2
+    for rate, tflops, mfu in zip(history["examples_per_sec"], history["tflops"], history["mfu"]):
+        assert tflops == pytest.approx(training * rate / 1e12, rel=1e-6)
+        assert mfu == pytest.approx(tflops * 1e12 / peak, rel=1e-3)
+    lines = re.findall(r"epoch \d/2 .* ex/s .*  ([\d.]+) GFLOP/s  mfu ([\d.]+)%", done.stdout)
+    assert len(lines) == 2, done.stdout[-3000:]
+    assert float(lines[1][1]) == pytest.approx(history["mfu"][1] * 100, rel=0.05)
+    assert re.search(r"│ compute +│ [\d.]+ GFLOP/s, mfu [\d.]+% of [\d.]+ [GT]FLOP/s fp32 \(measured: a 2048x2048 "
+                     r"float32 matmul on this CPU\)", done.stdout), done.stdout[-3000:]
+
+
 def test_default_run_logs_its_plots_and_objective(default_run):
     launch, _ = default_run
     (run,) = mlflow_runs(launch)

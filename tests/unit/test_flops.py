@@ -97,3 +97,30 @@ def test_a_depthwise_convolution_counts_one_input_feature_per_output():
                                        keras.layers.Flatten(), keras.layers.Dense(10)]))
     counted = step_flops(model, *batch((16, 16, 4)))
     assert counted.forward == 2 * B * 14 * 14 * 4 * (3 * 3) + 2 * B * (14 * 14 * 4) * 10
+
+
+def test_a_runs_count_is_made_on_zeros_of_its_pipelines_shapes_once_per_model_and_kept(tmp_path):
+    """counted_step_flops: what a run calls. Its batch is zeros shaped by the pipeline's element spec (the data is not
+    read), its count the same as on real batches, written to the cache once and read back; a model with a layer
+    frozen is another model (fewer gradients: a count of its own)."""
+    import keras
+    import tensorflow as tf
+
+    from tfx_hydra.trainer.flops import counted_step_flops
+    from tfx_hydra.user_cache import read_json
+
+    cache = str(tmp_path / "step_flops.json")
+    spec = (tf.TensorSpec((None, 64), tf.float32), tf.TensorSpec((None,), tf.int32))
+    model = compiled(keras.Sequential([keras.Input((64,)), keras.layers.Dense(128, activation="relu"),
+                                       keras.layers.Dense(10)]))
+    counted = counted_step_flops(model, spec, B, cache=cache)
+    assert counted == step_flops(model, *batch((64,)))
+    assert list(read_json(cache).values()) == [{"forward": counted.forward, "training": counted.training, "batch": B,
+                                                "why_not": None}]
+    assert counted_step_flops(model, spec, B, cache=cache) == counted  # read back
+    model.layers[0].trainable = False
+    compiled(model)
+    frozen = counted_step_flops(model, spec, B, cache=cache)
+    # the forward, and the second layer's weight gradient alone: no gradient flows into the frozen first layer
+    assert frozen.forward == counted.forward and frozen.training == counted.forward + 2 * B * 128 * 10
+    assert len(read_json(cache)) == 2

@@ -39,11 +39,12 @@ def format_value(value: Any) -> str:
 
 def print_summary(metrics: dict[str, float], run_id: str | None, exports: list, ui_command: str | None,
                   output_dir: str, weights_sha256: str, classes: str | None = None, kept: str | None = None,
-                  input_bound: str | None = None) -> None:
+                  input_bound: str | None = None, compute: str | None = None) -> None:
     """The run's results as one table, then the command that opens its MLflow store. `classes`: the names
     the served model answers with, where the data names its classes; `kept`: which weights the run ended
     with (trainer/kept_weights.py), the ones its val_* and test_* figures are of; `input_bound`: where the pipeline
-    bound training, how much and the levers (trainer/callbacks/input_wait.py)."""
+    bound training, how much and the levers (trainer/callbacks/input_wait.py); `compute`: the training's TFLOP/s and
+    MFU against the device's peak (trainer/callbacks/compute_rate.py)."""
     rows = [(key, format_value(metrics[key])) for key in summary_names(metrics)]
     if kept:
         rows.append(("measured on", f"the weights kept: {kept}"))
@@ -51,6 +52,8 @@ def print_summary(metrics: dict[str, float], run_id: str | None, exports: list, 
         rows.append(("classes", classes))
     if input_bound:
         rows.append(("input-bound", input_bound))
+    if compute:
+        rows.append(("compute", compute))
     rows.append(("outputs", output_dir))
     rows += [(f"export ({result.kind})", result.path) for result in exports]
     rows.append(("weights sha256", weights_sha256))

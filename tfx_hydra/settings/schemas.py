@@ -1,9 +1,8 @@
 """Schemas for the settings that are not objects: trainer, hardware, precision, tracking, sweep.
 
-Dataclasses only: checked.validate(cfg) merges the user's values into them, so OmegaConf checks the types,
-and each dataclass's `__post_init__` (which `OmegaConf.to_object` calls) checks ranges and choices with
-checks.py's one vocabulary. Object configs (data, model, optimizer, ...) are checked by their factories.
-"""
+Dataclasses only: checked.validate(cfg) merges the user's values into them, so OmegaConf checks the types, and each
+dataclass's `__post_init__` (which `OmegaConf.to_object` calls) checks ranges and choices with checks.py's one
+vocabulary. Object configs (data, model, optimizer, ...) are checked by their factories."""
 
 from __future__ import annotations
 
@@ -84,6 +83,7 @@ class TrainerConfig:
     tensorboard_histogram_freq: int = 1
     tensorboard_profile_batches: Optional[List[int]] = None
     verbose: bool = True
+    count_flops: bool = True  # each epoch's TFLOP/s and MFU (trainer/flops.py, callbacks/compute_rate.py)
     log_every: Any = "1min"  # an epoch's progress mid-epoch: a duration or a number of steps; null: off (midway.py)
     run_eagerly: bool = False  # debug=eager
     check_numerics: bool = False  # debug=numerics

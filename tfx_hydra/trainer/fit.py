@@ -16,9 +16,7 @@ from typing import Sequence
 
 from omegaconf import DictConfig
 
-from tfx_hydra.console import native_lines_streamed
-from tfx_hydra.console.tables import BARE
-from tfx_hydra.console.terminal import NATIVE_LOGGER
+from tfx_hydra.console import BARE, NATIVE_LOGGER, native_lines_streamed
 from tfx_hydra.errors import TfxHydraError
 from tfx_hydra.lr_schedule import describe as describe_schedule
 from tfx_hydra.lr_schedule import updates_per_epoch
@@ -105,12 +103,15 @@ def fit_phases(model, datasets, optimizer_cfg: DictConfig, settings: Settings, s
     tensorboard_dir = os.path.join(output_dir, "tensorboard") if setup.chief else None
     history, users = None, compiled.user_callbacks(trainer.callbacks)  # one instance each, for both phases
     weights = class_weights(trainer.class_weight, datasets, tracker)
+    from tfx_hydra.trainer.callbacks.compute_rate import for_run  # Keras at its top: imported to train
+
+    compute = for_run(datasets, trainer, setup, tracker)  # None with trainer.count_flops=false
     try:
         if trained.exists(backup_dir):
             history = restored(model, backup_dir, trainer, tracker, datasets.num_train, TRAIN_PHASE)
         elif not finetuning_backup_exists(backup_dir, trainer):
             history = train(model, datasets, trainer, tracker, setup.plan, backup_dir, tensorboard_dir, handed=handed,
-                            users=users, class_weight=weights)
+                            users=users, class_weight=weights, compute=compute)
         if trainer.finetune_epochs:
             with setup.strategy.scope():
                 start_finetuning(model, optimizer_cfg, settings, setup, tracker, datasets.num_train)
@@ -119,7 +120,7 @@ def fit_phases(model, datasets, optimizer_cfg: DictConfig, settings: Settings, s
                                                         FINETUNE_PHASE) if trained.exists(finetune_dir) else
                                       train(model, datasets, trainer, tracker, setup.plan, finetune_dir,
                                             tensorboard_dir, phase=FINETUNE_PHASE, handed=handed, users=users,
-                                            class_weight=weights))
+                                            class_weight=weights, compute=compute and compute.again()))
     except EndsTraining:
         remove_backup(backup_dir, setup.chief)
         raise
@@ -142,7 +143,7 @@ def restored(model, phase_dir: str, trainer: TrainerConfig, tracker: Tracker, nu
 
 def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: BatchPlan | None = None,
           backup_dir: str | None = None, tensorboard_dir: str | None = None, phase: str = TRAIN_PHASE,
-          handed: Sequence = (), users: list | None = None, class_weight: dict | None = None):
+          handed: Sequence = (), users: list | None = None, class_weight: dict | None = None, compute=None):
     """One phase's model.fit, with the callbacks in the order their work needs (see callbacks/).
     phase="finetune" runs trainer.finetune_epochs more epochs, numbered on from the first phase.
     `handed`: callbacks the caller adds (a search trial's pruning), after tracking, so an epoch that ends
@@ -171,6 +172,7 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
         seconds_name, throughput_name = phase_timing(phase)
         history.timings = ({seconds_name: seconds, throughput_name: clock.examples_trained / seconds}
                            if clock.examples_trained else {})  # end-of-run metrics, logged once
+        history.compute = compute.said(clock.examples_trained / seconds) if compute and clock.examples_trained else None
         if saved_logs is not None:
             trained.save(backup_dir, model, history, last_epoch, last_phase=last_epoch == epochs)
 
@@ -185,7 +187,9 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
         cb.NonFiniteGuard(steps, backup_dir if trainer.backup else None),
         waiting := cb.InputWait(datasets.cache.startswith(("cache: memory", "cache: disk")),  # the line says it
                                 datasets.train.element_spec, plan.global_size if plan else 32),
-        clock := cb.EpochClock(datasets.num_train, epochs, trainer.verbose, plan.global_size if plan else 32, resumed),
+        *([compute] if compute else []),  # after the first step: the step's FLOPs, for the clock's TFLOP/s and MFU
+        clock := cb.EpochClock(datasets.num_train, epochs, trainer.verbose, plan.global_size if plan else 32, resumed,
+                               compute=compute),
     ]
     every_seconds, every_steps = require_interval("trainer.log_every", trainer.log_every)
     if every_seconds or every_steps:  # a long epoch: a line mid-epoch where no bar shows it, a curve in MLflow
@@ -292,4 +296,5 @@ def merge_histories(first, second):
     first.timings = {**getattr(first, "timings", {}), **getattr(second, "timings", {})}
     first.kept = second.kept  # what the last phase ended with
     first.input_bound = second.input_bound or first.input_bound
+    first.compute = getattr(second, "compute", None) or getattr(first, "compute", None)
     return first

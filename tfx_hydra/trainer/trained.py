@@ -44,7 +44,7 @@ def save(phase_dir: str, model, history, epochs_planned: int, last_phase: bool) 
     record = {"epoch": list(history.epoch), "history": {k: [float(v) for v in values]
                                                         for k, values in history.history.items()},
               "kept": asdict(history.kept), "timings": dict(getattr(history, "timings", {})),
-              "input_bound": getattr(history, "input_bound", None),
+              "input_bound": getattr(history, "input_bound", None), "compute": getattr(history, "compute", None),
               "epochs_trained": (history.epoch[-1] + 1) if history.epoch else 0,
               "epochs_planned": epochs_planned, "last_phase": last_phase}
     with open(os.path.join(partial, TRAINED_RECORD), "w", encoding="utf-8") as file:
@@ -71,6 +71,7 @@ def restore(phase_dir: str, model):
     history.epoch, history.history = record["epoch"], record["history"]
     history.kept, history.timings, history.input_bound = (Kept(**record["kept"]), record["timings"],
                                                           record["input_bound"])
+    history.compute = record.get("compute")  # a record written before compute was kept has none
     return history
 
 

@@ -5,6 +5,7 @@
     epoch_backup.py     EpochBackup: BackupAndRestore(double_checkpoint=True) that a kill cannot tear, also
                         within epochs (trainer.backup_every) and at SIGTERM's step; resumed mid-epoch exactly
     input_wait.py       InputWait: the share of each epoch's training time spent waiting for data
+    compute_rate.py     ComputeRate: the step's FLOPs counted once, each epoch's TFLOP/s and MFU
     epoch_clock.py      EpochClock: each epoch's seconds and examples/s, and its line on the terminal
     epoch_progress.py   EpochProgress: a progress bar inside the epoch, on an interactive terminal only
     midway.py           MidwayReport: a long epoch's line every trainer.log_every where no bar shows, and its
@@ -19,6 +20,7 @@ once it is backed up). Imported by the train step only: these modules import Ker
 which costs seconds that config validation and `--help` never pay.
 """
 
+from tfx_hydra.trainer.callbacks.compute_rate import ComputeRate
 from tfx_hydra.trainer.callbacks.epoch_backup import EpochBackup
 from tfx_hydra.trainer.callbacks.epoch_clock import EpochClock
 from tfx_hydra.trainer.callbacks.epoch_progress import EpochProgress, terminal_console
@@ -34,6 +36,6 @@ from tfx_hydra.trainer.callbacks.nonfinite_guard import (
 )
 from tfx_hydra.trainer.callbacks.tensorboard import TensorBoardWithGraph
 
-__all__ = ["EpochBackup", "EpochClock", "EpochProgress", "InputWait", "KeepBest", "MidwayReport", "MissedInterrupt",
-           "NonFiniteGuard", "TensorBoardWithGraph", "floating_weights", "non_finite_weights", "terminal_console",
-           "weights_all_finite"]
+__all__ = ["ComputeRate", "EpochBackup", "EpochClock", "EpochProgress", "InputWait", "KeepBest", "MidwayReport",
+           "MissedInterrupt", "NonFiniteGuard", "TensorBoardWithGraph", "floating_weights", "non_finite_weights",
+           "terminal_console", "weights_all_finite"]

@@ -1,6 +1,7 @@
 """EpochClock: each epoch's wall time and examples/s, in its logs and on the terminal; and the learning rate
 the epoch ended at (`lr`, in its logs: a schedule's rate, per epoch, in MLflow and the training curves);
-where the pipeline bound the epoch (InputWait, before it), the line says so."""
+its TFLOP/s and MFU where the step's FLOPs are counted (ComputeRate, before it); where the pipeline bound the epoch
+(InputWait, before it), the line says so."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Callable
 import keras
 
 from tfx_hydra.console import epoch_line
-from tfx_hydra.metrics import EPOCH_SECONDS, EPOCH_TIMING, EXAMPLES_PER_SEC, INPUT_WAIT, LEARNING_RATE
+from tfx_hydra.metrics import EPOCH_SECONDS, EPOCH_TIMING, EXAMPLES_PER_SEC, INPUT_WAIT, LEARNING_RATE, MFU, TFLOPS
+from tfx_hydra.trainer.callbacks.compute_rate import said_flops, said_share
 from tfx_hydra.trainer.callbacks.input_wait import input_bound_note
 
 
@@ -22,7 +24,7 @@ class EpochClock(keras.callbacks.Callback):
     """
 
     def __init__(self, num_examples: int | None, epochs: int, verbose: bool, batch_size: int = 1,
-                 resumed_batches: Callable[[], int] = lambda: 0) -> None:
+                 resumed_batches: Callable[[], int] = lambda: 0, compute=None) -> None:
         super().__init__()
         self.num_examples = num_examples  # None: a pipeline of unknown length, counted in batches of batch_size
         self.resumed_batches = resumed_batches  # of this epoch, trained before a mid-epoch resume: not timed here
@@ -30,6 +32,7 @@ class EpochClock(keras.callbacks.Callback):
         self.verbose, self.batch_size = verbose, batch_size
         self._started, self._batches = 0.0, 0
         self.examples_trained = 0  # over the phase's epochs: its throughput
+        self.compute = compute  # a ComputeRate: the epoch's TFLOP/s and MFU
 
     def on_epoch_begin(self, epoch, logs=None):
         self._started, self._batches = time.perf_counter(), 0
@@ -38,7 +41,7 @@ class EpochClock(keras.callbacks.Callback):
         self._batches = batch + 1  # a steps_per_execution bundle's last step
 
     def on_epoch_end(self, epoch, logs=None):
-        seconds = time.perf_counter() - self._started
+        seconds = time.perf_counter() - self._started - (self.compute.take_spent() if self.compute else 0.0)
         examples = (max(0, self.num_examples - self.resumed_batches() * self.batch_size)
                     if self.num_examples is not None else self._batches * self.batch_size)
         self.examples_trained += examples
@@ -48,7 +51,11 @@ class EpochClock(keras.callbacks.Callback):
             optimizer = getattr(self.model, "optimizer", None)
             if optimizer is not None:
                 logs[LEARNING_RATE] = float(keras.ops.convert_to_numpy(optimizer.learning_rate))
+        rate = self.compute.rate(examples / seconds) if self.compute and seconds > 0 else None
+        if rate is not None and logs is not None:
+            logs[TFLOPS], logs[MFU] = rate
         if self.verbose:
-            hidden = (*EPOCH_TIMING, LEARNING_RATE, INPUT_WAIT)
-            epoch_line(epoch, self.epochs, logs or {}, examples, seconds, hidden=hidden,
-                       note=input_bound_note((logs or {}).get(INPUT_WAIT)))
+            hidden = (*EPOCH_TIMING, LEARNING_RATE, INPUT_WAIT, TFLOPS, MFU)
+            compute = f"{said_flops(rate[0] * 1e12)}  mfu {said_share(rate[1])}" if rate else ""
+            note = "  ".join(part for part in (compute, input_bound_note((logs or {}).get(INPUT_WAIT))) if part)
+            epoch_line(epoch, self.epochs, logs or {}, examples, seconds, hidden=hidden, note=note)

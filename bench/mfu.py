@@ -1,0 +1,118 @@
+"""How close to the machine: model FLOPs utilisation (MFU) and examples/s of model=cnn and model=resnet_small
+through tfx_hydra and through a hand-written Keras script, side by side on the same data, on this machine.
+
+    python bench/mfu.py                 # both models, 4,096 MNIST-shaped images, 3 epochs, batch 64
+    python bench/mfu.py --quick         # model=cnn, 512 images, 2 epochs: a minute (CI runs it)
+
+Both sides train the same architecture (tfx_hydra's builder, which the plain script calls as it would a model
+function of its own) on the same arrays (an MNIST-shaped .npz both read), batch 64, the same epochs, each epoch
+validated on the file's test split (an epoch's examples/s is timed from its start to its end, validation included,
+on both sides). A side's MFU is
+its last epoch's examples/s x the step's training FLOPs per example (one count for both: trainer/flops.py, XLA's
+matmuls and convolutions) / this CPU's peak in float32 (peak.py: a 2048x2048 matmul, measured once and cached).
+tfx_hydra's side is its CLI's run, its figures read back from MLflow (the last epoch's `examples_per_sec` and `mfu`);
+the plain side times its own epochs with a Keras callback.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from harness import bench_parser, child_env, make_mnist_like, write_json
+
+REPO = Path(__file__).resolve().parents[1]
+BATCH = 64
+
+PLAIN = '''
+import json, sys, time
+import keras, numpy as np
+from tfx_hydra.models import {model}
+
+data = np.load(sys.argv[1])
+x, y = data["x_train"].astype("float32") / 255.0, data["y_train"].astype("int32")
+validation = data["x_test"].astype("float32") / 255.0, data["y_test"].astype("int32")
+model = {model}(name="{model}", input_shape=[28, 28], num_classes=10)
+model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+
+class Clock(keras.callbacks.Callback):
+    def on_epoch_begin(self, epoch, logs=None):
+        self.began = time.perf_counter()
+    def on_epoch_end(self, epoch, logs=None):
+        self.rate = len(x) / (time.perf_counter() - self.began)
+
+clock = Clock()
+model.fit(x, y, batch_size={batch}, epochs={epochs}, validation_data=validation, callbacks=[clock], verbose=0)
+json.dump({{"examples_per_sec": clock.rate}}, open(sys.argv[2], "w"))
+'''
+
+
+def parse_args(argv=None):
+    parser = bench_parser(__doc__, train=4096, epochs=3, quick="model=cnn, 512 images, 2 epochs")
+    parser.add_argument("--models", nargs="+", default=["cnn", "resnet_small"])
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.models, args.train, args.epochs = ["cnn"], 512, 2
+    return args
+
+
+def run_plain(model: str, data: Path, epochs: int, workdir: Path) -> dict:
+    script, result = workdir / f"plain_{model}.py", workdir / f"plain_{model}.json"
+    script.write_text(PLAIN.format(model=model, batch=BATCH, epochs=epochs))
+    subprocess.run([sys.executable, str(script), str(data), str(result)], cwd=workdir, check=True,
+                   capture_output=True, env=child_env())
+    return json.loads(result.read_text())
+
+
+def run_framework(model: str, data: Path, epochs: int, workdir: Path) -> dict:
+    """tfx_hydra's default run of the model on the same file (its own cache, threads, steps per call and XLA as
+    the cpu profile sets them), batch 64; its last epoch's figures and the count and peak it tagged."""
+    from mlflow.tracking import MlflowClient
+
+    subprocess.run([sys.executable, "-m", "tfx_hydra", f"model={model}", "data=mnist", f"data.path={data}",
+                    f"trainer.epochs={epochs}", f"trainer.batch_size={BATCH}", "data.validation_split=0",
+                    "export=none", "export.mlflow_model=false", "trainer.tensorboard=false"],
+                   cwd=workdir, check=True, capture_output=True, env=child_env())
+    client = MlflowClient(tracking_uri=f"sqlite:///{workdir / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("tfx_hydra")
+    (run,) = client.search_runs([experiment.experiment_id], order_by=["attributes.start_time DESC"], max_results=1)
+    return {"examples_per_sec": run.data.metrics["examples_per_sec"], "mfu": run.data.metrics["mfu"],
+            "flops_per_example": float(run.data.tags["model.flops_per_example.training"]),
+            "peak": float(run.data.tags["peak.flops_per_second"]), "peak_source": run.data.tags["peak.source"]}
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    results = {"models": {}}
+    with tempfile.TemporaryDirectory(prefix="bench-mfu-") as folder:
+        workdir = Path(folder)
+        data = make_mnist_like(workdir / "mnist.npz", args.train, max(256, args.train // 8))
+        for model in args.models:
+            framework = run_framework(model, data, args.epochs, workdir)
+            plain = run_plain(model, data, args.epochs, workdir)
+            per_example, peak = framework["flops_per_example"], framework["peak"]
+            plain["mfu"] = plain["examples_per_sec"] * per_example / peak
+            results["models"][model] = {
+                "training_flops_per_example": per_example, "framework": framework, "plain": plain,
+                "ratio": {"examples_per_sec": framework["examples_per_sec"] / plain["examples_per_sec"],
+                          "mfu": framework["mfu"] / plain["mfu"]}}
+            results["peak"], results["peak_source"] = peak, framework["peak_source"]
+    print(f"peak: {results['peak'] / 1e9:,.0f} GFLOP/s ({results['peak_source']})")
+    print(f"{'model':<14}{'MFLOP/example':>15}{'plain ex/s':>12}{'plain mfu':>11}{'tfx ex/s':>10}{'tfx mfu':>9}"
+          f"{'ratio':>8}")
+    for model, row in results["models"].items():
+        print(f"{model:<14}{row['training_flops_per_example'] / 1e6:>15,.2f}{row['plain']['examples_per_sec']:>12,.0f}"
+              f"{row['plain']['mfu']:>11.1%}{row['framework']['examples_per_sec']:>10,.0f}"
+              f"{row['framework']['mfu']:>9.1%}{row['ratio']['mfu']:>7.2f}x")
+    write_json(args.json, results)
+    return results
+
+
+if __name__ == "__main__":
+    started = time.perf_counter()
+    main()
+    print(f"({time.perf_counter() - started:.0f} s)")
