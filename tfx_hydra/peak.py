@@ -4,9 +4,10 @@ can go at most).
 
 GPUs: a table by device name and dtype, dense (no 2:4 sparsity), from the vendors' datasheets, for the profiles
 tfx_hydra ships (conf/hardware/). CPUs, and any GPU not in the table: the rate a large matmul reaches on this
-machine in the dtype, measured once and cached per machine (CPU model, cores, TensorFlow version, dtype) beside the
-record counts ($XDG_CACHE_HOME/tfx_hydra/peak_flops.json), with the measurement's size and time kept. MaxText and
-torchtitan compute MFU the same way for their accelerators.
+machine in the dtype, measured once (in a process of its own, at TensorFlow's default threads) and cached per machine
+(CPU model, cores, TensorFlow version, dtype) beside the record counts ($XDG_CACHE_HOME/tfx_hydra/peak_flops.json),
+with the measurement's size and time kept. A machine busy with other work while it is measured keeps a low figure:
+delete the file to measure again. MaxText and torchtitan compute MFU the same way for their accelerators.
 """
 
 from __future__ import annotations
@@ -85,11 +86,26 @@ def cpu_peak(dtype: str, size: int = MEASURE_SIZE, cache: str | None = None, gpu
     known = read_json(path)
     if key in known:
         return Peak(**known[key])
-    measured = measure_matmul(dtype, size, on=gpu)
+    measured = measured_apart(dtype, size, gpu)
     with contextlib.suppress(OSError):  # a read-only home: measured again next run, nothing lost
         os.makedirs(os.path.dirname(path), exist_ok=True)
         write_json(path, known | {key: asdict(measured)})
     return measured
+
+
+def measured_apart(dtype: str, size: int, gpu: str | None) -> Peak:
+    """`measure_matmul` in a fresh process: the device's peak, not the run's -- a run has set TensorFlow's threads
+    already (one for a small model under the cpu profile), which would halve a 2-core CPU's figure, and it may share
+    the machine with its own input pipeline."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "tfx_hydra.peak", dtype, str(size), *([gpu] if gpu else [])],
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    if done.returncode != 0:
+        raise RuntimeError(f"measuring the peak failed: {done.stderr.strip().splitlines()[-1:]}")
+    return Peak(**json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def measure_matmul(dtype: str, size: int, on: str | None = None) -> Peak:
@@ -127,3 +143,10 @@ def run_peak(gpu_names: list[str], compute_dtype: str, tf32: bool = True) -> tup
     if gpu_names:
         return gpu_peak(gpu_names[0], dtype) or cpu_peak(dtype, gpu=gpu_names[0]), len(gpu_names)
     return cpu_peak("fp32" if dtype == "tf32" else dtype), 1
+
+
+if __name__ == "__main__":  # measured_apart's process: python -m tfx_hydra.peak DTYPE SIZE [GPU NAME]
+    import json
+    import sys
+
+    print(json.dumps(asdict(measure_matmul(sys.argv[1], int(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else None))))
