@@ -111,6 +111,8 @@ def test_every_epoch_says_its_flop_rate_and_mfu_against_the_peak_and_mlflow_keep
     assert tags["model.flops.counted"] == "XLA's optimized HLO: dot and convolution ops"
     assert tags["peak.source"] == "measured: a 2048x2048 float32 matmul on this CPU" and tags["peak.dtype"] == "fp32"
     peak = float(tags["peak.flops_per_second"])
+    assert peak == pytest.approx(2 * 2048**3 / float(tags["peak.measured_seconds"]), rel=2e-3)  # its matmul's time
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", tags["peak.measured_at"])
     history = {name: [m.value for m in sorted(client.get_metric_history(run.info.run_id, name), key=lambda m: m.step)]
                for name in ("examples_per_sec", "tflops", "mfu")}
     assert len(history["mfu"]) == 2

@@ -158,7 +158,7 @@ def test_eight_parallel_jobs_on_one_fresh_sqlite_store_land_with_every_metric(tm
         "optimizer.learning_rate=0.01,0.001 trainer.epochs=2 data.limit=200 export=none export.mlflow_model=false "
         "tracking.system_metrics.interval=1")
     per_epoch = {"epoch/loss", "epoch/accuracy", "epoch/val_loss", "epoch/val_accuracy", "examples_per_sec",
-                 "epoch_seconds", "lr"}
+                 "epoch_seconds", "lr", "tflops", "mfu"}
     once = {"test_loss", "test_accuracy", "train_seconds", "train_examples_per_sec", "objective", "parameters",
             "loss", "accuracy", "val_loss", "val_accuracy"}  # the kept weights' figures (metrics.py)
     with sqlite3.connect(tmp_path / "mlflow.db") as db:  # every metric row, counted in the store itself

@@ -91,7 +91,8 @@ class NullTracker:
         pass
 
 
-TIMINGS = ("seconds", "per_sec", "input_wait")  # input_wait: the share of an epoch spent waiting for data
+# input_wait: the share of an epoch spent waiting for data; tflops and mfu: the rate the step's FLOPs ran at
+TIMINGS = ("seconds", "per_sec", "input_wait", "tflops", "mfu")
 
 
 def is_result(metric: str) -> bool:

@@ -71,7 +71,9 @@ class ComputeRate(keras.callbacks.Callback):
 
         flops, peak = self.flops, self.peak
         tags = {"peak.flops_per_second": f"{peak.flops_per_second:.4g}", "peak.dtype": peak.dtype,
-                "peak.source": peak.source, "peak.devices": self.devices}
+                "peak.source": peak.source, "peak.devices": self.devices,
+                **({"peak.measured_seconds": f"{peak.measured_seconds:.4g}", "peak.measured_at": peak.measured_at}
+                   if peak.measured_seconds else {})}  # a measured peak: its best matmul's time, and when
         if flops.why_not:
             log.info(f"compute: no FLOP count, so no MFU: {flops.why_not}")
             tags["model.flops.why_not"] = flops.why_not
