@@ -12,14 +12,13 @@ delete the file to measure again. MaxText and torchtitan compute MFU the same wa
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import time
 from dataclasses import asdict, dataclass
 
 from tfx_hydra.environment import cpu_model
-from tfx_hydra.user_cache import cache_file, read_json, write_json
+from tfx_hydra.user_cache import cache_file, read_json, remember
 
 CACHE_FILE = "peak_flops.json"
 MEASURE_SIZE = 2048  # the measured matmul's side: large enough to run a CPU's matmul kernel at its best
@@ -77,19 +76,17 @@ def gpu_peak(device_name: str, dtype: str) -> Peak | None:
     return None
 
 
-def cpu_peak(dtype: str, size: int = MEASURE_SIZE, cache: str | None = None, gpu: str | None = None) -> Peak:
+def measured_peak(dtype: str, size: int = MEASURE_SIZE, cache: str | None = None, gpu: str | None = None) -> Peak:
     """This machine's CPU peak in `dtype` ('fp32' or 'tf32': float32; 'bf16', 'fp16'), measured by a `size` x
     `size` matmul once per machine and dtype, then read from the cache; `gpu` (a GPU the table does not know, by
-    name): its peak, measured the same way on the first GPU."""
+    name): its peak, measured the same way on the first GPU. RuntimeError when the measurement fails."""
     path = cache or cache_file(CACHE_FILE)
     key = machine_key(dtype, size) + (f"|{gpu}" if gpu else "")
     known = read_json(path)
     if key in known:
         return Peak(**known[key])
     measured = measured_apart(dtype, size, gpu)
-    with contextlib.suppress(OSError):  # a read-only home: measured again next run, nothing lost
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        write_json(path, known | {key: asdict(measured)})
+    remember(path, {key: asdict(measured)})
     return measured
 
 
@@ -101,10 +98,15 @@ def measured_apart(dtype: str, size: int, gpu: str | None) -> Peak:
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "tfx_hydra.peak", dtype, str(size), *([gpu] if gpu else [])],
-                          capture_output=True, text=True, timeout=600, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    try:
+        done = subprocess.run([sys.executable, "-m", "tfx_hydra.peak", dtype, str(size), *([gpu] if gpu else [])],
+                              capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"measuring the {gpu or 'CPU'}'s peak took over 600 s") from None
     if done.returncode != 0:
-        raise RuntimeError(f"measuring the peak failed: {done.stderr.strip().splitlines()[-1:]}")
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"measuring the {gpu or 'CPU'}'s peak failed: {last[:300]}")
     return Peak(**json.loads(done.stdout.strip().splitlines()[-1]))
 
 
@@ -113,6 +115,8 @@ def measure_matmul(dtype: str, size: int, on: str | None = None) -> Peak:
     CPU, or (`on`: a GPU's name) on the first GPU."""
     import tensorflow as tf
 
+    if on and not tf.config.list_physical_devices("GPU"):  # tf.device would run it on the CPU, and say nothing
+        raise SystemExit(f"no GPU is visible to measure the {on}'s peak on")
     tf_dtype = {"bf16": tf.bfloat16, "fp16": tf.float16}.get(dtype, tf.float32)
     with tf.device("/GPU:0" if on else "/CPU:0"):
         a = tf.random.uniform((size, size), dtype=tf.float32, seed=1)
@@ -141,8 +145,8 @@ def run_peak(gpu_names: list[str], compute_dtype: str, tf32: bool = True) -> tup
     measured on it, and said so in the source), or this machine's CPU, measured."""
     dtype = dtype_of(compute_dtype, tf32)
     if gpu_names:
-        return gpu_peak(gpu_names[0], dtype) or cpu_peak(dtype, gpu=gpu_names[0]), len(gpu_names)
-    return cpu_peak("fp32" if dtype == "tf32" else dtype), 1
+        return gpu_peak(gpu_names[0], dtype) or measured_peak(dtype, gpu=gpu_names[0]), len(gpu_names)
+    return measured_peak("fp32" if dtype == "tf32" else dtype), 1
 
 
 if __name__ == "__main__":  # measured_apart's process: python -m tfx_hydra.peak DTYPE SIZE [GPU NAME]

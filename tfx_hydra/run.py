@@ -46,7 +46,7 @@ from tfx_hydra.precision import resolve_policy, set_precision
 from tfx_hydra.settings.checked import validate, validate_section
 from tfx_hydra.settings.compose import build, choice, require_importable_targets
 from tfx_hydra.settings.schemas import Settings
-from tfx_hydra.strategy import Setup, is_chief, plan_batches, require_cluster_here, steps_for_run
+from tfx_hydra.strategy import Setup, is_chief, is_multi_worker, plan_batches, require_cluster_here, steps_for_run
 from tfx_hydra.trainer.backups import EndsTraining
 
 
@@ -141,7 +141,7 @@ def preflight(cfg: DictConfig) -> Settings:
         require_known_metric(settings)
         check_exporters(cfg.export, text_inputs=cfg.data.get("inputs") == "text", generates=generates)
     check_data_config(cfg.data, settings.task.name)
-    if str(cfg.strategy.get("_target_", "")).endswith("multi_worker_strategy"):
+    if is_multi_worker(cfg.strategy.get("_target_")):
         require_cluster_here(cfg.strategy.get("cluster"))
     if settings.tracking.enabled:
         uri = tracking.resolve_tracking_uri(settings.tracking, cfg.paths.launch_dir)

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from tests.helpers import REPO
-from tfx_hydra.peak import cpu_peak, dtype_of, gpu_peak
+from tfx_hydra.peak import dtype_of, gpu_peak, measured_peak
 
 
 @pytest.mark.parametrize("name, dtype, flops", [
@@ -46,11 +46,29 @@ def test_the_compute_dtypes_name_the_tables_columns():
 @pytest.mark.slow  # two small matmuls measured (~5 s)
 def test_a_cpu_s_peak_is_measured_once_then_read_from_its_cache(tmp_path):
     cache = str(tmp_path / "peak_flops.json")
-    measured = cpu_peak("fp32", size=256, cache=cache)
+    measured = measured_peak("fp32", size=256, cache=cache)
     assert measured.source == "measured: a 256x256 float32 matmul on this CPU" and measured.measured_size == 256
     assert measured.flops_per_second == pytest.approx(2 * 256**3 / measured.measured_seconds)
     assert 1e8 < measured.flops_per_second < 1e14  # a CPU's, whatever its cores
     (key,) = json.loads((tmp_path / "peak_flops.json").read_text())
     assert key.endswith("|fp32|256") and "cores|tf " in key
-    assert cpu_peak("fp32", size=256, cache=cache) == measured  # read back, not measured again
-    assert cpu_peak("bf16", size=256, cache=cache).source == "measured: a 256x256 bfloat16 matmul on this CPU"
+    assert measured_peak("fp32", size=256, cache=cache) == measured  # read back, not measured again
+    assert measured_peak("bf16", size=256, cache=cache).source == "measured: a 256x256 bfloat16 matmul on this CPU"
+
+
+def test_a_peak_that_cannot_be_measured_costs_the_run_its_mfu_not_its_training(caplog):
+    """A GPU the table does not know is measured on the first GPU; on this machine there is none (a real fault: no
+    mock), so the measurement fails, and the run's ComputeRate is None with the reason said -- training goes on."""
+    from types import SimpleNamespace
+
+    import tensorflow as tf
+
+    from tfx_hydra.trainer.callbacks.compute_rate import for_run
+
+    setup = SimpleNamespace(hardware=SimpleNamespace(gpus=[SimpleNamespace(name="Mystery Accelerator 9000")]),
+                            strategy=tf.distribute.get_strategy(), plan=SimpleNamespace(global_size=32), chief=True)
+    datasets = SimpleNamespace(train=tf.data.Dataset.from_tensors((tf.zeros((4,)), 0)).batch(1))
+    with caplog.at_level("WARNING"):
+        assert for_run(datasets, SimpleNamespace(count_flops=True), setup, None) is None
+    assert "compute: no TFLOP/s or MFU this run: measuring the Mystery Accelerator 9000's peak failed: no GPU is " \
+           "visible to measure the Mystery Accelerator 9000's peak on" in caplog.text

@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 
+from tfx_hydra import user_cache
 from tfx_hydra.user_cache import cache_file, read_json, write_json
 
 log = logging.getLogger(__name__)
@@ -67,14 +68,12 @@ def _records(entry, **expected) -> int | None:
 
 def remember(counts: dict[str, int]) -> None:
     """Keep counted files' counts for the next start (a cache that cannot be written only costs a recount)."""
-    path = cache_path()
-    with contextlib.suppress(OSError):
-        cached = read_json(path)
-        for file, records in counts.items():
+    entries = {}
+    for file, records in counts.items():
+        with contextlib.suppress(OSError):  # a file gone since it was counted: nothing to remember of it
             stat = os.stat(file)
-            cached[os.path.abspath(file)] = {"records": records, "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        write_json(path, cached)
+            entries[os.path.abspath(file)] = {"records": records, "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    user_cache.remember(cache_path(), entries)
 
 
 def count_in_background(files: list[str], count_file, what: str) -> None:

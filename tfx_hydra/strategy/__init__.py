@@ -24,6 +24,7 @@ from tfx_hydra.strategy.multi_worker import (  # noqa: F401 -- strategy=multi_wo
     CLUSTERS,
     cluster_workers,
     is_chief,
+    is_multi_worker,
     multi_worker_strategy,
     require_cluster_here,
 )

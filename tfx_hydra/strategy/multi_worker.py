@@ -61,13 +61,19 @@ def require_cluster_here(cluster: str | None) -> None:
                           "for a running cluster)")
 
 
+def is_multi_worker(strategy_target: str | None) -> bool:
+    """Whether a strategy's `_target_` is strategy=multi_worker's factory (read from the config, before any strategy
+    exists)."""
+    return (strategy_target or "").endswith("multi_worker_strategy")
+
+
 def is_chief(strategy_target: str | None, cluster: str = "tf_config") -> bool:
     """Whether this process logs and exports: always, except on non-chief multi-worker tasks.
 
     Read from the environment (TF_CONFIG or SLURM_PROCID) so it is known before the
     strategy exists, when the MLflow run starts.
     """
-    if not (strategy_target or "").endswith("multi_worker_strategy"):
+    if not is_multi_worker(strategy_target):
         return True
     if cluster == "slurm":
         return os.environ.get("SLURM_PROCID", "0") == "0"

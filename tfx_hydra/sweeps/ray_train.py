@@ -40,8 +40,10 @@ class RayTrainWorkerLost(RuntimeError):
 
 def ray_train_workers(job_config: DictConfig) -> int | None:
     """How many Ray Train workers train this job (strategy=multi_worker with strategy.cluster=ray), else None."""
+    from tfx_hydra.strategy.multi_worker import is_multi_worker
+
     strategy = job_config.get("strategy") or {}
-    if str(strategy.get("_target_", "")).endswith("multi_worker_strategy") and strategy.get("cluster") == "ray":
+    if is_multi_worker(strategy.get("_target_")) and strategy.get("cluster") == "ray":
         return int(strategy.get("workers", 2))
     return None
 

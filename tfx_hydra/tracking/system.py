@@ -21,6 +21,8 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator
 
+from tfx_hydra.user_cache import read_json, write_json
+
 log = logging.getLogger(__name__)
 CLUSTER_RUN_FILE = "cluster_run.json"  # in the job's folder: the chief's run, for the other workers' system metrics
 
@@ -100,9 +102,7 @@ def cluster_system_metrics(folder: str, run_id: str | None, uri: str, interval: 
     path = os.path.join(folder, CLUSTER_RUN_FILE)
     if run_id is not None:
         os.makedirs(folder, exist_ok=True)
-        with open(path + ".tmp", "w") as file:  # replaced whole: a worker never reads half of it
-            json.dump({"cluster": identity, "run_id": run_id}, file)
-        os.replace(path + ".tmp", path)
+        write_json(path, {"cluster": identity, "run_id": run_id})  # replaced whole: a worker never reads half of it
         yield
         return
     stop = threading.Event()
@@ -121,12 +121,8 @@ def _sample_into_the_chiefs_run(path: str, identity: str, uri: str, interval: fl
     into it until `stop`. A failure costs the samples, never the training."""
     chief = None
     while chief is None and not stop.wait(0.5):
-        try:
-            with open(path) as file:
-                found = json.load(file)
-            chief = found if found.get("cluster") == identity else None
-        except (OSError, ValueError):
-            continue
+        found = read_json(path)  # {} until the chief has written it
+        chief = found if found.get("cluster") == identity else None
     if chief is None:
         return
     try:

@@ -20,14 +20,12 @@ the same model trained again (a sweep's jobs, a resumed run) does not pay it twi
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import math
-import os
 import re
 from dataclasses import asdict, dataclass
 
-from tfx_hydra.user_cache import cache_file, read_json, write_json
+from tfx_hydra.user_cache import cache_file, read_json, remember
 
 CACHE_FILE = "step_flops.json"
 COUNTED = "XLA's optimized HLO: dot and convolution ops"  # what the count holds (the run's tag says it)
@@ -114,9 +112,7 @@ def counted_step_flops(model, element_spec, batch: int, cache: str | None = None
     x, y = zeros_batch(element_spec, batch)[:2]
     counted = step_flops(model, x, y)
     if key and counted.why_not is None:
-        with contextlib.suppress(OSError):  # a read-only home: counted again next run, nothing lost
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            write_json(path, read_json(path) | {key: asdict(counted)})
+        remember(path, {key: asdict(counted)})
     return counted
 
 

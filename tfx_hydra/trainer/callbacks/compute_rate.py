@@ -104,14 +104,19 @@ def said_share(share: float) -> str:
 
 def for_run(datasets, trainer, setup, tracker) -> ComputeRate | None:
     """The run's ComputeRate, against the peak of the device it trains on (peak.py: a GPU's from the table, a CPU's
-    measured once per machine) times the devices of every worker; None with trainer.count_flops=false."""
+    measured once per machine) times the devices of every worker; None with trainer.count_flops=false, or when the
+    peak cannot be had (its measurement failed: said, and the run goes on)."""
     if not trainer.count_flops:
         return None
     from tfx_hydra.peak import run_peak
     from tfx_hydra.strategy import cluster_workers
 
     compute_dtype = keras.mixed_precision.dtype_policy().compute_dtype
-    peak, devices = run_peak([gpu.name for gpu in setup.hardware.gpus], compute_dtype)
+    try:
+        peak, devices = run_peak([gpu.name for gpu in setup.hardware.gpus], compute_dtype)
+    except RuntimeError as err:  # no peak to divide by: the run trains on, without MFU
+        log.warning(f"compute: no TFLOP/s or MFU this run: {err}")
+        return None
     workers = len((cluster_workers(setup.strategy) or "one").split(", "))
     return ComputeRate(datasets.train.element_spec, setup.plan.global_size, peak, devices * workers,
                        tracker if setup.chief else None)
