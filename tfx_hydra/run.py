@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from tfx_hydra import cv, records, reports, task, tracking, trainer
 from tfx_hydra.console import print_summary, shown_names
+from tfx_hydra.data import service as data_service
 from tfx_hydra.data.pipeline import require_datasets
 from tfx_hydra.data.preflight import check_data_config, declared_input_values
 from tfx_hydra.data.spec import fill_in_config
@@ -68,7 +69,9 @@ def run(cfg: DictConfig, job: Job | None = None) -> RunResult:
                               sweep_job=job.tracked_as(), offline_dir=os.path.join(output_dir, tracking.OFFLINE_DIR),
                               name=records.run_name(cfg)) as tracker, \
             job.attending(cfg, settings, tracker), \
-            tracking.cluster_metrics(settings.tracking, tracker, cfg.paths.output_dir, launch_dir):  # every worker's
+            tracking.cluster_metrics(settings.tracking, tracker, cfg.paths.output_dir, launch_dir), \
+            data_service.serving(cfg.data.get("service"), cfg.data.get("service_workers", 2),  # data.service=local:
+                                 cfg.paths.output_dir) as service:  # its processes start beside TensorFlow's import
         output_dir = records.run_folder(cfg, tracker)  # a resumed run's: its first command's, one place for its files
         records.record_launch(tracker, cfg, output_dir, launch_dir)
 
@@ -82,7 +85,8 @@ def run(cfg: DictConfig, job: Job | None = None) -> RunResult:
         records.record_setup(tracker, setup, precision_warnings)
 
         datasets = require_datasets(build(cfg.data, "data", batch_size=setup.plan.global_size,
-                                          **cv.data_arguments(settings.cv, settings.seed)),  # a k-fold job's fold
+                                          **cv.data_arguments(settings.cv, settings.seed),  # a k-fold job's fold
+                                          **service.data_arguments()),  # the local service's address
                                     cfg.data._target_, task.from_config(settings.task))
         fill_in_config(cfg.data, datasets.spec)  # data.input_shape / num_classes left unset: the file's
         cv.require_folded(datasets, settings.cv, cfg.data._target_)
@@ -90,6 +94,7 @@ def run(cfg: DictConfig, job: Job | None = None) -> RunResult:
         setup = dataclasses.replace(setup, plan=steps_for_run(setup.plan, settings.trainer, datasets))
         records.record_batches(tracker, setup.plan)
         records.record_data(tracker, datasets, cv.tags(settings.cv))
+        service.record(tracker)  # data.service: its address and workers
         with strategy.scope():  # variables (model and optimizer) live where the strategy puts them
             model = in_target_units(require_keras_model(build(cfg.model, "model"), cfg.model._target_), datasets.spec)
             require_fits_data(model, datasets)
@@ -143,6 +148,7 @@ def preflight(cfg: DictConfig) -> Settings:
     check_data_config(cfg.data, settings.task.name)
     if is_multi_worker(cfg.strategy.get("_target_")):
         require_cluster_here(cfg.strategy.get("cluster"))
+        data_service.require_one_trainer(cfg.data.get("service"))
     if settings.tracking.enabled:
         uri = tracking.resolve_tracking_uri(settings.tracking, cfg.paths.launch_dir)
         tracking.check_store_reachable(uri, settings.tracking.connect_timeout)

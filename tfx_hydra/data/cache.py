@@ -20,6 +20,7 @@ the cost of one copy; when they do not fit, they are read from the arrays, never
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import glob
 import logging
 import os
@@ -48,6 +49,11 @@ class CachePlan:
     shuffle_buffer: int  # examples, after the budget had its say
     said: str  # the data line's "cache: ..." part
     scratch: str | None = None  # the folder `auto` made for its file cache: removed with the pipelines
+
+
+def without(plan: CachePlan, split: str, said: str) -> CachePlan:
+    """`plan` with `split` not cached (read elsewhere: tf.data service's workers), `said` on the data line."""
+    return dataclasses.replace(plan, where={**plan.where, split: None}, said=f"{plan.said}; {said}")
 
 
 def check_options(cache: Any, budget: Any, cache_dir: Any) -> None:

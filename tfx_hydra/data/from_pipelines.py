@@ -76,6 +76,8 @@ def from_pipelines(train: Any, validation: Any, test: Any, *, input_shape, num_c
             raise DataError(f"the {split} pipeline of {name} is empty.", fix="hand over a pipeline with examples")
     if counts["train"] is not None:
         require_a_batch(counts["train"], options.batch_size)
+    if options.served:  # the workers read pieces of it: a length asserted on a piece would fail (service.py)
+        told["train"] = pipelines["train"]
     told, cached = cached_splits(options, told, counts)
     order = EpochOrder()  # the user's pipeline keeps its own order; ours (the shuffle on top) follows the epoch
     finished = {split: finish(told[split], options, training=split == "train", num_examples=counts[split],
@@ -86,7 +88,7 @@ def from_pipelines(train: Any, validation: Any, test: Any, *, input_shape, num_c
     explain = (lambda err: label_out_of_range(err, name, spec.num_classes)) if kind.name == "classification" else None
     return Datasets(train=finished["train"], validation=finished["validation"], test=finished["test"], spec=spec,
                     num_train=read["train"], num_validation=read["validation"], num_test=read["test"], reads=reads,
-                    cache=cached.said, order=order, explain=explain)
+                    cache=cached.said, order=order, explain=explain, served=options.served)
 
 
 def require_examples(split: str, dataset: Any, spec: DataSpec) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from tfx_hydra.cv import Fold
 from tfx_hydra.data import cache as caching
+from tfx_hydra.data import service as data_service
 from tfx_hydra.errors import ConfigError
 from tfx_hydra.settings.checks import require_bool, require_choice, require_positive_or_auto, require_positive_or_null
 
@@ -35,11 +36,19 @@ class PipelineOptions:
     check_finite_batches: int | None = 10  # streamed sources: the first N batches of each split (null: all)
     class_names: tuple[str, ...] | None = None  # the classes' names in index order (null: the data's, or numbered)
     fold: Any = None  # a cv=kfold job's fold (cv.Fold, or its fields as the run hands them); None: the splits as read
+    service: Any = False  # off | local | grpc://host:port: the training split read from tf.data service (service.py)
+    service_workers: int = 2  # data.service=local: the worker processes it starts
 
     def __post_init__(self) -> None:
         if self.fold is not None and not isinstance(self.fold, Fold):
             object.__setattr__(self, "fold", Fold(**dict(self.fold)))  # as Hydra hands it over: a mapping
         require_choice("data.shard_policy", self.shard_policy, SHARD_POLICIES)
+        data_service.check(self.service, self.service_workers)
+        if self.served and (self.limit is not None or self.limit_batches is not None):
+            key = "limit" if self.limit is not None else "limit_batches"
+            raise ConfigError(f"data.{key} with data.service={self.service}: each tf.data service worker would take "
+                              "its own first examples of the pieces it is handed, not the split's.",
+                              fix=f"data.{key}=null, or data.service=off to train on a few batches")
         caching.check_options(self.cache, self.cache_budget, self.cache_dir)
         for key in ("prefetch", "map_parallelism"):
             require_positive_or_auto(f"data.{key}", getattr(self, key), "auto")
@@ -64,6 +73,23 @@ class PipelineOptions:
         if not isinstance(self.shuffle_buffer, int) or self.shuffle_buffer < 0:
             raise ConfigError(f"data.shuffle_buffer={self.shuffle_buffer!r}: expected a non-negative integer "
                               "(0 = no shuffling).", fix="data.shuffle_buffer=2048")
+
+    @property
+    def served(self) -> bool:
+        """Whether the training split is read from tf.data service (data.service not off)."""
+        return data_service.is_on(self.service)
+
+    def tf_options(self):
+        """Determinism and the multi-worker auto-shard policy, explicit rather than tf.distribute's
+        guess (FILE, falling back to DATA with a warning when there are fewer files than workers)."""
+        import tensorflow as tf
+
+        policy = tf.data.experimental.AutoShardPolicy
+        result = tf.data.Options()
+        result.deterministic = self.deterministic
+        result.experimental_distribute.auto_shard_policy = {
+            "auto": policy.AUTO, "file": policy.FILE, "data": policy.DATA, "off": policy.OFF}[self.shard_policy]
+        return result
 
     @property
     def parallel_calls(self):

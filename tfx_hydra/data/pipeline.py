@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 
 from tfx_hydra.cv import folded
 from tfx_hydra.data import cache as caching
+from tfx_hydra.data import service as data_service
 from tfx_hydra.data.epoch_order import EpochOrder
 from tfx_hydra.data.finite import checked_examples, require_finite_stream
 from tfx_hydra.data.options import PipelineOptions
@@ -50,6 +51,7 @@ class Datasets:
     explain: Callable[[Exception], Exception | None] | None = None
     cache: str = ""  # where the decoded splits are kept and why (cache.py): said on the data line
     order: EpochOrder = dataclasses.field(default_factory=EpochOrder)  # training's order, by epoch (epoch_order.py)
+    served: bool = False  # training read from tf.data service (service.py): its order is the workers'
 
     def named_errors(self):
         """A block (training, evaluation) in which an error TensorFlow raises while reading this data becomes
@@ -71,6 +73,8 @@ def cached_splits(options: PipelineOptions, splits: dict[str, Any], counts: dict
     splits = {name: limited(dataset, options, counts[name]) for name, dataset in splits.items()}
     plan = caching.plan(options, {name: (dataset, examples_read(options, counts[name]))
                                   for name, dataset in splits.items()}, in_memory=in_memory)
+    if options.served:  # the workers decode the training split every epoch (service.py)
+        plan = caching.without(plan, "train", "train: decoded by the tf.data service workers each epoch")
     for name, where in plan.where.items():
         if where is not None:
             splits[name] = splits[name].cache() if where == "memory" else splits[name].cache(where)
@@ -95,7 +99,9 @@ def finish(dataset, options: PipelineOptions, *, training: bool, num_examples: i
     buffer = options.shuffle_buffer if shuffle_buffer is None else shuffle_buffer
     if training and buffer and options.seed is not None:
         buffer = min(buffer, num_examples) if num_examples else buffer
-        if order is not None and num_examples and options.shard_policy != "file":  # file sharding needs the reader
+        if options.served:  # each worker shuffles the pieces it is handed: the order is the service's (service.py)
+            dataset = dataset.shuffle(buffer, reshuffle_each_iteration=True)
+        elif order is not None and num_examples and options.shard_policy != "file":  # file sharding needs the reader
             # as the pipeline's source, which the epoch's spine (epoch_order.py) would hide
             dataset = order.shuffled(dataset, buffer, options.seed, num_examples)
         else:
@@ -105,8 +111,10 @@ def finish(dataset, options: PipelineOptions, *, training: bool, num_examples: i
     if training and augment is not None:
         dataset = dataset.map(augment, num_parallel_calls=options.parallel_calls)
     dataset = dataset.batch(options.batch_size)
+    if training and options.served:
+        dataset = data_service.distributed(dataset, options.service, options.batch_size)
     dataset = dataset.prefetch(tf.data.AUTOTUNE if options.prefetch == "auto" else options.prefetch)
-    return dataset.with_options(tf_options(options))
+    return dataset.with_options(options.tf_options())
 
 
 def limited_batches(options: PipelineOptions, num_examples: int) -> int:
@@ -137,19 +145,6 @@ def scaled_pixels(scale: float):
         return tf.cast(image, tf.float32) * scale, label, *weight
 
     return to_inputs
-
-
-def tf_options(options: PipelineOptions):
-    """Determinism and the multi-worker auto-shard policy, explicit rather than tf.distribute's
-    guess (FILE, falling back to DATA with a warning when there are fewer files than workers)."""
-    import tensorflow as tf
-
-    policy = tf.data.experimental.AutoShardPolicy
-    result = tf.data.Options()
-    result.deterministic = options.deterministic
-    result.experimental_distribute.auto_shard_policy = {
-        "auto": policy.AUTO, "file": policy.FILE, "data": policy.DATA, "off": policy.OFF}[options.shard_policy]
-    return result
 
 
 def from_arrays(splits: dict[str, Split], input_shape, num_classes, options: PipelineOptions,
@@ -193,7 +188,8 @@ def from_arrays(splits: dict[str, Split], input_shape, num_classes, options: Pip
     count = {name: examples_read(options, size) for name, size in sizes.items()}
     return Datasets(train=finished["train"], validation=finished["validation"], test=finished["test"], spec=spec,
                     num_train=count["train"], num_test=count["test"], num_validation=count["validation"],
-                    reads=reads, folded=splits is not as_read, cache=cached.said, order=order)
+                    reads=reads, folded=splits is not as_read, cache=cached.said, order=order,
+                    served=options.served)
 
 
 def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spec: DataSpec,
@@ -231,7 +227,7 @@ def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spe
         else:
             parsed = dataset.map(parse, num_parallel_calls=options.parallel_calls,
                                  deterministic=options.deterministic)
-        if counts[name] is not None:  # known (listed, cached): telling tf.data lets Keras size epochs and progress
+        if counts[name] is not None and not (name == "train" and options.served):  # known: Keras sizes epochs by it
             parsed = parsed.apply(tf.data.experimental.assert_cardinality(counts[name]))
         if check_finite_as and options.check_finite:
             require_finite_stream(parsed, name, check_finite_as, checked_examples(options))
@@ -245,7 +241,8 @@ def streamed_datasets(splits: dict[str, Any], counts: dict[str, int], parse, spe
     read = {name: examples_read(options, counts[name]) for name in counts}
     return Datasets(train=finished["train"], validation=finished["validation"], test=finished["test"], spec=spec,
                     num_train=read["train"], num_validation=read["validation"], num_test=read["test"],
-                    reads=described, explain=explain, cache=cached.said, order=order)
+                    reads=described, explain=explain, cache=cached.said, order=order,
+                    served=options.served)
 
 
 @contextlib.contextmanager

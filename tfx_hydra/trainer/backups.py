@@ -43,13 +43,15 @@ def choose_backup_dir(tracker: Tracker, output_dir: str, chief: bool) -> str:
     return backup_dir
 
 
-def phase_backup(backup_dir: str, trainer: TrainerConfig, phase: str, num_train: int | None, plan,
-                 tracker: Tracker, on_trained=None):
+def phase_backup(backup_dir: str, trainer: TrainerConfig, phase: str, datasets, plan, tracker: Tracker,
+                 on_trained=None):
     """The phase's EpochBackup: at each epoch's end and every trainer.backup_every within one, and `on_trained`
     as training ends (trained.py). A fine-tuning phase trains epochs numbered on from the first phase's, in a
-    backup of its own (FINETUNE_BACKUP)."""
+    backup of its own (FINETUNE_BACKUP). A training split read from tf.data service (datasets.served) comes in
+    the workers' order: a resumed epoch could not skip the batches it trained, so backups are taken at epoch ends."""
     from tfx_hydra.trainer.callbacks import EpochBackup
 
+    num_train, served = datasets.num_train, datasets.served
     finetuning = phase == FINETUNE_PHASE
     every = trainer.backup_every if trainer.backup_every == "auto" else \
         require_interval("trainer.backup_every", trainer.backup_every)
@@ -58,12 +60,15 @@ def phase_backup(backup_dir: str, trainer: TrainerConfig, phase: str, num_train:
         log.info("backups: at epoch ends only, the training pipeline does not know its length (a resumed epoch "
                  "would teach Keras too few batches); dataset.apply(tf.data.experimental.assert_cardinality(N)) "
                  "backs up within epochs again")
+    if served and trainer.backup_every is not None:
+        log.info("backups: at epoch ends only, the training split is read from tf.data service (data.service): its "
+                 "order is the workers', so a resumed epoch starts again from its first batch")
     return EpochBackup(backup_dir, trainer.epochs + trainer.finetune_epochs if finetuning else trainer.epochs,
                        catch_up=tracker.log_missing_epochs,
                        epochs_key="trainer.finetune_epochs" if finetuning else "trainer.epochs",
                        epochs_before=trainer.epochs if finetuning else 0, every=every,
                        steps_per_epoch=-(-num_train // batch) if num_train is not None else None,
-                       within_epochs=num_train is not None, on_trained=on_trained)
+                       within_epochs=num_train is not None and not served, on_trained=on_trained)
 
 
 def finetuning_backup_exists(backup_dir: str, trainer: TrainerConfig) -> bool:

@@ -176,7 +176,7 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
         if saved_logs is not None:
             trained.save(backup_dir, model, history, last_epoch, last_phase=last_epoch == epochs)
 
-    backup = (phase_backup(backup_dir, trainer, phase, datasets.num_train, plan, tracker, on_trained=phase_ended)
+    backup = (phase_backup(backup_dir, trainer, phase, datasets, plan, tracker, on_trained=phase_ended)
               if trainer.backup and backup_dir else None)
     resumed = backup.resumed_batches if backup else lambda: 0  # a mid-epoch resume's batches, for the lines
     progress = cb.EpochProgress(console, datasets.num_train, epochs, resumed) if console else None
