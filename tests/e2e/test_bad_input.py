@@ -151,9 +151,17 @@ CASES = {
         "ConfigError: cv=kfold cuts folds from data held in memory, and data=tfrecord streams its examples",
         "Fix: a source read into memory (digits, synthetic, keras (mnist, ..., a .npz), csv, text_folder, "
         "text_table), or cv=none"]),
+    # tf.data service (data.service): an address without its scheme; a debugging limit the workers cannot keep
+    "a data service address without grpc://": (["data.service=localhost:5050"], [
+        "ConfigError: data.service='localhost:5050': expected off, local, or a dispatcher's address grpc://host:port.",
+        "Fix: data.service=local"]),
+    "a data service with data.limit": (["data.service=local", "data.limit=100"], [
+        "ConfigError: data.limit with data.service=local: each tf.data service worker would take its own first "
+        "examples", "Fix: data.limit=null, or data.service=off"]),
 }
 BEFORE_ANY_RUN = {"text into a numeric model", "numbers into a text model", "k-fold on a streamed source",
-                  "a group set as one value"}
+                  "a group set as one value", "a data service address without grpc://",
+                  "a data service with data.limit"}
 
 
 # The test process splits its CPU into two logical devices (tests/conftest.py), so in it mirrored has two to

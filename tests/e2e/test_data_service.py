@@ -6,14 +6,17 @@ service guarantees (each example at most once per epoch, exactly once without a 
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.helpers import cli_env, mlflow_client, mlflow_runs
+from tests.helpers import cli_env, free_ports, mlflow_client, mlflow_runs
+from tests.helpers.in_process import run_cli_in_process
 from tests.unit.test_data_sources import write_images
 
 pytestmark = pytest.mark.slow
@@ -40,7 +43,7 @@ class Faults(keras.callbacks.Callback):
         at = f"{self.epoch}:{batch}"
         if at == self.kill_worker_at:
             (worker, *_) = [p for p in psutil.Process().children()
-                            if "tfx_hydra.data.service" in " ".join(p.cmdline()) and "worker" in p.cmdline()]
+                            if "tfx_hydra.data.service_servers" in " ".join(p.cmdline()) and "worker" in p.cmdline()]
             worker.kill()
             with open(self.log, "a") as file:
                 file.write(f"{worker.pid}\\n")
@@ -49,13 +52,25 @@ class Faults(keras.callbacks.Callback):
 '''
 
 
-def service_processes() -> list[psutil.Process]:
-    """tf.data service processes data.service=local started, wherever they are now (none should outlive a run)."""
+def service_processes(launch_dir: Path) -> list[psutil.Process]:
+    """tf.data service processes a run launched in `launch_dir` started (none should outlive the run)."""
     found = []
-    for process in psutil.process_iter(["cmdline"]):
-        if "tfx_hydra.data.service" in " ".join(process.info["cmdline"] or []):
+    for process in psutil.process_iter(["cmdline", "cwd"]):
+        if "tfx_hydra.data.service_servers" in " ".join(process.info["cmdline"] or []) and \
+                process.info["cwd"] == str(launch_dir):
             found.append(process)
     return found
+
+
+def wait_listening(port: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("localhost", port), timeout=1).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline, f"nothing listens on port {port} after {timeout} s"
+            time.sleep(0.3)
 
 
 def served_run(pets: Path, tmp_path: Path, **faults: str) -> subprocess.CompletedProcess:
@@ -90,7 +105,7 @@ def test_a_run_fed_by_a_local_service_survives_a_killed_worker_and_resumes_as_th
     assert tags["data.service"].startswith("grpc://localhost:") and tags["data.service.workers"] == "2"
     assert tags["data.service.sharding"] == "dynamic" and tags["data.service.started_by"] == "this run"
     assert tags["data.service.worker_restarts"] == "1"
-    assert service_processes() == []  # the dispatcher and workers (the restarted one too) ended with the run
+    assert service_processes(tmp_path) == []  # the dispatcher and workers (the restarted one too) ended with the run
 
     resumed = served_run(pets, tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -101,7 +116,7 @@ def test_a_run_fed_by_a_local_service_survives_a_killed_worker_and_resumes_as_th
     assert [m.step for m in client.get_metric_history(run.info.run_id, "epoch/loss")] == [0, 1, 2, 3]
     assert again.data.tags["data.service"] != tags["data.service"]  # a new local service, on the ports free now
     assert "test_accuracy" in again.data.metrics
-    assert service_processes() == []
+    assert service_processes(tmp_path) == []
 
 
 def test_the_service_reads_each_example_once_per_epoch_and_at_most_once_when_a_worker_dies(tmp_path):
@@ -137,3 +152,31 @@ def test_the_service_reads_each_example_once_per_epoch_and_at_most_once_when_a_w
     assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids)
     logs = sorted(p.name for p in (tmp_path / "data_service").iterdir())
     assert logs == ["dispatcher.log", "worker_0.log", "worker_1.log"]
+
+
+def test_a_run_reads_from_a_dispatcher_started_outside_it(tmp_path):
+    """The documented commands start a dispatcher and a worker as a user would on machines of their own; the run
+    (data.service=grpc://...) reads its training split from them, says so in MLflow, and leaves them running."""
+    pets = write_images(tmp_path / "pets", {"cats": [(12, 10)] * 20, "dogs": [(10, 12)] * 20})
+    dispatcher_port, worker_port = free_ports(2)
+    module = [sys.executable, "-m", "tfx_hydra.data.service_servers"]
+    servers = [subprocess.Popen([*module, "dispatcher", "--port", str(dispatcher_port)], env=cli_env()),
+               subprocess.Popen([*module, "worker", "--dispatcher", f"localhost:{dispatcher_port}", "--port",
+                                 str(worker_port)], env=cli_env())]
+    try:
+        for port in (dispatcher_port, worker_port):  # as a user would: once both say they listen
+            wait_listening(port)
+        done = run_cli_in_process(["data=image_folder", f"data.directory={pets}", "data.input_shape=[8,8,3]",
+                                   "data.num_classes=2", f"data.service=grpc://localhost:{dispatcher_port}",
+                                   "trainer.batch_size=8", "trainer.epochs=2", "export=none"], cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-3000:]
+        (run,) = mlflow_runs(tmp_path)
+        assert run.info.status == "FINISHED" and "test_accuracy" in run.data.metrics
+        assert run.data.tags["data.service"] == f"grpc://localhost:{dispatcher_port}"
+        assert run.data.tags["data.service.workers"] == "?"  # not the run's to count
+        assert run.data.tags["data.service.started_by"] == "outside the run"
+        assert all(server.poll() is None for server in servers)  # still serving: not the run's to stop
+    finally:
+        for server in servers:
+            server.kill()
+            server.wait()

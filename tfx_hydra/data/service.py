@@ -22,12 +22,12 @@ validation and test are read by the run itself. What tf.data service guarantees,
   tf.data service waits for it (restarting workers is the job of whatever runs them there).
 - The pipeline must be TensorFlow ops only: a `tf.py_function` cannot run in a worker's process.
 
-`python -m tfx_hydra.data.service dispatcher|worker ...` is what data.service=local starts, one process each.
+`python -m tfx_hydra.data.service_servers dispatcher|worker ...` (service_servers.py) is what data.service=local
+starts, one process each, and what a user can start on machines of their own.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import logging
 import os
@@ -44,9 +44,10 @@ from tfx_hydra.errors import ConfigError, DataError
 log = logging.getLogger(__name__)
 
 OFF_VALUES = (None, False, "off")
+SERVERS = "tfx_hydra.data.service_servers"  # the module each process of data.service=local runs
 START_SECONDS = 120  # a process of the service importing TensorFlow on a busy machine
 WATCH_SECONDS = 0.5  # how often the run looks for a dead worker
-WORKER_TIMEOUT_MS = 5000  # the dispatcher's wait before it counts a silent worker missing
+CONNECT_SECONDS = 10  # an existing dispatcher's answer
 PYTHON_OPS = (b"EagerPyFunc", b"PyFunc", b"PyFuncStateless")  # Python called from the graph: not on a worker
 
 
@@ -109,7 +110,7 @@ class _Process:
 
     def start(self) -> None:
         with open(self.log_path, "ab") as out:
-            self.popen = subprocess.Popen([sys.executable, "-m", __name__, *self.args, "--port", str(self.port),
+            self.popen = subprocess.Popen([sys.executable, "-m", SERVERS, *self.args, "--port", str(self.port),
                                            "--parent", str(os.getpid())], stdout=out, stderr=subprocess.STDOUT,
                                           stdin=subprocess.DEVNULL, start_new_session=True,  # a Ctrl-C is the run's
                                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "1"})
@@ -230,6 +231,7 @@ def distributed(dataset, address: str, batch_size: int):
                           "tfx_hydra run.", fix="run through python -m tfx_hydra, or start one in your code with "
                           "tfx_hydra.data.service.serving('local', 2, folder) and hand its address")
     require_graph_only(dataset)
+    require_dispatcher_answers(address)  # tf.data service would wait for it without end
     # Keras warns "Your input ran out of data" at the end of any epoch of unknown length: here that is every epoch's
     warnings.filterwarnings("ignore", message="Your input ran out of data", category=UserWarning)
     served = dataset.apply(tf.data.experimental.service.distribute(
@@ -237,41 +239,23 @@ def distributed(dataset, address: str, batch_size: int):
     return served.rebatch(batch_size)
 
 
+def require_dispatcher_answers(address: str) -> None:
+    """A dispatcher listens at `address` (grpc://host:port): said now, where tf.data service would retry forever."""
+    host, _, port = address[len("grpc://"):].rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_SECONDS).close()
+    except (OSError, ValueError) as err:
+        raise DataError(f"data.service={address}: no tf.data service dispatcher answers there ({err}).",
+                        fix="start one (tf.data.experimental.service.DispatchServer) or check the address; "
+                        "data.service=local starts one for the run") from None
+
+
 def require_graph_only(dataset) -> None:
     """A pipeline that calls Python cannot run on a worker (the function lives in this process): said before the
     first epoch, not as a worker's 'Could not find callback' mid-training."""
     graph = dataset._as_serialized_graph().numpy()  # the graph the dispatcher would be sent
-    if any(b'op: "' + op + b'"' in graph for op in PYTHON_OPS):
+    if any(op in graph for op in PYTHON_OPS):
         raise DataError("data.service: the training pipeline calls Python (tf.py_function or tf.numpy_function, "
                         "e.g. in a data.augmentation or a parse function of your own), which a tf.data service worker "
                         "cannot run: it runs the pipeline's graph in another process.",
                         fix="write that step in TensorFlow ops, or data.service=off")
-
-
-# --- the processes data.service=local starts -------------------------------------------------------
-
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m tfx_hydra.data.service", description=__doc__.splitlines()[0])
-    parser.add_argument("role", choices=["dispatcher", "worker"])
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--dispatcher", help="a worker's dispatcher, host:port")
-    parser.add_argument("--parent", type=int, help="end when this process ends (the run that started us)")
-    args = parser.parse_args(argv)
-    import tensorflow as tf
-
-    service = tf.data.experimental.service
-    if args.role == "dispatcher":
-        server = service.DispatchServer(service.DispatcherConfig(port=args.port, worker_timeout_ms=WORKER_TIMEOUT_MS))
-    else:
-        server = service.WorkerServer(service.WorkerConfig(dispatcher_address=args.dispatcher, port=args.port,
-                                                           worker_address=f"localhost:{args.port}"))
-    print(f"tf.data service {args.role} listening on port {args.port}", flush=True)
-    if args.parent:
-        while os.getppid() == args.parent:  # a run killed with -9 leaves no server behind
-            time.sleep(1)
-        os._exit(0)
-    server.join()
-
-
-if __name__ == "__main__":
-    main()
