@@ -27,6 +27,8 @@ and what they share:
     options.py    the options every source takes (conf/data/pipeline/default.yaml), checked before TensorFlow
     pipeline.py   what they share: the splits made into batches: limit -> cache -> shuffle -> batch -> prefetch
     cache.py      data.cache=auto: each split in memory, on disk or not cached, by the budget; said on the data line
+    service.py    data.service: the training split read from tf.data service workers (local: started for the run)
+    service_servers.py  the dispatcher and worker processes data.service=local starts (python -m)
     preflight.py  what a data config names (files, shared options), checked before TensorFlow loads
     to_tfrecord.py  `python -m tfx_hydra.data.to_tfrecord`: any configured dataset -> TFRecord shards
 """
