@@ -174,6 +174,7 @@ def test_an_input_bound_epoch_says_so_with_the_levers_and_logs_its_wait(tmp_path
     waits = [m.value for m in mlflow_client(tmp_path).get_metric_history(run.info.run_id, "input_wait")]
     assert len(waits) == 2 and all(0.5 < wait <= 1 for wait in waits)
     assert run.data.tags["input_bound"].startswith(f"{max(waits):.0%} of epoch ")
+    assert "data.service=grpc://host:port (the decoding on tf.data service workers" in run.data.tags["input_bound"]
 
 
 LATE_BAD_LABEL = '''

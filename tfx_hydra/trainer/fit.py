@@ -186,7 +186,7 @@ def train(model, datasets, trainer: TrainerConfig, tracker: Tracker, plan: Batch
         *([progress] if progress else []),  # gone before the epoch's line
         cb.NonFiniteGuard(steps, backup_dir if trainer.backup else None),
         waiting := cb.InputWait(datasets.cache.startswith(("cache: memory", "cache: disk")),  # the line says it
-                                datasets.train.element_spec, plan.global_size if plan else 32),
+                                datasets.train.element_spec, plan.global_size if plan else 32, datasets.served),
         *([compute] if compute else []),  # after the first step: the step's FLOPs, for the clock's TFLOP/s and MFU
         clock := cb.EpochClock(datasets.num_train, epochs, trainer.verbose, plan.global_size if plan else 32, resumed,
                                compute=compute),

@@ -34,6 +34,9 @@ MIN_SECONDS = 2.0  # an epoch whose steps took less is not judged: a few clock r
 LEVERS = ("data.map_parallelism=auto", "data.prefetch=auto", "TFRecords for many small files (python -m "
           "tfx_hydra.data.to_tfrecord)")
 CACHE_LEVER = "data.cache=auto (decoded once, read from memory or disk)"
+SERVICE_LEVER = ("data.service=grpc://host:port (the decoding on tf.data service workers on other machines; "
+                 "data.service=local: on spare cores of this one)")
+SERVED_LEVER = "more tf.data service workers (data.service_workers=N, or more on your dispatcher)"
 
 
 def input_bound_note(share: float | None) -> str:
@@ -44,10 +47,12 @@ def input_bound_note(share: float | None) -> str:
 class InputWait(keras.callbacks.Callback):
     """Measures each epoch's `input_wait` (see the module's docstring); `said` is the run's one line, if any."""
 
-    def __init__(self, cached: bool = False, spec=None, batch_size: int = 32) -> None:
+    def __init__(self, cached: bool = False, spec=None, batch_size: int = 32, served: bool = False) -> None:
         super().__init__()
         self.spec, self.batch_size = spec, batch_size  # the training batches': what a measured call holds
-        self.levers = LEVERS if cached else (CACHE_LEVER, *LEVERS)  # `cached`: the splits already are
+        # `cached`: the splits already are; `served`: read from tf.data service (data.service), decoded every epoch
+        self.levers = (SERVED_LEVER, *LEVERS) if served else \
+            (*(() if cached else (CACHE_LEVER,)), *LEVERS, SERVICE_LEVER)
         self.worst: tuple[float, int] | None = None  # the most input-bound epoch's (share, epoch)
         self._real = None
         self._traced = False  # fit's first call traces the step: its time is not the data's
