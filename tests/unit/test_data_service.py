@@ -81,3 +81,16 @@ def test_a_dispatcher_that_does_not_answer_is_said_not_waited_for():
 def test_free_ports_are_distinct():
     ports = service.free_ports(5)
     assert len(set(ports)) == 5 and all(1024 < p < 65536 for p in ports)
+
+
+def test_a_served_source_is_the_same_examples_in_pieces_the_dispatcher_hands_out():
+    """Dynamic sharding splits a pipeline at its first source: served, that is a range over pieces of 32 examples
+    (one dispatcher request per piece, not per example), and reading it whole gives the examples in their order."""
+    x = tf.reshape(tf.range(70 * 3), [70, 3])
+    y = tf.range(70)
+    served = service.sliced((x, y), served=True)
+    plain = service.sliced((x, y), served=False)
+    assert [(a.tolist(), b) for a, b in served.as_numpy_iterator()] == \
+        [(a.tolist(), b) for a, b in plain.as_numpy_iterator()]
+    graph = served._as_serialized_graph().numpy()
+    assert b"RangeDataset" in graph and b"FlatMapDataset" in graph  # the first source: 3 pieces (32, 32, 6)

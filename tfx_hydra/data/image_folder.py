@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 
+from tfx_hydra.data import service as data_service
 from tfx_hydra.data.augmentation import augmenter
 from tfx_hydra.data.lineage import DataRead, files_read
 from tfx_hydra.data.options import options_from
@@ -75,7 +76,8 @@ def image_folder(directory, input_shape, num_classes, batch_size, seed, test_dir
         image = tf.ensure_shape(image, (*shape[:2], channels))
         return (image if len(shape) == 3 else tf.squeeze(image, -1)), label
 
-    splits = {name: tf.data.Dataset.from_tensor_slices((split.x, split.y)) for name, split in held.items()}
+    splits = {name: data_service.sliced((split.x, split.y), options.served and name == "train")  # served: pieces
+              for name, split in held.items()}
     counts = {name: len(split.x) for name, split in held.items()}
 
     def read(name: str, count: int) -> DataRead:  # the split's first `count` images (data.limit)

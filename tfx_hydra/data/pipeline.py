@@ -154,8 +154,6 @@ def from_arrays(splits: dict[str, Split], input_shape, num_classes, options: Pip
     """Datasets from in-memory splits: checked against the declared spec and the task's labels, digested
     as read (`named` and `source` name them in MLflow), normalized, batched. `class_names`: the classes'
     names the source read (class strings, tags), in index order."""
-    import tensorflow as tf
-
     from tfx_hydra.data.lineage import array_reads
 
     task = get_task(task) if isinstance(task, str) else task
@@ -175,7 +173,8 @@ def from_arrays(splits: dict[str, Split], input_shape, num_classes, options: Pip
     spec = dataclasses.replace(spec, input_scale=scale, input_offset=offset, **target_figures(task, splits["train"].y))
 
     # (x, y), or (x, y, weight) when the source read weights: finish() keeps them for training only
-    sliced = {name: tf.data.Dataset.from_tensor_slices(split.arrays()) for name, split in splits.items()}
+    sliced = {name: data_service.sliced(split.arrays(), options.served and name == "train")  # served: in pieces
+              for name, split in splits.items()}
     sizes = {name: len(split.x) for name, split in splits.items()}
     sliced, cached = cached_splits(options, sliced, sizes, in_memory=True)
     # in-memory data has no files to shard: DATA unless the user said otherwise

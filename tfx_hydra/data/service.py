@@ -47,6 +47,7 @@ OFF_VALUES = (None, False, "off")
 SERVERS = "tfx_hydra.data.service_servers"  # the module each process of data.service=local runs
 START_SECONDS = 120  # a process of the service importing TensorFlow on a busy machine
 WATCH_SECONDS = 0.5  # how often the run looks for a dead worker
+SPLIT_EXAMPLES = 32  # examples per piece of a split the dispatcher hands a worker (sliced)
 CONNECT_SECONDS = 10  # an existing dispatcher's answer
 PYTHON_OPS = (b"EagerPyFunc", b"PyFunc", b"PyFuncStateless")  # Python called from the graph: not on a worker
 
@@ -237,6 +238,26 @@ def distributed(dataset, address: str, batch_size: int):
     served = dataset.apply(tf.data.experimental.service.distribute(
         processing_mode=tf.data.experimental.service.ShardingPolicy.DYNAMIC, service=address))
     return served.rebatch(batch_size)
+
+
+def sliced(tensors, served: bool):
+    """`tf.data.Dataset.from_tensor_slices(tensors)`; `served`: the same examples in the same order, from a source
+    of pieces of SPLIT_EXAMPLES (a range over them), which dynamic sharding hands out one at a time. Over the
+    examples themselves each worker asks the dispatcher for every one: measured here, 1,000-1,300 examples/s with
+    2 local workers against 3,900 in pieces of 32."""
+    import tensorflow as tf
+
+    if not served:
+        return tf.data.Dataset.from_tensor_slices(tensors)
+    tensors = tf.nest.map_structure(tf.convert_to_tensor, tensors)
+    count = int(tf.nest.flatten(tensors)[0].shape[0])
+
+    def piece(index):
+        start = index * SPLIT_EXAMPLES
+        return tf.data.Dataset.from_tensor_slices(tf.nest.map_structure(
+            lambda t: t[start:start + SPLIT_EXAMPLES], tensors))
+
+    return tf.data.Dataset.range(-(-count // SPLIT_EXAMPLES)).flat_map(piece)
 
 
 def require_dispatcher_answers(address: str) -> None:
