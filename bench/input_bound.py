@@ -1,11 +1,12 @@
 """What binds, acted on: an image-folder run that waits for its data, the levers its summary names, and what each
 does to its examples/s and its wait, side by side in one run of this script on this machine.
 
-    python bench/input_bound.py            # 4,096 JPEG images of 96x96, 4 epochs
-    python bench/input_bound.py --quick    # 512 images, 3 epochs (CI runs it)
+    python bench/input_bound.py            # 4,096 JPEG images of 320x320, 3 epochs
+    python bench/input_bound.py --quick    # 256 images, 2 epochs (CI runs it)
 
-The model is model=mlp on 32x32x3 (a light step), the images JPEGs of 96x96 resized as they are read, so the
-decode is the work. Four runs of tfx_hydra's CLI on the same folder, batch 64:
+The model is model=cnn on 32x32x3, the images JPEGs of 320x320 resized as they are read: decoding one costs
+about what training on it does, so a run that decodes every epoch waits for its data. Four runs of tfx_hydra's
+CLI on the same folder, batch 64:
 
 - `data.cache=false`: every epoch decodes every image in the training process: input-bound;
 - `data.cache=auto` (the summary's first lever): decoded once, read from memory from the second epoch on;
@@ -29,6 +30,7 @@ import numpy as np
 from harness import bench_parser, child_env, write_json
 
 BATCH = 64
+SIZE = 320  # the JPEGs' side: decoding them is most of an epoch's work
 CASES = {
     "decoded every epoch (data.cache=false)": ["data.cache=false"],
     "the cache lever (data.cache=auto)": ["data.cache=auto"],
@@ -38,22 +40,22 @@ CASES = {
 
 
 def parse_args(argv=None):
-    parser = bench_parser(__doc__, train=4096, epochs=4, quick="512 images, 3 epochs")
+    parser = bench_parser(__doc__, train=4096, epochs=3, quick="256 images, 2 epochs")
     args = parser.parse_args(argv)
     if args.quick:
-        args.train, args.epochs = 512, 3
+        args.train, args.epochs = 256, 2
     return args
 
 
 def write_folder(root: Path, count: int) -> Path:
-    """`count` JPEGs of 96x96 in two class folders, a learnable brightness apart."""
+    """`count` JPEGs of SIZExSIZE in two class folders, a learnable brightness apart."""
     from PIL import Image
 
     rng = np.random.default_rng(0)
     for i in range(count):
         name = ("bright", "dark")[i % 2]
         (root / name).mkdir(parents=True, exist_ok=True)
-        pixels = np.clip(rng.normal(170 if name == "bright" else 80, 40, (96, 96, 3)), 0, 255).astype(np.uint8)
+        pixels = np.clip(rng.normal(170 if name == "bright" else 80, 40, (SIZE, SIZE, 3)), 0, 255).astype(np.uint8)
         Image.fromarray(pixels).save(root / name / f"{i:05d}.jpg", quality=90)
     return root
 
@@ -62,7 +64,7 @@ def run_case(overrides: list[str], folder: Path, epochs: int, workdir: Path) -> 
     from mlflow.tracking import MlflowClient
 
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "tfx_hydra", "model=mlp", "data=image_folder", f"data.directory={folder}",
+    subprocess.run([sys.executable, "-m", "tfx_hydra", "model=cnn", "data=image_folder", f"data.directory={folder}",
                     "data.input_shape=[32,32,3]", "data.num_classes=2", f"trainer.epochs={epochs}",
                     f"trainer.batch_size={BATCH}", "trainer.steps_per_execution=8", "export=none",
                     "export.mlflow_model=false", "trainer.tensorboard=false", *overrides],
@@ -91,7 +93,7 @@ def main(argv=None) -> dict:
         for name, overrides in CASES.items():
             results["cases"][name] = run_case(overrides, images, args.epochs, workdir)
     base = results["cases"]["decoded every epoch (data.cache=false)"]["examples_per_sec"]
-    print(f"{args.train} JPEGs 96x96 -> 32x32x3, model=mlp, batch {BATCH}, {args.epochs} epochs (median epoch)")
+    print(f"{args.train} JPEGs {SIZE}x{SIZE} -> 32x32x3, model=cnn, batch {BATCH}, {args.epochs} epochs (median epoch)")
     print(f"{'case':<42}{'ex/s':>9}{'vs first':>10}{'input_wait':>12}")
     for name, row in results["cases"].items():
         row["ratio"] = row["examples_per_sec"] / base

@@ -52,9 +52,73 @@ json.dump({{"epochs_examples_per_sec": Clock.rates}}, open(sys.argv[2], "w"))
 '''
 
 
+# A small Transformer text classifier, as a user's own model function (written beside the data, imported by both
+# sides): raw strings -> TextVectorization (adapted on the training split) -> token + position embeddings -> BLOCKS
+# pre-norm blocks of multi-head self-attention and a 2-layer feed-forward -> average -> the head.
+TRANSFORMER = '''
+import keras
+from keras import layers
+
+
+def transformer(name="transformer", num_classes=2, sequence_length=64, vocabulary=2000, width=64, heads=4,
+                blocks=2, feed_forward=128, **config_keys_of_other_models):
+    inputs = keras.Input(shape=(), dtype="string", name="inputs")
+    tokens = layers.TextVectorization(max_tokens=vocabulary, output_sequence_length=sequence_length)(inputs)
+    x = layers.Embedding(vocabulary, width)(tokens)
+    x = x + layers.Embedding(sequence_length, width)(keras.ops.arange(sequence_length))
+    for _ in range(blocks):
+        attended = layers.MultiHeadAttention(heads, width // heads)(layers.LayerNormalization()(x),
+                                                                    layers.LayerNormalization()(x))
+        x = x + attended
+        x = x + layers.Dense(width)(layers.Dense(feed_forward, activation="gelu")(layers.LayerNormalization()(x)))
+    x = layers.GlobalAveragePooling1D()(x)
+    return keras.Model(inputs, layers.Dense(num_classes, activation="softmax")(x), name=name)
+'''
+
+PLAIN_TEXT = '''
+import json, sys, time
+import keras, numpy as np, pandas as pd
+from text_models import transformer
+
+table = pd.read_csv(sys.argv[1])
+cut = int(len(table) * 0.9)
+x, y = table.text.values[:cut], table.label.values[:cut].astype("int32")
+validation = table.text.values[cut:], table.label.values[cut:].astype("int32")
+model = transformer(num_classes=2)
+model.layers[1].adapt(x)
+model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+
+class Clock(keras.callbacks.Callback):
+    rates = []
+    def on_epoch_begin(self, epoch, logs=None):
+        self.began = time.perf_counter()
+    def on_epoch_end(self, epoch, logs=None):
+        self.rates.append(len(x) / (time.perf_counter() - self.began))
+
+model.fit(x, y, batch_size={batch}, epochs={epochs}, validation_data=validation, callbacks=[Clock()], verbose=0)
+json.dump({{"epochs_examples_per_sec": Clock.rates}}, open(sys.argv[2], "w"))
+'''
+WORDS = 1500  # the made-up language's words; a text's class is which of two word sets it draws more from
+
+
+def make_text_table(path: Path, count: int, seed: int = 0) -> Path:
+    """`count` texts of 40-64 made-up words, label 0/1 by which half of the words they draw more from."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    lines = ["text,label"]
+    for i in range(count):
+        label = i % 2
+        words = [int(rng.integers(0, WORDS // 2) + label * (WORDS // 2)) if rng.random() < 0.6
+                 else int(rng.integers(0, WORDS)) for _ in range(int(rng.integers(40, 65)))]
+        lines.append(" ".join(f"w{w}" for w in words) + f",{label}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 def parse_args(argv=None):
     parser = bench_parser(__doc__, train=16384, epochs=5, quick="model=cnn, 512 images, 2 epochs")
-    parser.add_argument("--models", nargs="+", default=["cnn", "resnet_small"])
+    parser.add_argument("--models", nargs="+", default=["cnn", "resnet_small", "transformer"])
     args = parser.parse_args(argv)
     if args.quick:
         args.models, args.train, args.epochs = ["cnn"], 512, 2
@@ -63,7 +127,8 @@ def parse_args(argv=None):
 
 def run_plain(model: str, data: Path, epochs: int, workdir: Path) -> dict:
     script, result = workdir / f"plain_{model}.py", workdir / f"plain_{model}.json"
-    script.write_text(PLAIN.format(model=model, batch=BATCH, epochs=epochs))
+    script.write_text((PLAIN_TEXT if model == "transformer" else PLAIN).format(model=model, batch=BATCH,
+                                                                               epochs=epochs))
     subprocess.run([sys.executable, str(script), str(data), str(result)], cwd=workdir, check=True,
                    capture_output=True, env=child_env())
     rates = json.loads(result.read_text())["epochs_examples_per_sec"]
@@ -75,7 +140,10 @@ def run_framework(model: str, data: Path, epochs: int, workdir: Path) -> dict:
     the cpu profile sets them), batch 64; its last epoch's figures and the count and peak it tagged."""
     from mlflow.tracking import MlflowClient
 
-    subprocess.run([sys.executable, "-m", "tfx_hydra", f"model={model}", "data=mnist", f"data.path={data}",
+    chosen = [f"model={model}", "data=mnist"] if model != "transformer" else [  # the user's own model function
+        "model._target_=text_models.transformer", "model.name=transformer", "data=text_table", "data.num_classes=2",
+        "data.test_split=0.1"]  # the plain side's split: 90 % trained, 10 % validated
+    subprocess.run([sys.executable, "-m", "tfx_hydra", *chosen, f"data.path={data}",
                     f"trainer.epochs={epochs}", f"trainer.batch_size={BATCH}", "data.validation_split=0",
                     "export=none", "export.mlflow_model=false", "trainer.tensorboard=false"],
                    cwd=workdir, check=True, capture_output=True, env=child_env())
@@ -98,8 +166,11 @@ def main(argv=None) -> dict:
     results = {"models": {}}
     with tempfile.TemporaryDirectory(prefix="bench-mfu-") as folder:
         workdir = Path(folder)
-        data = make_mnist_like(workdir / "mnist.npz", args.train, max(256, args.train // 8))
+        images = make_mnist_like(workdir / "mnist.npz", args.train, max(256, args.train // 8))
+        (workdir / "text_models.py").write_text(TRANSFORMER)
+        texts = make_text_table(workdir / "texts.csv", args.train * 10 // 9) if "transformer" in args.models else None
         for model in args.models:
+            data = texts if model == "transformer" else images
             framework = run_framework(model, data, args.epochs, workdir)
             plain = run_plain(model, data, args.epochs, workdir)
             per_example, peak = framework["flops_per_example"], framework["peak"]

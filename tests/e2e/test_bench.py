@@ -92,6 +92,20 @@ def test_mfu_benchmark_runs_quick_and_prints_both_sides_mfu_of_one_count_and_one
     assert row["ratio"]["mfu"] == pytest.approx(row["framework"]["mfu"] / row["plain"]["mfu"])
 
 
+def test_input_bound_benchmark_runs_quick_with_the_cache_lever_and_the_service_side_by_side(tmp_path):
+    """bench/input_bound.py --quick: one image folder, four runs of the CLI (decoded every epoch, the cache lever,
+    tf.data service with 1 and 2 local workers), each row its run's MLflow figures and its ratio to the first."""
+    done, report = run_script(tmp_path, "input_bound", "--quick")
+    cases = report["cases"]
+    assert list(cases) == ["decoded every epoch (data.cache=false)", "the cache lever (data.cache=auto)",
+                           "tf.data service, 1 local worker", "tf.data service, 2 local workers"]
+    base = cases["decoded every epoch (data.cache=false)"]["examples_per_sec"]
+    for name, row in cases.items():
+        assert len(row["epochs_examples_per_sec"]) == report["epochs"] and row["examples_per_sec"] > 0
+        assert row["ratio"] == pytest.approx(row["examples_per_sec"] / base)
+        assert name in done.stdout
+
+
 def test_input_pipeline_benchmark_runs_small_and_prints_the_ratios(tmp_path):
     out = tmp_path / "input.json"
     temp = tmp_path / "system-temp"
