@@ -77,13 +77,32 @@ def test_a_transformer_block_forward_with_a_users_own_layer():
     assert counted.forward == attention + feed_forward + 2 * B * T * D * D + 2 * B * D * 10
 
 
-def test_a_model_xla_cannot_compile_has_no_count_and_says_why():
+def test_a_model_taking_raw_text_is_counted_from_its_token_ids_on():
+    """XLA compiles no string op: a TextVectorization inside the model is left out (it does no matmul), and the rest
+    counted: the dense layer on the flattened embeddings, forward; its weights' and its input's gradient, training
+    (the embedding's gradient is a scatter, not a product)."""
     import keras
     import tensorflow as tf
 
     inputs = keras.Input((), dtype="string")
+    vectorize = keras.layers.TextVectorization(max_tokens=50, output_sequence_length=8)
+    vectorize.adapt(["the cat sat on the mat", "a dog ran"])
+    x = keras.layers.Flatten()(keras.layers.Embedding(50, 16)(vectorize(inputs)))
+    model = compiled(keras.Model(inputs, keras.layers.Dense(4)(x)))
+    counted = step_flops(model, tf.constant(["the cat", "a dog", "sat", ""]), tf.zeros((B,), tf.int32))
+    forward = 2 * B * (8 * 16) * 4
+    assert (counted.forward, counted.training, counted.why_not) == (forward, 3 * forward, None)
+
+
+def test_a_model_xla_cannot_compile_has_no_count_and_says_why():
+    """Strings that reach past the first step (lower-cased, then measured): nothing numeric to start the count at."""
+    import keras
+    import tensorflow as tf
+
+    inputs = keras.Input((), dtype="string")
+    lowered = keras.layers.Lambda(lambda s: tf.strings.lower(s), output_shape=())(inputs)
     lengths = keras.layers.Lambda(lambda s: tf.cast(tf.strings.length(s), "float32")[:, None],
-                                  output_shape=(1,))(inputs)
+                                  output_shape=(1,))(lowered)
     model = compiled(keras.Model(inputs, keras.layers.Dense(2)(lengths)))
     counted = step_flops(model, tf.constant(["a", "bb", "ccc", "d"]), tf.zeros((B,), tf.int32))
     assert counted.forward is None and counted.training is None

@@ -9,8 +9,10 @@ per output feature. Element-wise ops, reductions, bias adds and activations are 
 of a dense or convolutional step and run far from the device's peak, which is what MFU compares with.
 
 The training step is `model.train_step` on one batch (forward, backward, the optimizer's update); the forward one
-`model(x, training=False)`. A model XLA cannot compile (string ops: a tokenizer inside the model) has no count; the
-reason is returned instead.
+`model(x, training=False)`. XLA cannot compile string ops: a functional model that takes raw text (a
+TextVectorization inside it: model=text_baseline, a user's Transformer) is counted from its first numeric tensors
+on (the token ids), the string preprocessing doing no matmul; any other model XLA cannot compile has no count, and
+the reason is returned instead.
 
 A run counts once (`counted_step_flops`), on a batch of zeros of its pipeline's element spec (the data is not read:
 the counts depend on shapes alone), and keeps the count per model, batch and TensorFlow version in the user's cache
@@ -90,6 +92,9 @@ def step_flops(model, x, y) -> StepFlops:
     import tensorflow as tf
 
     batch = int(tf.nest.flatten(x)[0].shape[0])
+    numeric = past_the_strings(model, batch) if any(t.dtype == tf.string for t in tf.nest.flatten(x)) else None
+    if numeric is not None:  # raw text in: counted from the token ids on
+        model, x = numeric
     try:
         forward = tf.function(lambda inputs: model(inputs, training=False), jit_compile=True)
         forward_hlo = forward.experimental_get_compiler_ir(x)(stage="optimized_hlo")
@@ -99,6 +104,32 @@ def step_flops(model, x, y) -> StepFlops:
         return StepFlops(None, None, batch, why_not=f"XLA cannot compile the step ({type(err).__name__}: "
                                                     f"{str(err).strip().splitlines()[0][:200] if str(err) else ''})")
     return StepFlops(hlo_flops(forward_hlo), hlo_flops(training_hlo), batch)
+
+
+def past_the_strings(model, batch: int):
+    """(the part of functional `model` after its string preprocessing, a batch of zeros of its inputs): a model
+    from the first numeric tensors that string tensors feed (a TextVectorization's token ids) to the outputs,
+    compiled with the model's loss (its optimizer's updates are element-wise: not counted); None where the model
+    is not functional, or its strings reach further than one step."""
+    import keras
+    import tensorflow as tf
+
+    frontier = []
+    for operation in getattr(model, "operations", []):
+        nodes = getattr(operation, "_inbound_nodes", [])
+        if len(nodes) != 1 or not any(t.dtype == "string" for t in nodes[0].input_tensors):
+            continue
+        if any(t.dtype == "string" for t in nodes[0].output_tensors):
+            return None  # strings to strings (a lower-caser): the numeric part starts further on
+        frontier += nodes[0].output_tensors
+    try:
+        numeric = keras.Model(frontier, model.outputs)
+        numeric.compile(optimizer="sgd", loss=model.loss)
+        numeric.optimizer.build(numeric.trainable_variables)
+    except Exception:  # noqa: BLE001 - not a graph keras can cut there
+        return None
+    zeros = [tf.zeros([batch, *t.shape[1:]], t.dtype) for t in frontier]
+    return numeric, zeros[0] if len(zeros) == 1 else zeros
 
 
 def counted_step_flops(model, element_spec, batch: int, cache: str | None = None) -> StepFlops:
