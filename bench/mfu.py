@@ -77,13 +77,13 @@ def transformer(name="transformer", num_classes=2, sequence_length=64, vocabular
 
 PLAIN_TEXT = '''
 import json, sys, time
-import keras, numpy as np, pandas as pd
+import keras, pandas as pd, tensorflow as tf
 from text_models import transformer
 
 table = pd.read_csv(sys.argv[1])
 cut = int(len(table) * 0.9)
-x, y = table.text.values[:cut], table.label.values[:cut].astype("int32")
-validation = table.text.values[cut:], table.label.values[cut:].astype("int32")
+x, y = tf.constant(table.text.values[:cut].tolist()), table.label.values[:cut].astype("int32")
+validation = tf.constant(table.text.values[cut:].tolist()), table.label.values[cut:].astype("int32")
 model = transformer(num_classes=2)
 model.layers[1].adapt(x)
 model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
