@@ -84,3 +84,12 @@ def test_config_differences_show_what_the_code_composes_differently_today():
     recorded["trainer"]["removed_option"] = 1
     assert reproduce.config_differences(source) == [
         "config model.dropout: 0.5 then, 0.2 now", "config trainer.removed_option: 1 then, absent now"]
+
+
+def test_results_that_differ_say_what_bit_identical_needs_and_a_served_runs_reason():
+    plain = reproduce.why_they_differ(2, {"data.input_shape": "(8, 8)"})
+    assert plain.startswith("2 result(s) differ. Bit-identical re-runs need trainer.deterministic=true")
+    assert "tf.data service" not in plain
+    served = reproduce.why_they_differ(1, {"data.service": "grpc://localhost:5050"})
+    assert served.endswith("The run read its training split from tf.data service (data.service): the workers' order "
+                           "differs between runs, so its results are not bit-identical by design.")

@@ -172,11 +172,19 @@ def compare_metrics(client, source: SourceRun) -> int:
                                                                                     for k in changed_files))
     if different:
         client.set_tag(rerun.info.run_id, "reproduce.different_metrics", ", ".join(different))
-        log.warning(f"{len(different)} result(s) differ. Bit-identical re-runs need trainer.deterministic=true, "
-                    "the same code, packages, data and devices (see the differences above).")
+        log.warning(why_they_differ(len(different), source.tags))
     else:
         log.info(f"all {len(rows)} results are bit-identical (timings and artifact sizes aside).")
     return 0
+
+
+def why_they_differ(count: int, tags: dict[str, str]) -> str:
+    """The warning for results that differ: what bit-identical re-runs need, and a run read from tf.data service,
+    whose order is the workers' (data.service), said as the reason."""
+    served = (" The run read its training split from tf.data service (data.service): the workers' order differs "
+              "between runs, so its results are not bit-identical by design.") if "data.service" in tags else ""
+    return (f"{count} result(s) differ. Bit-identical re-runs need trainer.deterministic=true, the same code, "
+            f"packages, data and devices (see the differences above).{served}")
 
 
 def result_keys(metrics: dict[str, float]) -> list[str]:
