@@ -50,7 +50,8 @@ def ray_cluster(folder: Path, head: str, node: str) -> Iterator[RayCluster]:
     common = ["--node-ip-address", "127.0.0.1", "--memory", str(NODE_MEMORY), "--object-store-memory",
               str(OBJECT_STORE), "--num-gpus", "0", "--disable-usage-stats"]
     as_here = lambda line: [str(RAY), *shlex.split(line.replace("6379", str(port)))[1:], *common]  # noqa: E731
-    try:
+    try:  # the token first, as the pages say (a fresh machine has none: `ray start` under RAY_AUTH_MODE=token fails)
+        started(env, [str(RAY), "get-auth-token", "--generate"])
         started(env, [*as_here(head), "--include-dashboard", "false", "--temp-dir", str(folder)])
         started(env, as_here(node))
         yield RayCluster(address, node_ids(address, env))
