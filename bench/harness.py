@@ -59,3 +59,18 @@ def make_mnist_like(path: Path, train: int, test: int, seed: int = 0) -> Path:
     (x_train, y_train), (x_test, y_test) = sample(train), sample(test)
     np.savez(path, x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test)
     return path
+
+
+def latest_run(workdir: Path):
+    """The newest tfx_hydra run in `workdir`'s default store (mlflow.db), and a function giving one of its
+    per-epoch metrics as a list in epoch order."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{workdir / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("tfx_hydra")
+    (run,) = client.search_runs([experiment.experiment_id], order_by=["attributes.start_time DESC"], max_results=1)
+
+    def epochs(name: str) -> list[float]:
+        return [m.value for m in sorted(client.get_metric_history(run.info.run_id, name), key=lambda m: m.step)]
+
+    return run, epochs

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from harness import bench_parser, child_env, write_json
+from harness import bench_parser, child_env, latest_run, write_json
 
 BATCH = 64
 SIZE = 320  # the JPEGs' side: decoding them is most of an epoch's work
@@ -61,8 +61,6 @@ def write_folder(root: Path, count: int) -> Path:
 
 
 def run_case(overrides: list[str], folder: Path, epochs: int, workdir: Path) -> dict:
-    from mlflow.tracking import MlflowClient
-
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "tfx_hydra", "model=cnn", "data=image_folder", f"data.directory={folder}",
                     "data.input_shape=[32,32,3]", "data.num_classes=2", f"trainer.epochs={epochs}",
@@ -70,13 +68,7 @@ def run_case(overrides: list[str], folder: Path, epochs: int, workdir: Path) -> 
                     "export.mlflow_model=false", "trainer.tensorboard=false", *overrides],
                    cwd=workdir, check=True, capture_output=True, env=child_env())
     seconds = time.perf_counter() - started
-    client = MlflowClient(tracking_uri=f"sqlite:///{workdir / 'mlflow.db'}")
-    experiment = client.get_experiment_by_name("tfx_hydra")
-    (run,) = client.search_runs([experiment.experiment_id], order_by=["attributes.start_time DESC"], max_results=1)
-
-    def epochs_of(name: str) -> list[float]:
-        return [m.value for m in sorted(client.get_metric_history(run.info.run_id, name), key=lambda m: m.step)]
-
+    run, epochs_of = latest_run(workdir)
     rates, waits = epochs_of("examples_per_sec"), epochs_of("input_wait")
     return {"examples_per_sec": statistics.median(rates[1:]), "epochs_examples_per_sec": rates,
             "input_wait": statistics.median(waits[1:]) if len(waits) > 1 else (waits[0] if waits else None),

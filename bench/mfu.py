@@ -24,10 +24,23 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness import bench_parser, child_env, make_mnist_like, write_json
+from harness import bench_parser, child_env, latest_run, make_mnist_like, write_json
 
 REPO = Path(__file__).resolve().parents[1]
 BATCH = 64
+
+# Both plain scripts end the same way: the model fit on (x, y), each epoch timed by a Keras callback.
+PLAIN_FIT = '''
+class Clock(keras.callbacks.Callback):
+    rates = []
+    def on_epoch_begin(self, epoch, logs=None):
+        self.began = time.perf_counter()
+    def on_epoch_end(self, epoch, logs=None):
+        self.rates.append(len(x) / (time.perf_counter() - self.began))
+
+model.fit(x, y, batch_size={batch}, epochs={epochs}, validation_data=validation, callbacks=[Clock()], verbose=0)
+json.dump({{"epochs_examples_per_sec": Clock.rates}}, open(sys.argv[2], "w"))
+'''
 
 PLAIN = '''
 import json, sys, time
@@ -40,15 +53,6 @@ validation = data["x_test"].astype("float32") / 255.0, data["y_test"].astype("in
 model = {model}(name="{model}", input_shape=[28, 28], num_classes=10)
 model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
 
-class Clock(keras.callbacks.Callback):
-    rates = []
-    def on_epoch_begin(self, epoch, logs=None):
-        self.began = time.perf_counter()
-    def on_epoch_end(self, epoch, logs=None):
-        self.rates.append(len(x) / (time.perf_counter() - self.began))
-
-model.fit(x, y, batch_size={batch}, epochs={epochs}, validation_data=validation, callbacks=[Clock()], verbose=0)
-json.dump({{"epochs_examples_per_sec": Clock.rates}}, open(sys.argv[2], "w"))
 '''
 
 
@@ -88,15 +92,6 @@ model = transformer(num_classes=2)
 model.layers[1].adapt(x)
 model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
 
-class Clock(keras.callbacks.Callback):
-    rates = []
-    def on_epoch_begin(self, epoch, logs=None):
-        self.began = time.perf_counter()
-    def on_epoch_end(self, epoch, logs=None):
-        self.rates.append(len(x) / (time.perf_counter() - self.began))
-
-model.fit(x, y, batch_size={batch}, epochs={epochs}, validation_data=validation, callbacks=[Clock()], verbose=0)
-json.dump({{"epochs_examples_per_sec": Clock.rates}}, open(sys.argv[2], "w"))
 '''
 WORDS = 1500  # the made-up language's words; a text's class is which of two word sets it draws more from
 
@@ -127,8 +122,8 @@ def parse_args(argv=None):
 
 def run_plain(model: str, data: Path, epochs: int, workdir: Path) -> dict:
     script, result = workdir / f"plain_{model}.py", workdir / f"plain_{model}.json"
-    script.write_text((PLAIN_TEXT if model == "transformer" else PLAIN).format(model=model, batch=BATCH,
-                                                                               epochs=epochs))
+    script.write_text(((PLAIN_TEXT if model == "transformer" else PLAIN) + PLAIN_FIT).format(
+        model=model, batch=BATCH, epochs=epochs))
     subprocess.run([sys.executable, str(script), str(data), str(result)], cwd=workdir, check=True,
                    capture_output=True, env=child_env())
     rates = json.loads(result.read_text())["epochs_examples_per_sec"]
@@ -138,8 +133,6 @@ def run_plain(model: str, data: Path, epochs: int, workdir: Path) -> dict:
 def run_framework(model: str, data: Path, epochs: int, workdir: Path) -> dict:
     """tfx_hydra's default run of the model on the same file (its own cache, threads, steps per call and XLA as
     the cpu profile sets them), batch 64; its last epoch's figures and the count and peak it tagged."""
-    from mlflow.tracking import MlflowClient
-
     chosen = [f"model={model}", "data=mnist", "data.validation_split=0"] if model != "transformer" else [
         "model._target_=text_models.transformer", "model.name=transformer", "data=text_table", "data.num_classes=2",
         "data.test_split=0.05", "data.validation_split=0.05"]  # the user's own model; as the plain side, 90 % trained
@@ -147,13 +140,7 @@ def run_framework(model: str, data: Path, epochs: int, workdir: Path) -> dict:
                     f"trainer.epochs={epochs}", f"trainer.batch_size={BATCH}",
                     "export=none", "export.mlflow_model=false", "trainer.tensorboard=false"],
                    cwd=workdir, check=True, capture_output=True, env=child_env())
-    client = MlflowClient(tracking_uri=f"sqlite:///{workdir / 'mlflow.db'}")
-    experiment = client.get_experiment_by_name("tfx_hydra")
-    (run,) = client.search_runs([experiment.experiment_id], order_by=["attributes.start_time DESC"], max_results=1)
-
-    def epochs(name: str) -> list[float]:
-        return [m.value for m in sorted(client.get_metric_history(run.info.run_id, name), key=lambda m: m.step)]
-
+    run, epochs = latest_run(workdir)
     rates = epochs("examples_per_sec")
     return {"examples_per_sec": statistics.median(rates[1:]), "epochs_examples_per_sec": rates,
             "mfu_logged": statistics.median(epochs("mfu")[1:]),
