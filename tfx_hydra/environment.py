@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from importlib import metadata
 
 from tfx_hydra.hardware import HardwareInfo, nvidia_smi
+from tfx_hydra.threads import described_threads
 
 VERSIONED_PACKAGES = ("tensorflow", "keras", "hydra-core", "omegaconf", "mlflow", "numpy", "tensorflow-hub",
                       "tfx_hydra")
@@ -47,6 +48,7 @@ def collect_environment(hardware: HardwareInfo) -> dict[str, str]:
     tags["env.gpus"] = ", ".join(g.name for g in hardware.gpus) or "none"
     tags["env.gpu_compute_capability"] = ", ".join(
         ".".join(map(str, g.compute_capability)) for g in hardware.gpus if g.compute_capability) or "none"
+    tags["hardware.intra_op_threads"] = described_threads(*hardware.intra_op_threads)  # what auto chose, and why
     return tags
 
 

@@ -29,6 +29,7 @@ from tfx_hydra.console import start_tensorflow_quietly
 from tfx_hydra.errors import HardwareMismatch
 from tfx_hydra.precision import FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16, cpu_flags, cpu_policy
 from tfx_hydra.settings.schemas import ExpectConfig, HardwareConfig
+from tfx_hydra.threads import set_threads
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,7 @@ class HardwareInfo:
     steps_per_execution: int = 1  # used when trainer.steps_per_execution=auto
     mismatch: str | None = None  # why the machine does not match the profile, if it does not
     strict: bool = False  # hardware.strict: a request the machine cannot satisfy is an error, not a warning
+    intra_op_threads: tuple = (None, "")  # the count set (0: every core; None: TensorFlow's default) and why
 
     @property
     def fast_float16(self) -> bool:
@@ -170,9 +172,10 @@ def _composed_profiles() -> dict[str, HardwareConfig]:
 # --- setup (TensorFlow) -------------------------------------------------------------------
 
 def setup_hardware(config: HardwareConfig, seed: int, deterministic: bool = False,
-                   input_values: int | None = None) -> HardwareInfo:
+                   input_values: int | None = None, model_target: str | None = None) -> HardwareInfo:
     """Select and configure devices per the profile, seed every RNG, and report what is there.
-    `input_values`: the values in one example's input (data.input_shape), for intra_op_threads=auto."""
+    For intra_op_threads=auto (threads.py): `input_values`, the values in one example's input (data.input_shape),
+    and `model_target`, the model function (model._target_) whose declared count comes first."""
     start_tensorflow_quietly()  # its C++ start-up lines to the job log, its objects out of gc's scans
     import keras
     import tensorflow as tf
@@ -200,8 +203,7 @@ def setup_hardware(config: HardwareConfig, seed: int, deterministic: bool = Fals
             f"TensorFlow initialised its devices before the hardware step could configure them ({err}).",
             fix="start a fresh process; in your own code, run tfx_hydra before any TensorFlow op",
         ) from None
-    _apply_threads(tf, dataclasses.replace(profile, intra_op_threads=op_threads(profile.intra_op_threads,
-                                                                              input_values)))
+    intra_op_threads = set_threads(tf, profile.intra_op_threads, profile.inter_op_threads, input_values, model_target)
     tf.debugging.set_log_device_placement(profile.log_device_placement)
     keras.backend.clear_session()  # a sweep runs jobs in one process: drop the previous job's graph
     keras.utils.set_random_seed(seed)  # Python, NumPy and TensorFlow in one call
@@ -220,6 +222,7 @@ def setup_hardware(config: HardwareConfig, seed: int, deterministic: bool = Fals
         (tuned["precision"], "")
     return HardwareInfo(profile=profile.name, reason=reason, gpus=visible,  # the CPU's reason said where it decided
                         precision_reason=why if tuned["precision"] == MIXED_BFLOAT16 else "",
+                        intra_op_threads=intra_op_threads,
                         mismatch=mismatch, strict=config.strict, **tuned)
 
 
@@ -268,32 +271,3 @@ def _apply_visible_devices(tf, selected: list, physical: list) -> None:
     if not physical or tf.config.get_visible_devices("GPU") == selected:
         return  # nothing to hide; calling anyway would fail once TensorFlow is initialised
     tf.config.set_visible_devices(selected, "GPU")
-
-
-SMALL_INPUTS = 4096  # values an example's input holds below which intra_op_threads=auto takes one thread per op
-
-
-def op_threads(setting, input_values: int | None) -> int | None:
-    """intra_op_threads=auto: one thread per op for small inputs (an MLP's ops are too small to split: 29-32k
-    vs 18k ex/s for the seed MLP on 2 cores), every core (0: TensorFlow's choice) for larger ones (model=cnn on
-    160x160x3 images: 46 vs 17 ex/s); an unknown size keeps one thread, as the cpu profile always had."""
-    if setting != "auto":
-        return setting
-    return 0 if input_values and input_values >= SMALL_INPUTS else 1
-
-
-def _apply_threads(tf, profile: HardwareConfig) -> None:
-    """Thread counts only change speed, so one TensorFlow already fixed is a warning, not an error."""
-    threading = tf.config.threading
-    for key, get, set_ in (
-        ("intra_op_threads", threading.get_intra_op_parallelism_threads, threading.set_intra_op_parallelism_threads),
-        ("inter_op_threads", threading.get_inter_op_parallelism_threads, threading.set_inter_op_parallelism_threads),
-    ):
-        wanted = getattr(profile, key)
-        if not wanted or get() == wanted:
-            continue
-        try:
-            set_(wanted)
-        except RuntimeError:
-            log.warning(f"hardware.{key}={wanted} not applied: TensorFlow was already initialised in this process "
-                 f"(it keeps {get() or 'its default'}). Only speed is affected.")

@@ -77,7 +77,8 @@ def run(cfg: DictConfig, job: Job | None = None) -> RunResult:
 
         # TensorFlow is first imported here, by the step that must configure its devices before any op
         hardware = setup_hardware(settings.hardware, settings.seed, settings.trainer.deterministic,
-                                  input_values=declared_input_values(cfg.data))  # for intra_op_threads=auto
+                                  input_values=declared_input_values(cfg.data),  # for intra_op_threads=auto
+                                  model_target=cfg.model.get("_target_"))
         policy, precision_warnings = resolve_policy(settings.precision.policy, hardware)
         set_precision(policy)
         strategy = build(cfg.strategy, "strategy", hardware=hardware)

@@ -78,7 +78,7 @@ def test_seed_vs_framework_runs_quick_and_prints_the_ratios(tmp_path):
 
 def test_mfu_benchmark_runs_quick_and_prints_both_sides_mfu_of_one_count_and_one_peak(tmp_path):
     """bench/mfu.py --quick: model=cnn through tfx_hydra and a plain Keras script; each side's MFU is its examples/s x
-    the one FLOP count / the one peak (the framework's as its run logged it)."""
+    the one FLOP count / the one peak (the framework's as its run logged it); then one lever's run against it."""
     done, report = run_script(tmp_path, "mfu", "--quick")
     assert "plain mfu" in done.stdout and "tfx mfu" in done.stdout and "peak:" in done.stdout
     (row,) = report["models"].values()
@@ -90,6 +90,12 @@ def test_mfu_benchmark_runs_quick_and_prints_both_sides_mfu_of_one_count_and_one
     assert row["framework"]["mfu"] == pytest.approx(row["framework"]["examples_per_sec"] * per_example / peak)
     assert row["framework"]["mfu_logged"] == pytest.approx(row["framework"]["mfu"], rel=1e-3)  # what its run logged
     assert row["ratio"]["mfu"] == pytest.approx(row["framework"]["mfu"] / row["plain"]["mfu"])
+    # the cpu profile's auto gives the conv net every core (its builder declares it); the lever row takes one
+    assert row["framework"]["intra_op_threads"] == "0 (every core): the model function declares it (intra_op_threads)"
+    (lever,) = report["levers"]["cnn"].values()
+    assert lever["intra_op_threads"] == "1: set by hardware.intra_op_threads"
+    assert lever["vs_default"] == pytest.approx(lever["examples_per_sec"] / row["framework"]["examples_per_sec"])
+    assert "hardware.intra_op_threads=1" in done.stdout and "vs default" in done.stdout
 
 
 def test_input_bound_benchmark_runs_quick_with_the_cache_lever_and_the_service_side_by_side(tmp_path):

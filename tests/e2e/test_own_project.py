@@ -394,6 +394,39 @@ def test_code_not_yet_committed_is_recorded_as_a_change_a_reproduce_restores(pro
     assert (restored / "conf" / "model" / "wide.yaml").read_text() == WIDE_YAML
 
 
+DECLARING = '''import json
+import keras
+import tensorflow as tf
+
+
+def declaring(name, input_shape, num_classes, units=16, scale=1.0):
+    """Writes the intra-op threads TensorFlow has when the model is built (after the hardware step)."""
+    with open({seen!r}, "w") as seen:
+        json.dump(tf.config.threading.get_intra_op_parallelism_threads(), seen)
+    inputs = keras.Input(shape=tuple(input_shape), name="inputs")
+    hidden = keras.layers.Dense(units, activation="relu")(keras.layers.Flatten()(inputs))
+    return keras.Model(inputs, keras.layers.Dense(num_classes, activation="softmax", dtype="float32")(hidden))
+
+
+declaring.intra_op_threads = 2  # what hardware.intra_op_threads=auto is to give this model's ops
+'''
+
+
+def test_a_model_function_declares_the_threads_auto_gives_its_ops(project, tmp_path):
+    """The cpu profile's intra_op_threads=auto would give the project's small inputs one thread per op; a model
+    function of the user's that declares its count gets it, in a process of its own (TensorFlow fixes its threads
+    at its first op), and the run's tag says which and why."""
+    seen = tmp_path / "threads.json"
+    (tmp_path / "declaring_models.py").write_text(DECLARING.format(seen=str(seen)))
+    done = run_cli(["experiment=acme", "model._target_=declaring_models.declaring", "trainer.epochs=1",
+                    "export=none", "export.mlflow_model=false", f"tracking.uri=sqlite:///{tmp_path}/mlflow.db"],
+                   cwd=project, env={"PYTHONPATH": f"{tmp_path}{os.pathsep}{cli_env().get('PYTHONPATH', '')}"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(seen.read_text()) == 2
+    (run,) = mlflow_runs(tmp_path, experiment="acme")
+    assert run.data.tags["hardware.intra_op_threads"] == "2: the model function declares it (intra_op_threads)"
+
+
 def test_a_project_file_naming_a_missing_folder_is_said(tmp_path):
     (tmp_path / "pyproject.toml").write_text('[tool.tfx_hydra]\nconfig_dir = "configs"\n')
     done = run_cli_in_process(["--cfg", "job"], cwd=tmp_path)

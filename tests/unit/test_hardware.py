@@ -167,16 +167,37 @@ def test_threads_fixed_earlier_in_the_process_are_a_warning_not_an_error(caplog)
                for line in warned)
 
 
-def test_intra_op_threads_auto_splits_ops_for_large_inputs_only():
-    """The cpu profile's auto: one thread per op for an MLP's small inputs, every core for images' conv-sized ops
-    (both measured: bench/README.md, scale.py). The rule reads data.input_shape from the config."""
+def test_intra_op_threads_auto_splits_ops_for_large_inputs_and_declaring_models(tmp_path, monkeypatch):
+    """The cpu profile's auto: one thread per op for an MLP's small inputs, every core from 2,048 values on, and
+    what the model function declares first (ours: the conv nets, every core even on 28x28; all measured:
+    bench/README.md). The rule reads data.input_shape and model._target_ from the config, before TensorFlow."""
     from omegaconf import OmegaConf
 
     from tfx_hydra.data.preflight import declared_input_values
-    from tfx_hydra.hardware import op_threads
+    from tfx_hydra.threads import declared_threads, op_threads
 
-    assert [op_threads("auto", n) for n in (64, 784, 4095, 4096, 160 * 160 * 3, None)] == [1, 1, 1, 0, 0, 1]
-    assert op_threads(3, 160 * 160 * 3) == 3 and op_threads(None, 10**6) is None  # a number is the user's
+    assert [op_threads("auto", n)[0] for n in (64, 784, 2047, 2048, 32 * 32 * 3, 160 * 160 * 3, None)] == [
+        1, 1, 1, 0, 0, 0, 1]
+    assert op_threads("auto", 784) == (1, "inputs of 784 values (under 2,048): one thread per op")
+    assert op_threads("auto", 3072) == (0, "inputs of 3,072 values (2,048 or more)")
+    assert op_threads("auto", None) == (1, "inputs of unknown size: one thread per op")  # text, a user's source
+    assert op_threads("auto", 784, declared=0) == (0, "the model function declares it (intra_op_threads)")
+    assert op_threads(3, 784, declared=0) == (3, "set by hardware.intra_op_threads")  # a number is the user's
+    assert op_threads(None, 10**6) == (None, "")  # a GPU profile: TensorFlow's default
+    # what model._target_ names declares: ours (the conv nets; the MLP says nothing), a user's function or class
+    (tmp_path / "users_models.py").write_text(
+        "def conv(**keys): pass\nconv.intra_op_threads = 0\n"
+        "class Wide:\n    intra_op_threads = 2\n"
+        "def quiet(**keys): pass\n"
+        "def wrong(**keys): pass\nwrong.intra_op_threads = 'many'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert [declared_threads(t) for t in ("tfx_hydra.models.cnn", "tfx_hydra.models.resnet_small",
+                                          "tfx_hydra.models.mlp", "users_models.conv", "users_models.Wide",
+                                          "users_models.quiet", "users_models.nowhere", None)] == [
+        0, 0, None, 0, 2, None, None, None]
+    with pytest.raises(ConfigError, match=r"model._target_=users_models.wrong declares intra_op_threads='many': "
+                                          r"expected a whole number of threads for each op, 0 for every core"):
+        declared_threads("users_models.wrong")
     assert declared_input_values(OmegaConf.create({"input_shape": [160, 160, 3]})) == 76_800
     assert declared_input_values(OmegaConf.create({"input_shape": "???"})) is None
     assert declared_input_values(OmegaConf.create({"input_shape": []})) is None  # text

@@ -30,3 +30,7 @@ def resnet_small(name, input_shape, num_classes, stages=(16, 32, 64), blocks_per
     if dropout:
         x = keras.layers.Dropout(dropout, name="dropout")(x)
     return keras.Model(inputs, output_head(x, num_classes, head), name=name)
+
+
+# hardware.intra_op_threads=auto gives its ops every core whatever the image size (threads.py), as for model=cnn.
+resnet_small.intra_op_threads = 0

@@ -144,7 +144,7 @@ class HardwareConfig:
     precision: Optional[str] = None
     per_replica_batch_size: Optional[int] = None
     steps_per_execution: Optional[int] = None
-    intra_op_threads: Any = None  # a number, 0 (TensorFlow's choice), or auto (by the inputs' size: hardware.py)
+    intra_op_threads: Any = None  # a number, 0 (TensorFlow's choice), or auto (threads.py)
     inter_op_threads: Optional[int] = None
     log_device_placement: bool = False
     strict: bool = False
