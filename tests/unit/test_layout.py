@@ -31,7 +31,7 @@ LAYERS = [
     ("steps", {"tfx_hydra.hardware", "tfx_hydra.strategy", "tfx_hydra.data", "tfx_hydra.models", "tfx_hydra.optimizer",
                "tfx_hydra.trainer", "tfx_hydra.export", "tfx_hydra.records", "tfx_hydra.reports", "tfx_hydra.plots",
                "tfx_hydra.environment", "tfx_hydra.sweeps", "tfx_hydra.code_state", "tfx_hydra.task",
-               "tfx_hydra.lr_schedule", "tfx_hydra.cv", "tfx_hydra.job", "tfx_hydra.peak",
+               "tfx_hydra.lr_schedule", "tfx_hydra.cv", "tfx_hydra.job", "tfx_hydra.peak", "tfx_hydra.threads",
                "tfx_hydra.losses"}),  # a moved path kept importable until 0.3.0
     ("tracking", {"tfx_hydra.tracking"}),
     # the vocabulary every layer speaks (precision.py spells the dtype policies the schemas check; it
