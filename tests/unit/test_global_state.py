@@ -30,6 +30,7 @@ def test_two_meets_a_process_without_them(tmp_path):
 '''
 
 
+@pytest.mark.slow  # a pytest session of its own each (9 s on 2 cores): among the quick subset's heaviest
 @pytest.mark.parametrize("plugin", [True, False], ids=["with the plugin", "without it"])
 def test_a_tests_mlflow_globals_do_not_reach_the_next_test(pytester, monkeypatch, plugin):
     pytester.makepyfile(test_pair=TWO_TESTS)

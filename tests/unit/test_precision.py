@@ -137,6 +137,7 @@ def test_the_cpu_profile_s_auto_precision_follows_the_cpu_and_says_why(monkeypat
     assert (small.precision, small.precision_reason) == (FLOAT32, "")  # the line stays as on any CPU
 
 
+@pytest.mark.slow  # 16 s on a CPU without AMX, where bfloat16 is emulated: among the quick subset's heaviest
 def test_bfloat16_learns_what_float32_learns_on_a_learnable_task():
     """The accuracy check behind precision=auto's bfloat16 on AMX CPUs, run on this CPU (bfloat16 emulated)."""
     from sklearn.datasets import load_digits
