@@ -75,7 +75,8 @@ def set_threads(tf, intra_op_threads, inter_op_threads: int | None, input_values
     """Set the profile's thread counts (auto: resolved by op_threads) and return the intra-op count in effect and
     why. Thread counts only change speed, so a TensorFlow already started is a warning, not an error, and the
     count returned is the one it kept."""
-    wanted, why = op_threads(intra_op_threads, input_values, declared_threads(model_target))
+    declared = declared_threads(model_target) if intra_op_threads == "auto" else None  # a number set wins unread
+    wanted, why = op_threads(intra_op_threads, input_values, declared)
     threading = tf.config.threading
     for key, count, get, set_ in (
         ("intra_op_threads", wanted, threading.get_intra_op_parallelism_threads,

@@ -198,6 +198,10 @@ def test_intra_op_threads_auto_splits_ops_for_large_inputs_and_declaring_models(
     with pytest.raises(ConfigError, match=r"model._target_=users_models.wrong declares intra_op_threads='many': "
                                           r"expected a whole number of threads for each op, 0 for every core"):
         declared_threads("users_models.wrong")
+    # a number the user set wins without the declaration being read (a bad one included)
+    from tfx_hydra.threads import set_threads
+
+    assert set_threads(tf, 3, None, 784, "users_models.wrong")[1].startswith("set by hardware.intra_op_threads")
     assert declared_input_values(OmegaConf.create({"input_shape": [160, 160, 3]})) == 76_800
     assert declared_input_values(OmegaConf.create({"input_shape": "???"})) is None
     assert declared_input_values(OmegaConf.create({"input_shape": []})) is None  # text
