@@ -84,13 +84,14 @@ def set_threads(tf, intra_op_threads, inter_op_threads: int | None, input_values
         ("inter_op_threads", inter_op_threads, threading.get_inter_op_parallelism_threads,
          threading.set_inter_op_parallelism_threads),
     ):
-        if not count or get() == count:
+        if count is None or get() == count:  # 0 is a count too: every core, where an earlier job set fewer
             continue
         try:
             set_(count)
         except RuntimeError:
-            log.warning(f"hardware.{key}={count} not applied: TensorFlow was already initialised in this process "
-                        f"(it keeps {get() or 'its default'}). Only speed is affected.")
+            log.warning(f"hardware.{key}={count}{' (every core)' if count == 0 else ''} not applied: TensorFlow "
+                        f"was already initialised in this process (it keeps {get() or 'its default'}). Only speed "
+                        "is affected.")
             if key == "intra_op_threads":
                 wanted, why = get() or None, f"{why}; not applied: TensorFlow had already started"
     return wanted, why

@@ -388,3 +388,24 @@ def test_a_data_sources_unexpected_failure_is_one_data_error_not_hydras_wrapper(
     assert_only_the_message(done.stderr)
     (run,) = mlflow_runs(tmp_path)
     assert run.info.status == "FAILED"
+
+
+def test_a_model_function_declaring_threads_that_are_not_a_count_fails_its_run_naming_the_fix(tmp_path, monkeypatch):
+    """What a model function declares for hardware.intra_op_threads=auto is read in the hardware step (reading it
+    imports the user's module, which may import TensorFlow: not preflight's to do), so the run has started and ends
+    FAILED, with one message naming the target, the value and the fix."""
+    (tmp_path / "threaded_models.py").write_text("from tfx_hydra.models import mlp\n\n\n"
+                                                 "def many(**keys):\n    return mlp(**keys)\n\n\n"
+                                                 "many.intra_op_threads = 'many'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    done = run_cli_in_process(["model._target_=threaded_models.many", "trainer.epochs=1", "export=none"],
+                              cwd=tmp_path)
+    assert done.returncode == 1
+    assert ("ConfigError: model._target_=threaded_models.many declares intra_op_threads='many': expected a whole "
+            "number of threads for each op, 0 for every core.") in done.stderr, done.stderr[-2000:]
+    assert "Fix: many.intra_op_threads = 0 beside the function, or remove it" in done.stderr
+    assert_only_the_message(done.stderr)
+    assert "epoch 1/" not in done.stdout
+    (run,) = mlflow_runs(tmp_path)
+    assert run.info.status == "FAILED"
+    assert run.data.tags["error"].startswith("ConfigError: model._target_=threaded_models.many declares")

@@ -409,22 +409,37 @@ def declaring(name, input_shape, num_classes, units=16, scale=1.0):
 
 
 declaring.intra_op_threads = 2  # what hardware.intra_op_threads=auto is to give this model's ops
+
+
+def every_core(**keys):
+    return declaring(**keys)
+
+
+every_core.intra_op_threads = 0  # every core: the sweep's second job, after TensorFlow has started with 2
 '''
 
 
 def test_a_model_function_declares_the_threads_auto_gives_its_ops(project, tmp_path):
     """The cpu profile's intra_op_threads=auto would give the project's small inputs one thread per op; a model
-    function of the user's that declares its count gets it, in a process of its own (TensorFlow fixes its threads
-    at its first op), and the run's tag says which and why."""
+    function of the user's that declares its count gets it (TensorFlow fixes its threads at its first op, so in a
+    process of its own: the sweep's first job), and the run's tag says which and why. The sweep's second job runs
+    in the same process (basic launcher): its model declares every core, TensorFlow keeps the first job's 2, and
+    its tag and a warning say so rather than the count it did not get."""
     seen = tmp_path / "threads.json"
     (tmp_path / "declaring_models.py").write_text(DECLARING.format(seen=str(seen)))
-    done = run_cli(["experiment=acme", "model._target_=declaring_models.declaring", "trainer.epochs=1",
-                    "export=none", "export.mlflow_model=false", f"tracking.uri=sqlite:///{tmp_path}/mlflow.db"],
+    done = run_cli(["-m", "experiment=acme", "model._target_=declaring_models.declaring,declaring_models.every_core",
+                    "trainer.epochs=1", "export=none", "export.mlflow_model=false",
+                    f"tracking.uri=sqlite:///{tmp_path}/mlflow.db"],
                    cwd=project, env={"PYTHONPATH": f"{tmp_path}{os.pathsep}{cli_env().get('PYTHONPATH', '')}"})
     assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(seen.read_text()) == 2
-    (run,) = mlflow_runs(tmp_path, experiment="acme")
-    assert run.data.tags["hardware.intra_op_threads"] == "2: the model function declares it (intra_op_threads)"
+    assert json.loads(seen.read_text()) == 2  # what the second job's model saw: the first job's count, kept
+    said = {r.data.params["model._target_"].rsplit(".", 1)[-1]: r.data.tags["hardware.intra_op_threads"]
+            for r in mlflow_runs(tmp_path, experiment="acme") if "mlflow.parentRunId" in r.data.tags}
+    assert said == {"declaring": "2: the model function declares it (intra_op_threads)",
+                    "every_core": "2: the model function declares it (intra_op_threads); not applied: TensorFlow "
+                                  "had already started"}, said
+    assert ("hardware.intra_op_threads=0 (every core) not applied: TensorFlow was already initialised in this "
+            "process (it keeps 2)") in done.stdout + done.stderr
 
 
 def test_a_project_file_naming_a_missing_folder_is_said(tmp_path):
