@@ -1,9 +1,10 @@
 """How close to the machine: model FLOPs utilisation (MFU) and examples/s of model=cnn, model=resnet_small, the
 issue's reference CNN on 64x64x3 images and a small Transformer text model, through tfx_hydra and through a
-hand-written Keras script, side by side on the same data, on this machine; and each of the levers the framework
-controls (threads, XLA, steps per call, precision), one run each, against tfx_hydra's default.
+hand-written Keras script, side by side on the same data, on this machine, beside the step alone (the model's training
+step on one batch held in memory, repeated, nothing around it); and each of the levers the
+framework controls (both thread pools, XLA, steps per call, precision), one run each, against tfx_hydra's default.
 
-    python bench/mfu.py                 # the four models, then the levers for the conv nets (~35 min on 2 cores)
+    python bench/mfu.py                 # the four models, then the levers for the conv nets (~45 min on 2 cores)
     python bench/mfu.py --no-levers     # the four models only
     python bench/mfu.py --quick         # model=cnn, 512 images, 2 epochs, one lever: a minute or two (CI runs it)
 
@@ -44,6 +45,28 @@ class Clock(keras.callbacks.Callback):
         self.rates.append(len(x) / (time.perf_counter() - self.began))
 
 model.fit(x, y, batch_size={batch}, epochs={epochs}, validation_data=validation, callbacks=[Clock()], verbose=0)
+json.dump({{"epochs_examples_per_sec": Clock.rates}}, open(sys.argv[2], "w"))
+'''
+
+# The step alone: the same model and optimizer, its training step on one batch held in memory, repeated (no input
+# pipeline, no validation, 16 steps per call, TensorFlow's default threads): what a loop with nothing around the
+# step reaches. Not an upper bound: the cpu profile's threads and steps per call beat it for some models.
+STEP_ALONE_FIT = '''
+import tensorflow as tf
+
+model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"], steps_per_execution=16)
+one_batch = tf.data.Dataset.from_tensors((x[:{batch}], y[:{batch}])).repeat()
+steps = max(16, len(x) // {batch} // 16 * 16)
+
+
+class Clock(keras.callbacks.Callback):
+    rates = []
+    def on_epoch_begin(self, epoch, logs=None):
+        self.began = time.perf_counter()
+    def on_epoch_end(self, epoch, logs=None):
+        self.rates.append(steps * {batch} / (time.perf_counter() - self.began))
+
+model.fit(one_batch, steps_per_epoch=steps, epochs={epochs}, callbacks=[Clock()], verbose=0)
 json.dump({{"epochs_examples_per_sec": Clock.rates}}, open(sys.argv[2], "w"))
 '''
 
@@ -140,8 +163,8 @@ CASES = {
 # What the framework controls, one override each against its default run (the cpu profile's): the threads
 # (the opposite of what auto gives a conv net), XLA, steps per tf.function call, mixed bfloat16 (emulated without
 # AMX). The layout is not one on a CPU: TensorFlow's CPU max-pooling takes channels-last only.
-LEVERS = ("hardware.intra_op_threads=1", "trainer.jit_compile=true", "trainer.steps_per_execution=1",
-          "precision=bf16")
+LEVERS = ("hardware.intra_op_threads=1", "hardware.inter_op_threads=1", "trainer.jit_compile=true",
+          "trainer.steps_per_execution=1", "precision=bf16")
 
 
 def parse_args(argv=None):
@@ -174,10 +197,12 @@ def make_images(path: Path, train: int, test: int, shape: tuple) -> Path:
     return path
 
 
-def run_plain(name: str, data: Path, epochs: int, workdir: Path) -> dict:
-    case = CASES[name]
-    script, result = workdir / f"plain_{name}.py", workdir / f"plain_{name}.json"
-    script.write_text(((PLAIN_TEXT if name == "transformer" else PLAIN) + PLAIN_FIT).format(
+def run_plain(name: str, data: Path, epochs: int, workdir: Path, fit: str = PLAIN_FIT) -> dict:
+    """The plain script's run (`fit`=STEP_ALONE_FIT: its step alone) of the model on the file, in a process of its
+    own."""
+    case, side = CASES[name], "plain" if fit is PLAIN_FIT else "step_alone"
+    script, result = workdir / f"{side}_{name}.py", workdir / f"{side}_{name}.json"
+    script.write_text(((PLAIN_TEXT if name == "transformer" else PLAIN) + fit).format(
         builder=case.builder, shape=list(case.shape), keys=dict(case.keys), batch=BATCH, epochs=epochs))
     subprocess.run([sys.executable, str(script), str(data), str(result)], cwd=workdir, check=True,
                    capture_output=True, env=child_env())
@@ -215,13 +240,16 @@ def main(argv=None) -> dict:
                 make_images(workdir / f"images_{name}.npz", train, max(256, train // 8), case.shape)
             framework = run_framework(name, data, args.epochs, workdir)
             plain = run_plain(name, data, args.epochs, workdir)
+            alone = run_plain(name, data, args.epochs, workdir, STEP_ALONE_FIT)
             print(f"{name}: plain {plain['examples_per_sec']:,.0f} ex/s, "
-                  f"tfx_hydra {framework['examples_per_sec']:,.0f}", flush=True)
+                  f"tfx_hydra {framework['examples_per_sec']:,.0f}, step alone {alone['examples_per_sec']:,.0f}",
+                  flush=True)
             per_example, peak = framework["flops_per_example"], framework["peak"]
-            for side in (plain, framework):
+            for side in (plain, framework, alone):
                 side["mfu"] = side["examples_per_sec"] * per_example / peak
             results["models"][name] = {
                 "training_flops_per_example": per_example, "train": train, "framework": framework, "plain": plain,
+                "step_alone": alone,
                 "ratio": {"examples_per_sec": framework["examples_per_sec"] / plain["examples_per_sec"],
                           "mfu": framework["mfu"] / plain["mfu"]}}
             results["peak"], results["peak_source"] = peak, framework["peak_source"]
@@ -242,11 +270,12 @@ def lever_row(run: dict, default: dict, per_example: float, peak: float) -> dict
 def print_tables(results: dict) -> None:
     print(f"peak: {results['peak'] / 1e9:,.0f} GFLOP/s ({results['peak_source']})")
     print(f"{'model':<14}{'MFLOP/example':>15}{'plain ex/s':>12}{'plain mfu':>11}{'tfx ex/s':>10}{'tfx mfu':>9}"
-          f"{'ratio':>8}  tfx threads")
+          f"{'ratio':>8}{'alone mfu':>11}  tfx threads")
     for model, row in results["models"].items():
         print(f"{model:<14}{row['training_flops_per_example'] / 1e6:>15,.2f}{row['plain']['examples_per_sec']:>12,.0f}"
               f"{row['plain']['mfu']:>11.1%}{row['framework']['examples_per_sec']:>10,.0f}"
-              f"{row['framework']['mfu']:>9.1%}{row['ratio']['mfu']:>7.2f}x  {row['framework']['intra_op_threads']}")
+              f"{row['framework']['mfu']:>9.1%}{row['ratio']['mfu']:>7.2f}x{row['step_alone']['mfu']:>11.1%}  "
+              f"{row['framework']['intra_op_threads']}")
     for model, levers in results["levers"].items():
         default = results["models"][model]["framework"]
         print(f"\n{model}: the levers, one run each{'':<18}{'ex/s':>8}{'mfu':>8}{'vs default':>12}")

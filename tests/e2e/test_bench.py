@@ -90,6 +90,11 @@ def test_mfu_benchmark_runs_quick_and_prints_both_sides_mfu_of_one_count_and_one
     assert row["framework"]["mfu"] == pytest.approx(row["framework"]["examples_per_sec"] * per_example / peak)
     assert row["framework"]["mfu_logged"] == pytest.approx(row["framework"]["mfu"], rel=1e-3)  # what its run logged
     assert row["ratio"]["mfu"] == pytest.approx(row["framework"]["mfu"] / row["plain"]["mfu"])
+    # the step alone on one batch held in memory, its epochs timed as the plain script's
+    alone = row["step_alone"]
+    assert len(alone["epochs_examples_per_sec"]) == 2 and 0 < alone["mfu"] < 1
+    assert alone["mfu"] == pytest.approx(alone["examples_per_sec"] * per_example / peak)
+    assert "alone mfu" in done.stdout and f"{alone['mfu']:.1%}" in done.stdout
     # the cpu profile's auto gives the conv net every core (its builder declares it); the lever row takes one
     assert row["framework"]["intra_op_threads"] == "0 (every core): the model function declares it (intra_op_threads)"
     (lever,) = report["levers"]["cnn"].values()
