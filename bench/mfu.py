@@ -160,9 +160,10 @@ CASES = {
     "transformer": Case(("model._target_=text_models.transformer", "model.name=transformer", "data=text_table",
                          "data.num_classes=2", "data.test_split=0.05", "data.validation_split=0.05")),
 }
-# What the framework controls, one override each against its default run (the cpu profile's): the threads
-# (the opposite of what auto gives a conv net), XLA, steps per tf.function call, mixed bfloat16 (emulated without
-# AMX). The layout is not one on a CPU: TensorFlow's CPU max-pooling takes channels-last only.
+# What the framework controls, one override each against its default run (the cpu profile's): the intra-op threads
+# (the opposite of what auto gives a conv net), the inter-op threads (the profile's 2 -> 1), XLA, steps per
+# tf.function call, mixed bfloat16 (emulated without AMX). The layout is not one on a CPU: TensorFlow's CPU
+# max-pooling takes channels-last only.
 LEVERS = ("hardware.intra_op_threads=1", "hardware.inter_op_threads=1", "trainer.jit_compile=true",
           "trainer.steps_per_execution=1", "precision=bf16")
 
