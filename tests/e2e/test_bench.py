@@ -76,6 +76,25 @@ def test_seed_vs_framework_runs_quick_and_prints_the_ratios(tmp_path):
 
 
 
+def test_conv_kernels_benchmark_times_each_convolution_and_a_step_of_them_only(tmp_path):
+    """bench/conv_kernels.py --quick: the reference CNN's three convolutions, each forward and with both gradients,
+    and the step of them only: its FLOPs are the analytic count (the first layer's input gradient left out)."""
+    done, report = run_script(tmp_path, "conv_kernels", "--quick")
+    layers = report["layers"]
+    assert list(layers) == ["64x64x3 -> 32", "32x32x32 -> 64", "16x16x64 -> 128"]
+    assert [layer["forward_flops"] for layer in layers.values()] == [
+        2 * 8 * 64 * 64 * 3 * 32 * 9, 2 * 8 * 32 * 32 * 32 * 64 * 9, 2 * 8 * 16 * 16 * 64 * 128 * 9]
+    for layer in layers.values():
+        assert layer["forward_gflops"] == pytest.approx(layer["forward_flops"] / layer["forward_seconds"] / 1e9)
+        assert layer["training_gflops"] == pytest.approx(3 * layer["forward_flops"] / layer["training_seconds"] / 1e9)
+        assert layer["training_seconds"] > 0 and layer["forward_seconds"] > 0  # timings: no order asserted
+    only = report["convolutions_only"]
+    assert only["training_flops_per_example"] == 2 * 64 * 64 * 3 * 32 * 9 * 2 + 3 * 2 * 9 * (
+        32 * 32 * 32 * 64 + 16 * 16 * 64 * 128)
+    assert 0 < only["mfu"] < 2 and report["peak_source"].startswith("measured: a 2048x2048 float32 matmul")
+    assert f"{only['examples_per_sec']:,.0f} examples/s, mfu {only['mfu']:.0%}" in done.stdout
+
+
 def test_mfu_benchmark_runs_quick_and_prints_both_sides_mfu_of_one_count_and_one_peak(tmp_path):
     """bench/mfu.py --quick: model=cnn through tfx_hydra and a plain Keras script; each side's MFU is its examples/s x
     the one FLOP count / the one peak (the framework's as its run logged it); then one lever's run against it."""
