@@ -35,15 +35,18 @@ from harness import bench_parser, child_env, latest_run, make_mnist_like, write_
 REPO = Path(__file__).resolve().parents[1]
 BATCH = 64
 
-# Both plain scripts end the same way: the model fit on (x, y), each epoch timed by a Keras callback.
-PLAIN_FIT = '''
+# Each epoch timed by a Keras callback: `examples` (an expression of the script) over the epoch's seconds.
+CLOCK = '''
 class Clock(keras.callbacks.Callback):
     rates = []
     def on_epoch_begin(self, epoch, logs=None):
         self.began = time.perf_counter()
     def on_epoch_end(self, epoch, logs=None):
-        self.rates.append(len(x) / (time.perf_counter() - self.began))
+        self.rates.append({examples} / (time.perf_counter() - self.began))
+'''
 
+# Both plain scripts end the same way: the model fit on (x, y), each epoch timed by a Keras callback.
+PLAIN_FIT = CLOCK.format(examples="len(x)") + '''
 model.fit(x, y, batch_size={batch}, epochs={epochs}, validation_data=validation, callbacks=[Clock()], verbose=0)
 json.dump({{"epochs_examples_per_sec": Clock.rates}}, open(sys.argv[2], "w"))
 '''
@@ -57,15 +60,7 @@ import tensorflow as tf
 model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"], steps_per_execution=16)
 one_batch = tf.data.Dataset.from_tensors((x[:{batch}], y[:{batch}])).repeat()
 steps = max(16, len(x) // {batch} // 16 * 16)
-
-
-class Clock(keras.callbacks.Callback):
-    rates = []
-    def on_epoch_begin(self, epoch, logs=None):
-        self.began = time.perf_counter()
-    def on_epoch_end(self, epoch, logs=None):
-        self.rates.append(steps * {batch} / (time.perf_counter() - self.began))
-
+''' + CLOCK.format(examples="steps * {batch}") + '''
 model.fit(one_batch, steps_per_epoch=steps, epochs={epochs}, callbacks=[Clock()], verbose=0)
 json.dump({{"epochs_examples_per_sec": Clock.rates}}, open(sys.argv[2], "w"))
 '''
