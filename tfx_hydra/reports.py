@@ -58,17 +58,21 @@ def draw_plots(task, values, labels, history: dict, folder: str, names: tuple[st
 
 def draw_pending_plots(folder: str, task) -> bool:
     """Draw the plots a search trial kept the inputs of (record_plots' `pending`) into `folder`; False
-    when there is nothing to draw (drawn already, or the folder is on a machine this one cannot see)."""
+    when there is nothing to draw here: drawn already, being drawn by another command of the study
+    ending at the same time, or the folder is on a machine this one cannot see. The inputs are claimed
+    by renaming them (one rename wins), so two commands never draw, or remove, the same file."""
     import numpy as np
 
-    path = os.path.join(folder, PENDING_FILE)
-    if not os.path.isfile(path):
+    claimed = os.path.join(folder, f"{PENDING_FILE}.{os.getpid()}.drawing")
+    try:
+        os.rename(os.path.join(folder, PENDING_FILE), claimed)
+    except FileNotFoundError:
         return False
-    with np.load(path) as saved:
+    with np.load(claimed) as saved:
         values, labels, history = saved["values"], saved["labels"], json.loads(str(saved["history"]))
         names = tuple(str(name) for name in saved["names"]) if "names" in saved.files else ()
     draw_plots(task, values, labels, history, folder, names)
-    os.remove(path)
+    os.remove(claimed)
     return True
 
 

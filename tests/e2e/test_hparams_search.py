@@ -116,11 +116,14 @@ def test_two_commands_share_a_journal_file_study_and_its_parent_and_mark_its_par
     command = [sys.executable, "-m", "tfx_hydra", "-m", *search(
         4, "hparams_search.pruner=none", "hparams_search.storage=studies/journal.log",
         "sweep.metric=[val_accuracy,parameters]", "sweep.direction=[maximize,minimize]")]
-    other = subprocess.Popen(command, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)  # one command in a process of its own,
-    here = run_cli_in_process(command[4:], cwd=tmp_path, multirun=True)  # the other in this one, meanwhile
-    output = other.communicate(timeout=600)[0]
+    other = subprocess.Popen([*command, "hparams_search.n_jobs=3"], cwd=tmp_path, env=cli_env(),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # one command in a process
+    # of its own, three trials per batch: the basic launcher runs them one after another, so the last waits out two
+    # whole jobs (TensorFlow's first import, their epochs: longer than the 10 s grace period) ...
+    here = run_cli_in_process(command[4:], cwd=tmp_path, multirun=True)  # ... while the other, in this process,
+    output = other.communicate(timeout=600)[0]  # looks for lost trials between its own: waiting is not lost
     assert (other.returncode, here.returncode) == (0, 0), output[-2000:] + here.stdout[-2000:] + here.stderr[-2000:]
+    assert "lost its process" not in output + here.stdout + here.stderr
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
 

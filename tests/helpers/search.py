@@ -27,7 +27,9 @@ TINY = ["trainer.epochs=3", "data.limit=300", "export=none", "export.mlflow_mode
         "trainer.backup=false", "trainer.tensorboard=false"]
 SPACE = ["optimizer.learning_rate=choice(0.00001,0.003,0.01)", "model.units=choice(16,32)"]  # + the preset's
 PRUNE_EARLY = ["hparams_search.pruner_args={n_startup_trials:1,n_warmup_steps:0}"]
-FAST_HEARTBEAT = ["hparams_search.heartbeat_interval=1", "hparams_search.grace_period=4"]
+# a beat a second, and a trial found lost after 10 s without one: a process importing TensorFlow holds
+# Python's lock for a second or more (longer on a loaded machine), and none of its threads beats meanwhile
+FAST_HEARTBEAT = ["hparams_search.heartbeat_interval=1", "hparams_search.grace_period=10"]
 
 
 def search(n_trials: int, *extra: str) -> list[str]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import struct
 
+import pytest
+
 from tfx_hydra import plots
 from tfx_hydra.sweeps import summary
 
@@ -111,3 +113,52 @@ def _kept_figures(pyplot, drawn: list):
 
     close = pyplot.close
     return mock.patch.object(pyplot, "close", lambda figure=None: (drawn.append(figure), close(figure)))
+
+
+def draw_when_released(folder: str, release, results) -> None:
+    """One command of a study at its end (report.draw_best_trials_plots): draws its best trial's plots."""
+    from tfx_hydra import reports, task
+
+    release.wait(timeout=60)
+    results.put(reports.draw_pending_plots(folder, task.get("classification")))
+
+
+@pytest.mark.slow  # two processes of their own
+def test_two_commands_ending_at_once_draw_a_trials_pending_plots_once(tmp_path):
+    """A search trial leading when it ended keeps its plots' inputs; every command of the study draws
+    its best trial's at its end. Two ending at the same instant (two processes released together) draw
+    them once: one draws, the other is told there was nothing left to draw, and neither fails on the
+    file the other took."""
+    import multiprocessing
+    from types import SimpleNamespace
+
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from tfx_hydra import reports, task
+
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="softmax")])
+    x, y = np.random.default_rng(0).normal(size=(30, 4)).astype("float32"), np.arange(30) % 3
+    datasets = SimpleNamespace(test=tf.data.Dataset.from_tensor_slices((x, y)).batch(8),
+                               spec=SimpleNamespace(task=task.get("classification"), names=("a", "b", "c")))
+    tags = {}
+    tracker = SimpleNamespace(run_id="trial-run", set_tags=tags.update)  # only where the inputs wait is asked of it
+    history = SimpleNamespace(history={"loss": [1.2, 0.9], "val_loss": [1.3, 1.0]})
+    reports.record_plots(tracker, model, datasets, history, str(tmp_path), pending=True)
+    folder = tmp_path / "plots"
+    assert tags == {reports.PLOTS_PENDING: str(folder)} and (folder / reports.PENDING_FILE).is_file()
+
+    spawn = multiprocessing.get_context("spawn")
+    release, results = spawn.Event(), spawn.Queue()
+    commands = [spawn.Process(target=draw_when_released, args=(str(folder), release, results)) for _ in range(2)]
+    for command in commands:
+        command.start()
+    release.set()
+    for command in commands:
+        command.join(timeout=120)
+    assert [command.exitcode for command in commands] == [0, 0]
+    assert sorted(results.get(timeout=5) for _ in commands) == [False, True]
+    drawn = sorted(path.name for path in folder.iterdir())  # the plots, and nothing pending or half claimed
+    assert "training_curves.png" in drawn and "confusion_matrix.png" in drawn, drawn
+    assert not [name for name in drawn if reports.PENDING_FILE in name], drawn

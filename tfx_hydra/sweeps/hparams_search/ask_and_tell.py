@@ -8,8 +8,10 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 import time
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from tfx_hydra.errors import ConfigError, TrainingError
 from tfx_hydra.sweeps.hparams_search import study as studies
@@ -32,6 +34,36 @@ def ask(study, space: dict[str, Any], n_trials: int, worker: str | None = None):
     if studies.over_budget(study, trial, n_trials):
         return None
     return trial
+
+
+@contextmanager
+def held_while_launched(study, trials: list, interval: float) -> Iterator[None]:
+    """Beat for a launched batch's trials whenever their jobs do not (trial.LiveTrial says when they do):
+    a trial waiting for its job (the basic launcher runs a batch one job after another; a Slurm queue holds
+    it), or whose job has ended while the rest of its batch runs, is not lost, and another command of the
+    study must not run it again. A job lost while it runs stops beating, and is found lost as before."""
+    stop = threading.Event()
+    waiting = {trial.number: trial._trial_id for trial in trials}
+
+    def beat() -> None:
+        while waiting and not stop.wait(interval):
+            for number, trial_id in list(waiting.items()):
+                try:
+                    now = study._storage.get_trial(trial_id)
+                    if now.state.is_finished():
+                        del waiting[number]
+                    elif not now.user_attrs.get(studies.JOB_BEATS):
+                        study._storage.set_trial_user_attr(trial_id, studies.HEARTBEAT, time.time())
+                except Exception as err:  # noqa: BLE001 - a storage hiccup: the next beat retries
+                    log.debug(f"heartbeat of launched trial {number}: {err}")
+
+    beating = threading.Thread(target=beat, name="optuna-launched-trials", daemon=True)
+    beating.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        beating.join(timeout=5)
 
 
 def tell(study, trial, job_return) -> bool:

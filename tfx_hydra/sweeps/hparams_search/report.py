@@ -79,7 +79,8 @@ def draw_best_trials_plots(client, trial_runs: dict, best: int, config: DictConf
             continue
         if number == best:
             if not reports.draw_pending_plots(folder, task.from_config(config.task)):
-                log.info(f"the best trial's plots were not drawn: {folder} is not on this machine")
+                log.info(f"the best trial's plots were not drawn here: another command of the study drew them, "
+                         f"or {folder} is not on this machine")
                 continue
             client.log_artifacts(run.info.run_id, folder, "plots")
             client.set_tag(run.info.run_id, PLOTS_TAG, "drawn at the search's end: the best trial")

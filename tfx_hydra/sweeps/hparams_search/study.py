@@ -7,10 +7,12 @@ that was retried (its retry counts) or one started past the total by two command
 same instant (marked and told FAIL at once).
 
 A trial's job records a heartbeat (a user attribute with the time) every `heartbeat_interval`
-seconds. A RUNNING trial whose heartbeat is older than `grace_period` lost its process (kill -9,
-a preempted Slurm job): any command of the study fails it and enqueues the same parameters once
-more. This works on every storage alike (SQLite, PostgreSQL, a journal file), where Optuna's own
-heartbeat exists only for database storages.
+seconds; before its job starts (the second of a batch the basic launcher runs one after another, a
+Slurm job in the queue) and once it has ended (its batch still running), the command that launched
+it beats for it (ask_and_tell.held_while_launched). A RUNNING trial whose heartbeat is older than
+`grace_period` lost its process (kill -9, a preempted Slurm job): any command of the study fails it
+and enqueues the same parameters once more. This works on every storage alike (SQLite, PostgreSQL,
+a journal file), where Optuna's own heartbeat exists only for database storages.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ log = logging.getLogger(__name__)
 HEARTBEAT = "tfx_hydra.heartbeat"        # user attr: the time of the trial's last heartbeat
 RETRY_OF = "tfx_hydra.retry_of"          # user attr: the number of the lost trial this one re-runs
 OVER_BUDGET = "tfx_hydra.over_budget"    # user attr: started past n_trials, told FAIL unrun
+JOB_BEATS = "tfx_hydra.job_beats"        # user attr: True while the trial's job beats for it (else its sweeper)
 REQUEUED = "tfx_hydra.requeued"          # user attr: failed as lost or interrupted, its parameters to run again
 SPACE, COMMAND = "tfx_hydra.search_space", "tfx_hydra.fixed_overrides"  # study user attrs
 

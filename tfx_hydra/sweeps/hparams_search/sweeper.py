@@ -140,7 +140,8 @@ class Rounds:
         self.own.update(t.number for t in asked)
         self.in_flight = {t.number for t in asked}
         started = time.monotonic()
-        returns = self.sweeper.launcher.launch(overrides, initial_job_idx=asked[0].number)
+        with ask_and_tell.held_while_launched(self.study, asked, self.settings.heartbeat_interval):
+            returns = self.sweeper.launcher.launch(overrides, initial_job_idx=asked[0].number)
         wall = time.monotonic() - started
         for trial, job_return in zip(asked, returns):
             self.launched += 1

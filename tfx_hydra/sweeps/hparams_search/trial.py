@@ -130,12 +130,22 @@ class LiveTrial:
             self._stop.wait(self.settings.heartbeat_interval)
 
     def __enter__(self) -> "LiveTrial":
-        self._beating.start()
+        self._beating.start()  # its first beat at once; then the command that launched it stops beating for it
+        self._say_the_job_beats(True)
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._beating.join(timeout=5)
+        self._say_the_job_beats(False)  # the command beats again until it tells the trial's end
+
+    def _say_the_job_beats(self, beats: bool) -> None:
+        from tfx_hydra.sweeps.hparams_search.study import JOB_BEATS
+
+        try:
+            self.trial.set_user_attr(JOB_BEATS, beats)
+        except Exception as err:  # noqa: BLE001 - a trial told already (given up elsewhere): nobody beats for it
+            log.debug(f"trial {self.number}: {err}")
 
 
 @dataclass
