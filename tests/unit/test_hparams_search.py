@@ -191,6 +191,33 @@ def test_n_trials_is_the_studys_total_and_a_retry_takes_its_lost_trials_place(tm
     assert len(studies.counted(study.get_trials())) == 3  # the lost trial's place is its retry's
 
 
+def test_a_lost_trial_two_commands_retried_at_once_runs_again_once(tmp_path):
+    """Two commands finding one trial lost at the same instant both fail it and both queue its parameters
+    (on SQLite each reads it RUNNING before the other's write). The race is planted -- a second retry
+    queued as the other command's would be -- since its timing cannot be caused at will: the first retry
+    runs, the second is told FAIL unrun with the over-budget mark, and the study still needs one trial."""
+    from tfx_hydra.sweeps.hparams_search import ask_and_tell
+
+    study, found = new_study(tmp_path)
+    trial = study.ask(found)
+    study.tell(trial, 0.5)
+    lost = study.ask(found)
+    lost.set_user_attr(studies.HEARTBEAT, time.time() - 100)
+    assert studies.retry_lost_trials(study, grace_period=30, own=set()) == [lost.number]
+    study.enqueue_trial(lost.params, user_attrs={studies.RETRY_OF: lost.number})  # the other command's retry
+    assert studies.still_to_run(study, n_trials=3) == 2  # the two queued (the second stands for the missing one)
+
+    retry = ask_and_tell.ask(study, found, n_trials=3)
+    assert retry.params == lost.params and retry.user_attrs[studies.RETRY_OF] == lost.number
+    assert ask_and_tell.ask(study, found, n_trials=3) is None  # the second retry yields
+    second = study.trials[-1]
+    assert second.state == TrialState.FAIL and second.user_attrs[studies.OVER_BUDGET]
+    assert second.user_attrs[studies.RETRY_OF] == lost.number
+    assert studies.still_to_run(study, n_trials=3) == 1  # the retry in flight counts, the yielded one not
+    new = ask_and_tell.ask(study, found, n_trials=3)
+    assert new is not None and studies.RETRY_OF not in new.user_attrs
+
+
 def test_a_running_trial_with_a_fresh_heartbeat_is_left_to_its_command(tmp_path):
     study, found = new_study(tmp_path)
     alive = study.ask(found)

@@ -4,7 +4,7 @@ A study is the search's lasting record, shared by every command that names it: a
 same command, or a second command on another machine, opens the same study and adds trials
 until it holds `n_trials` of them. What counts towards that total: every trial but a failed one
 that was retried (its retry counts) or one started past the total by two commands asking at the
-same instant (marked and told FAIL at once).
+same instant, or a second retry of one lost trial (both marked and told FAIL at once: over_budget).
 
 A trial's job records a heartbeat (a user attribute with the time) every `heartbeat_interval`
 seconds; before its job starts (the second of a batch the basic launcher runs one after another, a
@@ -100,14 +100,18 @@ def counted(trials) -> list:
 
 
 def over_budget(study, trial, n_trials: int) -> bool:
-    """A trial asked for past the study's total (two commands asked at once): the later one yields,
-    told FAIL with a mark, so the study still holds n_trials."""
+    """A trial asked for past the study's total (two commands asked at once), or a second retry of one
+    lost trial (two commands found it lost at once: on SQLite both see it RUNNING and both fail it, so
+    both queue its parameters): the later one yields, told FAIL with a mark, so the study still holds
+    n_trials and runs each lost trial's parameters once more, not twice."""
     from optuna.trial import TrialState
 
-    if trial.user_attrs.get(RETRY_OF) is not None:  # a retry takes its lost trial's place
-        return False
-    ahead = [t for t in counted(study.get_trials(deepcopy=False)) if t.number < trial.number]
-    if len(ahead) < n_trials:
+    every = study.get_trials(deepcopy=False)
+    lost = trial.user_attrs.get(RETRY_OF)
+    if lost is not None:  # a retry takes its lost trial's place, unless an earlier retry of it took it
+        if not any(t.user_attrs.get(RETRY_OF) == lost and t.number < trial.number for t in every):
+            return False
+    elif len([t for t in counted(every) if t.number < trial.number]) < n_trials:
         return False
     trial.set_user_attr(OVER_BUDGET, True)
     study.tell(trial, state=TrialState.FAIL)
