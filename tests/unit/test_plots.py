@@ -115,12 +115,14 @@ def _kept_figures(pyplot, drawn: list):
     return mock.patch.object(pyplot, "close", lambda figure=None: (drawn.append(figure), close(figure)))
 
 
-def draw_when_released(folder: str, release, results) -> None:
-    """One command of a study at its end (report.draw_best_trials_plots): draws its best trial's plots."""
+def draw_when_released(folder: str, together, results) -> None:
+    """One command of a study at its end (report.draw_best_trials_plots): draws its best trial's plots,
+    once every command has imported what it draws with (`together`, a barrier), so they start at once."""
     from tfx_hydra import reports, task
 
-    release.wait(timeout=60)
-    results.put(reports.draw_pending_plots(folder, task.get("classification")))
+    classification = task.get("classification")
+    together.wait(timeout=120)
+    results.put(reports.draw_pending_plots(folder, classification))
 
 
 @pytest.mark.slow  # two processes of their own
@@ -150,11 +152,10 @@ def test_two_commands_ending_at_once_draw_a_trials_pending_plots_once(tmp_path):
     assert tags == {reports.PLOTS_PENDING: str(folder)} and (folder / reports.PENDING_FILE).is_file()
 
     spawn = multiprocessing.get_context("spawn")
-    release, results = spawn.Event(), spawn.Queue()
-    commands = [spawn.Process(target=draw_when_released, args=(str(folder), release, results)) for _ in range(2)]
+    together, results = spawn.Barrier(2), spawn.Queue()
+    commands = [spawn.Process(target=draw_when_released, args=(str(folder), together, results)) for _ in range(2)]
     for command in commands:
         command.start()
-    release.set()
     for command in commands:
         command.join(timeout=120)
     assert [command.exitcode for command in commands] == [0, 0]
